@@ -1,0 +1,97 @@
+//! The agentd gateway: HTTP admission, protocol framing and streaming over the shared
+//! store, queue and bus. [`app`] builds the whole router without binding a socket, so
+//! tests drive it with `tower::ServiceExt::oneshot`.
+
+pub mod error;
+pub mod ops;
+pub mod telemetry;
+
+use std::sync::Arc;
+
+use agentd_proto::Lifecycle;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::trace::TraceLayer;
+
+use crate::error::ApiError;
+use crate::ops::{Backends, OpsState};
+
+/// Everything a gateway handler may use. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// Store, queue and bus.
+    pub backends: Backends,
+    /// Drain state.
+    pub lifecycle: Arc<Lifecycle>,
+}
+
+impl AppState {
+    fn ops(&self) -> OpsState {
+        OpsState {
+            backends: self.backends.clone(),
+            lifecycle: self.lifecycle.clone(),
+        }
+    }
+}
+
+/// The public API routes (`/v1/…`) without the operations routes.
+pub fn api(state: AppState) -> Router {
+    let v1 = Router::new()
+        .fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_draining,
+        ));
+    Router::new().nest("/v1", v1).with_state(state)
+}
+
+/// The whole gateway: API plus operations routes on one listener.
+pub fn app(state: AppState) -> Router {
+    let ops = ops::router(state.ops());
+    layered(api(state).merge(ops))
+}
+
+/// Only the operations routes, for a separate listener (`AGENTD_OPS_ADDR`).
+pub fn ops_app(backends: Backends, lifecycle: Arc<Lifecycle>) -> Router {
+    layered(ops::router(OpsState {
+        backends,
+        lifecycle,
+    }))
+}
+
+/// Only the public API routes, for when operations live on their own listener.
+pub fn api_app(state: AppState) -> Router {
+    layered(api(state))
+}
+
+fn layered(router: Router) -> Router {
+    router
+        .layer(middleware::from_fn(telemetry::track_http))
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn unknown_route(request: Request) -> ApiError {
+    ApiError::NotFound(format!(
+        "no route for {} {}",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+/// While draining, new API requests are refused with 503 so a load balancer that has
+/// not yet noticed `/readyz` moves them elsewhere; requests already running finish.
+async fn refuse_while_draining(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.lifecycle.is_draining() {
+        return ApiError::Unavailable(
+            "this gateway is draining; retry on another replica".to_owned(),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}

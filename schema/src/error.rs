@@ -1,0 +1,70 @@
+//! What can go wrong in the store, and whether a retry is safe.
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or timed out. For a write the outcome is
+    /// unknown: the caller must not assume it was not committed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The addressed row does not exist (in the caller's scope).
+    #[error("{what} not found: {id}")]
+    NotFound {
+        /// The kind of thing looked up.
+        what: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// A compare-and-swap precondition (version, state) did not hold; nothing changed.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The claim's epoch is no longer current: another worker owns the run. Nothing
+    /// was written; the caller must abandon the run.
+    #[error("fenced: run {run_id} is no longer held at epoch {epoch}")]
+    Fenced {
+        /// The run.
+        run_id: String,
+        /// The stale epoch that was presented.
+        epoch: i64,
+    },
+    /// The database answered with an error we did not expect (a bug or a schema drift).
+    #[error("store error: {0}")]
+    Backend(String),
+}
+
+impl StoreError {
+    /// True when the failed operation certainly wrote nothing, so it may be retried or
+    /// reported as "not committed" without risk of a duplicate.
+    pub fn is_certainly_not_committed(&self) -> bool {
+        match self {
+            StoreError::NotFound { .. } | StoreError::Conflict(_) | StoreError::Fenced { .. } => {
+                true
+            }
+            StoreError::Unavailable(_) | StoreError::Backend(_) => false,
+        }
+    }
+
+    /// True when a dependency is down (maps to 503).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error.to_string()),
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                StoreError::Conflict(db.message().to_owned())
+            }
+            _ => StoreError::Backend(error.to_string()),
+        }
+    }
+}
+
+/// Shorthand for store results.
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,0 +1,33 @@
+//! Prefixed, sortable, random identifiers (`sesn_…`, `run_…`): a UUIDv7 rendered in
+//! Crockford base32, so ids sort by creation time and never collide across processes.
+
+const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+/// A new id with the given prefix, e.g. `new_id("sesn")` → `sesn_01jd…` (26 characters after `_`).
+pub fn new_id(prefix: &str) -> String {
+    let mut value = uuid::Uuid::now_v7().as_u128();
+    let mut encoded = [0u8; 26];
+    for slot in encoded.iter_mut().rev() {
+        *slot = ALPHABET[(value & 31) as usize];
+        value >>= 5;
+    }
+    let mut id = String::with_capacity(prefix.len() + 27);
+    id.push_str(prefix);
+    id.push('_');
+    id.extend(encoded.iter().map(|&b| b as char));
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_prefixed_unique_and_sortable() {
+        let a = new_id("sesn");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = new_id("sesn");
+        assert!(a.starts_with("sesn_") && a.len() == 31, "{a}");
+        assert!(a < b, "{a} should sort before {b}");
+    }
+}

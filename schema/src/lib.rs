@@ -1,0 +1,14 @@
+//! How agentd stores state: migrations, named queries (the claim and fencing SQL),
+//! the store trait and its SQL implementation for PostgreSQL and SQLite.
+
+pub mod clock;
+pub mod error;
+pub mod ids;
+pub mod outbox;
+pub mod sql;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{StoreError, StoreResult};
+pub use sql::{ConnectOptions, SqlStore};
+pub use store::*;

@@ -1,0 +1,109 @@
+//! Moving outbox rows to the queue. A submission commits its queue message to the
+//! outbox in the same transaction as the run; [`publish`] sends it right after the
+//! commit, and [`run_relay`] (in every process) republishes rows whose publish may have
+//! been lost to a crash. Republishing is safe: the queue dedupes by `msg_id` and a
+//! stale submission loses the claim.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_proto::Queue;
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::error::{StoreError, StoreResult};
+use crate::store::{OutboxMessage, Store};
+
+/// Why publishing an outbox row failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The queue did not take the message; the row stays for the relay.
+    #[error(transparent)]
+    Queue(#[from] agentd_proto::QueueError),
+    /// The row was published but could not be removed; the relay will republish it
+    /// and the queue will drop the duplicate.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Publishes one outbox row and removes it once the queue has it.
+pub async fn publish(
+    store: &dyn Store,
+    queue: &dyn Queue,
+    message: &OutboxMessage,
+) -> Result<(), PublishError> {
+    queue
+        .publish(&message.msg_id, Bytes::copy_from_slice(&message.payload))
+        .await?;
+    store.outbox_delete(message.id).await?;
+    Ok(())
+}
+
+/// Settings of [`run_relay`].
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// How often to look for stranded rows.
+    pub every: Duration,
+    /// Rows younger than this are left to the publisher that wrote them.
+    pub min_age: Duration,
+    /// Rows per pass.
+    pub batch: i64,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        Self {
+            every: Duration::from_secs(2),
+            min_age: Duration::from_secs(3),
+            batch: 256,
+        }
+    }
+}
+
+/// One relay pass: republishes rows older than `min_age`; returns how many it published.
+pub async fn relay_once(
+    store: &dyn Store,
+    queue: &dyn Queue,
+    clock: &dyn Clock,
+    config: &RelayConfig,
+) -> StoreResult<usize> {
+    let cutoff = clock.now_ms() - config.min_age.as_millis() as i64;
+    let due = store.outbox_due(cutoff, config.batch).await?;
+    let mut published = 0;
+    for message in &due {
+        match publish(store, queue, message).await {
+            Ok(()) => published += 1,
+            Err(error) => {
+                tracing::warn!(msg_id = %message.msg_id, %error, "outbox relay could not publish; will retry");
+                break;
+            }
+        }
+    }
+    if published > 0 {
+        metrics::counter!("agentd_outbox_relayed_total").increment(published as u64);
+    }
+    Ok(published)
+}
+
+/// Runs [`relay_once`] every `config.every` until `stop` fires.
+pub async fn run_relay(
+    store: Arc<dyn Store>,
+    queue: Arc<dyn Queue>,
+    clock: Arc<dyn Clock>,
+    config: RelayConfig,
+    stop: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(config.every);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if let Err(error) =
+            relay_once(store.as_ref(), queue.as_ref(), clock.as_ref(), &config).await
+        {
+            tracing::warn!(%error, "outbox relay pass failed");
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The store written once over `sqlx::Any`, for PostgreSQL and SQLite alike (ADR 0003).
+//!
+//! Queries are portable SQL: `$N` placeholders, `RETURNING`, `ON CONFLICT`, times as
+//! epoch-millisecond BIGINTs, JSON as TEXT, flags as 0/1 BIGINTs. Only the migration
+//! directories are per dialect. The claim and fencing statements live in named files
+//! under `schema/queries/`.
+
+mod idempotency;
+mod outbox;
+mod resources;
+mod runs;
+mod sessions;
+mod tenancy;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row};
+
+use crate::clock::Clock;
+use crate::error::{StoreError, StoreResult};
+use crate::store::*;
+
+/// Embedded migrations, one directory per dialect.
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// Connection settings for [`SqlStore::connect`].
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// `postgres://…` or `sqlite://…`.
+    pub url: String,
+    /// Pool size.
+    pub max_connections: u32,
+    /// How long to wait for a connection before reporting the store unavailable.
+    pub acquire_timeout: Duration,
+}
+
+impl ConnectOptions {
+    /// Defaults suited to `url`'s backend.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// The SQL store over PostgreSQL or SQLite.
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The backend a database URL names, or an error naming the accepted schemes.
+pub fn backend_of(url: &str) -> StoreResult<Backend> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Backend::Postgres)
+    } else if url.starts_with("sqlite:") {
+        Ok(Backend::Sqlite)
+    } else {
+        Err(StoreError::Backend(format!(
+            "unsupported database url scheme in {:?}: expected postgres://… or sqlite://…",
+            redact_url(url)
+        )))
+    }
+}
+
+/// The URL with any password replaced, for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}://{user}:***{}", &url[..scheme_end], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl SqlStore {
+    /// Connects (and for SQLite creates the file). Does not migrate.
+    pub async fn connect(options: ConnectOptions, clock: Arc<dyn Clock>) -> StoreResult<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = backend_of(&options.url)?;
+        let mut pool = AnyPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout);
+        if backend == Backend::Sqlite {
+            // WAL lets readers proceed while one writer commits; writers queue on the
+            // busy timeout instead of failing.
+            pool = pool.after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;").await?;
+                    Ok(())
+                })
+            });
+        }
+        let url = if backend == Backend::Sqlite && !options.url.contains("mode=") {
+            let sep = if options.url.contains('?') { '&' } else { '?' };
+            format!("{}{sep}mode=rwc", options.url)
+        } else {
+            options.url.clone()
+        };
+        let pool = pool.connect(&url).await?;
+        Ok(Self {
+            pool,
+            backend,
+            clock,
+        })
+    }
+
+    /// Applies pending migrations. On PostgreSQL an advisory lock serializes
+    /// concurrent migrators, so several processes may start together.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        let migrator = match self.backend {
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrator.run(&self.pool).await.map_err(|error| match error {
+            sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
+            other => StoreError::Backend(other.to_string()),
+        })
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+/// Parses a JSON text column.
+fn json(row: &AnyRow, column: &str) -> StoreResult<Value> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text)
+        .map_err(|e| StoreError::Backend(format!("corrupt json in {column}: {e}")))
+}
+
+/// A 0/1 flag column.
+fn flag(row: &AnyRow, column: &str) -> StoreResult<bool> {
+    Ok(row.try_get::<i64, _>(column)? != 0)
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ensure_workspace(
+        &self,
+        organization: &str,
+        workspace: &str,
+    ) -> StoreResult<Workspace> {
+        tenancy::ensure_workspace(self, organization, workspace).await
+    }
+
+    async fn find_workspace(&self, id_or_name: &str) -> StoreResult<Option<Workspace>> {
+        tenancy::find_workspace(self, id_or_name).await
+    }
+
+    async fn insert_api_key(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        secret: &str,
+    ) -> StoreResult<ApiKeyInfo> {
+        tenancy::insert_api_key(self, workspace_id, name, secret).await
+    }
+
+    async fn resolve_api_key(&self, secret: &str) -> StoreResult<Option<Scope>> {
+        tenancy::resolve_api_key(self, secret).await
+    }
+
+    async fn list_api_keys(&self, workspace_id: Option<&str>) -> StoreResult<Vec<ApiKeyInfo>> {
+        tenancy::list_api_keys(self, workspace_id).await
+    }
+
+    async fn revoke_api_key(&self, key_id: &str) -> StoreResult<bool> {
+        tenancy::revoke_api_key(self, key_id).await
+    }
+
+    async fn create_resource(&self, new: NewResource) -> StoreResult<Resource> {
+        resources::create(self, new).await
+    }
+
+    async fn get_resource(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        id: &str,
+    ) -> StoreResult<Option<Resource>> {
+        resources::get(self, workspace_id, kind, id).await
+    }
+
+    async fn update_resource(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        id: &str,
+        expected_version: i64,
+        body: Value,
+        versioned: bool,
+    ) -> StoreResult<Resource> {
+        resources::update(
+            self,
+            workspace_id,
+            kind,
+            id,
+            expected_version,
+            body,
+            versioned,
+        )
+        .await
+    }
+
+    async fn archive_resource(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        id: &str,
+    ) -> StoreResult<Resource> {
+        resources::archive(self, workspace_id, kind, id).await
+    }
+
+    async fn delete_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool> {
+        resources::delete(self, workspace_id, kind, id).await
+    }
+
+    async fn list_resources(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        query: &ListQuery,
+    ) -> StoreResult<Vec<Resource>> {
+        resources::list(self, workspace_id, kind, query).await
+    }
+
+    async fn get_resource_version(
+        &self,
+        resource_id: &str,
+        version: i64,
+    ) -> StoreResult<Option<Value>> {
+        resources::get_version(self, resource_id, version).await
+    }
+
+    async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
+        sessions::create(self, new).await
+    }
+
+    async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Session>> {
+        sessions::get(self, workspace_id, id).await
+    }
+
+    async fn append_events(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let mut tx = self.pool.begin().await?;
+        let stored = sessions::append(&mut tx, session_id, events, self.now()).await?;
+        tx.commit().await?;
+        Ok(stored)
+    }
+
+    async fn list_events(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        sessions::list_events(self, session_id, after_seq, limit).await
+    }
+
+    async fn submit(&self, submission: Submission) -> StoreResult<Submitted> {
+        runs::submit(self, submission).await
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
+        runs::get(self, run_id).await
+    }
+
+    async fn claim_run(
+        &self,
+        run_id: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> StoreResult<ClaimOutcome> {
+        runs::claim(self, run_id, owner, lease_ms).await
+    }
+
+    async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64> {
+        runs::renew(self, claim, lease_ms).await
+    }
+
+    async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
+        runs::commit(self, claim, events, None).await
+    }
+
+    async fn settle(
+        &self,
+        claim: &Claim,
+        events: Vec<NewEvent>,
+        settlement: Settlement,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        runs::commit(self, claim, events, Some(settlement)).await
+    }
+
+    async fn outbox_due(
+        &self,
+        created_before_ms: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<OutboxMessage>> {
+        outbox::due(self, created_before_ms, limit).await
+    }
+
+    async fn outbox_delete(&self, id: i64) -> StoreResult<()> {
+        outbox::delete(self, id).await
+    }
+
+    async fn idempotency_begin(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        request_hash: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<IdempotencyBegin> {
+        idempotency::begin(self, workspace_id, key, request_hash, ttl_ms).await
+    }
+
+    async fn idempotency_complete(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        status_code: i64,
+        response: &str,
+    ) -> StoreResult<()> {
+        idempotency::complete(self, workspace_id, key, status_code, response).await
+    }
+}

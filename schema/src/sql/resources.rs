@@ -1,0 +1,229 @@
+//! Generic versioned resources: most managed families store their wire body here.
+
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{SqlStore, json};
+use crate::error::{StoreError, StoreResult};
+use crate::store::{ListQuery, NewResource, Resource};
+
+const COLUMNS: &str = "id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms, archived_at_ms";
+
+fn resource(row: &AnyRow) -> StoreResult<Resource> {
+    Ok(Resource {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        kind: row.try_get("kind")?,
+        parent_id: row.try_get("parent_id")?,
+        version: row.try_get("version")?,
+        body: json(row, "body")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+        updated_at_ms: row.try_get("updated_at_ms")?,
+        archived_at_ms: row.try_get("archived_at_ms")?,
+    })
+}
+
+pub(super) async fn create(store: &SqlStore, new: NewResource) -> StoreResult<Resource> {
+    let now = store.now();
+    let body = new.body.to_string();
+    let mut tx = store.pool.begin().await?;
+    let row = sqlx::query(&format!(
+        "INSERT INTO resources (id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms) \
+         VALUES ($1, $2, $3, $4, 1, $5, $6, $6) RETURNING {COLUMNS}"
+    ))
+    .bind(&new.id)
+    .bind(&new.workspace_id)
+    .bind(&new.kind)
+    .bind(&new.parent_id)
+    .bind(&body)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    if new.versioned {
+        snapshot(&mut tx, &new.id, 1, &body, now).await?;
+    }
+    tx.commit().await?;
+    resource(&row)
+}
+
+async fn snapshot(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    id: &str,
+    version: i64,
+    body: &str,
+    now: i64,
+) -> StoreResult<()> {
+    sqlx::query("INSERT INTO resource_versions (resource_id, version, body, created_at_ms) VALUES ($1, $2, $3, $4)")
+        .bind(id)
+        .bind(version)
+        .bind(body)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn get(
+    store: &SqlStore,
+    workspace_id: &str,
+    kind: &str,
+    id: &str,
+) -> StoreResult<Option<Resource>> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .bind(kind)
+    .fetch_optional(&store.pool)
+    .await?;
+    row.as_ref().map(resource).transpose()
+}
+
+pub(super) async fn update(
+    store: &SqlStore,
+    workspace_id: &str,
+    kind: &str,
+    id: &str,
+    expected_version: i64,
+    body: Value,
+    versioned: bool,
+) -> StoreResult<Resource> {
+    let now = store.now();
+    let body = body.to_string();
+    let mut tx = store.pool.begin().await?;
+    // Compare-and-swap on the version: a concurrent writer makes this match nothing.
+    let row = sqlx::query(&format!(
+        "UPDATE resources SET body = $5, version = version + 1, updated_at_ms = $6 \
+         WHERE id = $1 AND workspace_id = $2 AND kind = $3 AND version = $4 RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .bind(kind)
+    .bind(expected_version)
+    .bind(&body)
+    .bind(now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        drop(tx);
+        return Err(match get(store, workspace_id, kind, id).await? {
+            Some(current) => StoreError::Conflict(format!(
+                "{kind} {id} is at version {}, not {expected_version}",
+                current.version
+            )),
+            None => StoreError::NotFound {
+                what: "resource",
+                id: id.to_owned(),
+            },
+        });
+    };
+    let updated = resource(&row)?;
+    if versioned {
+        snapshot(&mut tx, id, updated.version, &body, now).await?;
+    }
+    tx.commit().await?;
+    Ok(updated)
+}
+
+pub(super) async fn archive(
+    store: &SqlStore,
+    workspace_id: &str,
+    kind: &str,
+    id: &str,
+) -> StoreResult<Resource> {
+    let row = sqlx::query(&format!(
+        "UPDATE resources SET archived_at_ms = COALESCE(archived_at_ms, $4), updated_at_ms = $4 \
+         WHERE id = $1 AND workspace_id = $2 AND kind = $3 RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .bind(kind)
+    .bind(store.now())
+    .fetch_optional(&store.pool)
+    .await?;
+    match row {
+        Some(row) => resource(&row),
+        None => Err(StoreError::NotFound {
+            what: "resource",
+            id: id.to_owned(),
+        }),
+    }
+}
+
+pub(super) async fn delete(
+    store: &SqlStore,
+    workspace_id: &str,
+    kind: &str,
+    id: &str,
+) -> StoreResult<bool> {
+    let mut tx = store.pool.begin().await?;
+    let deleted =
+        sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
+            .bind(id)
+            .bind(workspace_id)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    if deleted == 1 {
+        // Explicit, not only ON DELETE CASCADE: SQLite enforces cascades only with
+        // foreign_keys on, and a missed snapshot would outlive its resource.
+        sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(deleted == 1)
+}
+
+pub(super) async fn list(
+    store: &SqlStore,
+    workspace_id: &str,
+    kind: &str,
+    query: &ListQuery,
+) -> StoreResult<Vec<Resource>> {
+    // The cursor bounds are written for ascending order; descending swaps them so
+    // "after" always means "further along the listing".
+    let (order, after_op, before_op) = if query.descending {
+        ("DESC", "<", ">")
+    } else {
+        ("ASC", ">", "<")
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM resources \
+         WHERE workspace_id = $1 AND kind = $2 \
+           AND ($3 IS NULL OR parent_id = $3) \
+           AND ($4 IS NULL OR id {after_op} $4) \
+           AND ($5 IS NULL OR id {before_op} $5) \
+           AND ($6 = 1 OR archived_at_ms IS NULL) \
+         ORDER BY id {order} LIMIT $7"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(workspace_id)
+        .bind(kind)
+        .bind(&query.parent_id)
+        .bind(&query.after_id)
+        .bind(&query.before_id)
+        .bind(i64::from(query.include_archived))
+        .bind(query.limit.max(0))
+        .fetch_all(&store.pool)
+        .await?;
+    rows.iter().map(resource).collect()
+}
+
+pub(super) async fn get_version(
+    store: &SqlStore,
+    resource_id: &str,
+    version: i64,
+) -> StoreResult<Option<Value>> {
+    let row =
+        sqlx::query("SELECT body FROM resource_versions WHERE resource_id = $1 AND version = $2")
+            .bind(resource_id)
+            .bind(version)
+            .fetch_optional(&store.pool)
+            .await?;
+    row.as_ref().map(|row| json(row, "body")).transpose()
+}

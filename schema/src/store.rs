@@ -1,0 +1,567 @@
+//! The store seam: committed truth, run rows and fencing.
+//!
+//! Durability: every method that returns `Ok` has committed. Ordering: session events
+//! are numbered by the database (`seq`, per session, gap-free, in commit order).
+//! Idempotency: noted per method. Compare-and-swap preconditions (an expected version,
+//! a claimed epoch) are in the signatures; a failed precondition changes nothing.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::error::StoreResult;
+
+/// Which SQL backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// PostgreSQL (production).
+    Postgres,
+    /// SQLite (embedded, `agentd dev`).
+    Sqlite,
+}
+
+impl Backend {
+    /// A short name for logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// An organization: the unit rate limits apply to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Organization {
+    /// `org_…`
+    pub id: String,
+    /// Unique name.
+    pub name: String,
+    /// Creation time, epoch ms.
+    pub created_at_ms: i64,
+}
+
+/// A workspace: the scope every managed resource lives in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// `wrkspc_…`
+    pub id: String,
+    /// The owning organization.
+    pub organization_id: String,
+    /// Unique within the organization.
+    pub name: String,
+    /// Creation time, epoch ms.
+    pub created_at_ms: i64,
+}
+
+/// An API key as listed: never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyInfo {
+    /// `apikey_…`
+    pub id: String,
+    /// The workspace the key acts on.
+    pub workspace_id: String,
+    /// Operator-chosen label.
+    pub name: String,
+    /// The last characters of the secret, to tell keys apart.
+    pub hint: String,
+    /// Creation time, epoch ms.
+    pub created_at_ms: i64,
+    /// Set once revoked; a revoked key authenticates nothing.
+    pub revoked_at_ms: Option<i64>,
+}
+
+/// The trusted scope an API key resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// The key that authenticated.
+    pub key_id: String,
+    /// Its organization (rate limits are per organization).
+    pub organization_id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+}
+
+/// A stored resource of one of the generic managed families.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// Prefixed id.
+    pub id: String,
+    /// Owning workspace.
+    pub workspace_id: String,
+    /// Family, e.g. `agent`, `environment`, `vault`.
+    pub kind: String,
+    /// For sub-resources (a vault's credentials), the parent's id.
+    pub parent_id: Option<String>,
+    /// Starts at 1, bumped by every update.
+    pub version: i64,
+    /// The wire body.
+    pub body: Value,
+    /// Creation time, epoch ms.
+    pub created_at_ms: i64,
+    /// Last update, epoch ms.
+    pub updated_at_ms: i64,
+    /// Set once archived.
+    pub archived_at_ms: Option<i64>,
+}
+
+/// A resource to create.
+#[derive(Debug, Clone)]
+pub struct NewResource {
+    /// Prefixed id (see [`crate::ids::new_id`]).
+    pub id: String,
+    /// Owning workspace.
+    pub workspace_id: String,
+    /// Family.
+    pub kind: String,
+    /// Parent for sub-resources.
+    pub parent_id: Option<String>,
+    /// The wire body.
+    pub body: Value,
+    /// Whether each version is kept as an immutable snapshot.
+    pub versioned: bool,
+}
+
+/// A page request over one family, ordered by id (ids sort by creation time).
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Only this parent's children.
+    pub parent_id: Option<String>,
+    /// Return ids strictly after this one (in the listing order).
+    pub after_id: Option<String>,
+    /// Return ids strictly before this one (in the listing order).
+    pub before_id: Option<String>,
+    /// At most this many rows.
+    pub limit: i64,
+    /// Newest first when true.
+    pub descending: bool,
+    /// Include archived rows.
+    pub include_archived: bool,
+}
+
+/// A session row; the wire body holds everything not queried or fenced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// `sesn_…`; also the id of the session's primary thread.
+    pub id: String,
+    /// Owning workspace.
+    pub workspace_id: String,
+    /// `idle`, `running`, `rescheduling`, `terminated`.
+    pub status: String,
+    /// The wire body (agent snapshot, metadata, …).
+    pub body: Value,
+    /// The next event sequence number.
+    pub next_seq: i64,
+    /// Creation time, epoch ms.
+    pub created_at_ms: i64,
+    /// Last update, epoch ms.
+    pub updated_at_ms: i64,
+    /// Set once archived.
+    pub archived_at_ms: Option<i64>,
+}
+
+/// A session to create.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// `sesn_…`
+    pub id: String,
+    /// Owning workspace.
+    pub workspace_id: String,
+    /// Initial status.
+    pub status: String,
+    /// The wire body.
+    pub body: Value,
+}
+
+/// An event to append to a session's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// `sevt_…`; unique across all sessions. Deterministic ids make replays idempotent.
+    pub event_id: String,
+    /// The thread it belongs to (a session id for the primary thread).
+    pub thread_id: String,
+    /// The event type, e.g. `user.message`.
+    pub kind: String,
+    /// The wire body.
+    pub body: Value,
+}
+
+/// A committed event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    /// The session.
+    pub session_id: String,
+    /// Position in the session's history, from 1, gap-free.
+    pub seq: i64,
+    /// `sevt_…`
+    pub event_id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The event type.
+    pub kind: String,
+    /// The wire body.
+    pub body: Value,
+    /// Commit time, epoch ms.
+    pub processed_at_ms: i64,
+}
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Runnable: waiting for a worker to claim it.
+    Pending,
+    /// Claimed by a worker until `lease_until_ms`.
+    Leased,
+    /// Parked at a checkpoint, waiting for input.
+    Awaiting,
+    /// Settled with an outcome.
+    Done,
+    /// Quarantined by an operator; only an explicit requeue revives it.
+    DeadLetter,
+}
+
+impl RunStatus {
+    /// The stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Leased => "leased",
+            RunStatus::Awaiting => "awaiting",
+            RunStatus::Done => "done",
+            RunStatus::DeadLetter => "dead_letter",
+        }
+    }
+
+    /// Parses the stored text.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "pending" => RunStatus::Pending,
+            "leased" => RunStatus::Leased,
+            "awaiting" => RunStatus::Awaiting,
+            "done" => RunStatus::Done,
+            "dead_letter" => RunStatus::DeadLetter,
+            _ => return None,
+        })
+    }
+}
+
+/// A run row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// `run_…`
+    pub id: String,
+    /// The session.
+    pub session_id: String,
+    /// The thread it runs on.
+    pub thread_id: String,
+    /// Life-cycle state.
+    pub status: RunStatus,
+    /// Fencing token: bumped by every claim.
+    pub epoch: i64,
+    /// Bumped by every submission; names the queue message.
+    pub generation: i64,
+    /// The worker holding the lease.
+    pub owner: Option<String>,
+    /// Lease expiry, epoch ms.
+    pub lease_until_ms: Option<i64>,
+    /// Expired-lease recoveries since the last checkpoint.
+    pub attempts: i64,
+    /// Retry budget.
+    pub max_attempts: i64,
+    /// A durable cancel intent was recorded.
+    pub cancel_requested: bool,
+    /// Set once done.
+    pub outcome: Option<String>,
+}
+
+/// Proof of holding a run for one attempt; every fenced call presents it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The run.
+    pub run_id: String,
+    /// The claiming worker.
+    pub owner: String,
+    /// The epoch minted by this claim.
+    pub epoch: i64,
+    /// The run's session.
+    pub session_id: String,
+    /// The run's thread.
+    pub thread_id: String,
+    /// The submission generation at claim time.
+    pub generation: i64,
+    /// Recoveries since the last checkpoint, including this claim if it was one.
+    pub attempts: i64,
+    /// The run's retry budget.
+    pub max_attempts: i64,
+    /// A cancel intent was recorded before the claim.
+    pub cancel_requested: bool,
+    /// Lease expiry, epoch ms.
+    pub lease_until_ms: i64,
+}
+
+/// The result of trying to claim a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// This worker holds the run now.
+    Claimed(Claim),
+    /// Another worker holds a live lease until the given time: try again later.
+    Held {
+        /// Lease expiry, epoch ms.
+        lease_until_ms: i64,
+    },
+    /// Another run of the same thread is live: try again later.
+    ThreadBusy,
+    /// The run is settled or unknown: the message that named it is stale.
+    Stale,
+}
+
+/// Input that makes a thread's run runnable (life of a turn, step 2).
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The session.
+    pub session_id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// Events to commit with the submission (may be empty, e.g. a wake).
+    pub events: Vec<NewEvent>,
+    /// Retry budget of a newly created run.
+    pub max_attempts: i64,
+    /// W3C trace context to carry to the worker.
+    pub trace_context: Vec<(String, String)>,
+}
+
+/// What a submission committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The run that will process the input.
+    pub run_id: String,
+    /// Its generation after this submission.
+    pub generation: i64,
+    /// True when the run is leased: the live attempt picks the input up itself.
+    pub live: bool,
+    /// The committed events.
+    pub events: Vec<StoredEvent>,
+    /// The outbox row holding the queue message to publish.
+    pub outbox: OutboxMessage,
+}
+
+/// How an attempt ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// Parked at a checkpoint until new input; the retry budget resets.
+    Awaiting,
+    /// Finished with an outcome (e.g. `completed`, `cancelled`, `indeterminate`).
+    Done {
+        /// The outcome recorded on the run.
+        outcome: String,
+    },
+}
+
+/// A message waiting in the transactional outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxMessage {
+    /// Row id.
+    pub id: i64,
+    /// Where it goes (`submissions`).
+    pub topic: String,
+    /// Dedupe id for the queue.
+    pub msg_id: String,
+    /// Encoded message.
+    pub payload: Vec<u8>,
+    /// When it was written, epoch ms.
+    pub created_at_ms: i64,
+}
+
+/// The result of beginning an idempotent request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyBegin {
+    /// First use of the key: proceed, then call `idempotency_complete`.
+    Fresh,
+    /// The key completed before: replay this response.
+    Replay {
+        /// The stored status code.
+        status_code: i64,
+        /// The stored response body.
+        response: String,
+    },
+    /// The key is in use by a request that has not completed.
+    InFlight,
+    /// The key was used with a different request body.
+    Mismatch,
+}
+
+/// The store: committed truth, run rows and fencing.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The SQL backend in use.
+    fn backend(&self) -> Backend;
+
+    /// Checks that the database answers (used by `/readyz`).
+    async fn ping(&self) -> StoreResult<()>;
+
+    // --- tenancy -------------------------------------------------------------------
+
+    /// Returns the named workspace of the named organization, creating either if
+    /// missing. Idempotent; safe to race.
+    async fn ensure_workspace(&self, organization: &str, workspace: &str)
+    -> StoreResult<Workspace>;
+
+    /// Looks a workspace up by id or by name.
+    async fn find_workspace(&self, id_or_name: &str) -> StoreResult<Option<Workspace>>;
+
+    /// Stores the hash of `secret` as a new key of `workspace_id`. Idempotent when the
+    /// same secret is stored twice (returns the existing key).
+    async fn insert_api_key(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        secret: &str,
+    ) -> StoreResult<ApiKeyInfo>;
+
+    /// Resolves a presented secret to its trusted scope; `None` for unknown or revoked.
+    async fn resolve_api_key(&self, secret: &str) -> StoreResult<Option<Scope>>;
+
+    /// Lists keys, optionally of one workspace, never with secrets.
+    async fn list_api_keys(&self, workspace_id: Option<&str>) -> StoreResult<Vec<ApiKeyInfo>>;
+
+    /// Revokes a key; `false` if it does not exist or was already revoked.
+    async fn revoke_api_key(&self, key_id: &str) -> StoreResult<bool>;
+
+    // --- generic resources ---------------------------------------------------------
+
+    /// Creates a resource at version 1 (and its first snapshot if versioned).
+    async fn create_resource(&self, new: NewResource) -> StoreResult<Resource>;
+
+    /// Reads a resource of `kind` in `workspace_id`.
+    async fn get_resource(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        id: &str,
+    ) -> StoreResult<Option<Resource>>;
+
+    /// Replaces the body if the current version is `expected_version`; bumps the
+    /// version (and snapshots it if `versioned`). `Conflict` if the version moved.
+    async fn update_resource(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        id: &str,
+        expected_version: i64,
+        body: Value,
+        versioned: bool,
+    ) -> StoreResult<Resource>;
+
+    /// Marks a resource archived (idempotent; keeps the first archive time).
+    async fn archive_resource(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        id: &str,
+    ) -> StoreResult<Resource>;
+
+    /// Deletes a resource and its snapshots; `false` if it did not exist.
+    async fn delete_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool>;
+
+    /// Lists one family of a workspace, ordered by id.
+    async fn list_resources(
+        &self,
+        workspace_id: &str,
+        kind: &str,
+        query: &ListQuery,
+    ) -> StoreResult<Vec<Resource>>;
+
+    /// Reads one immutable snapshot of a versioned resource.
+    async fn get_resource_version(
+        &self,
+        resource_id: &str,
+        version: i64,
+    ) -> StoreResult<Option<Value>>;
+
+    // --- sessions and events -------------------------------------------------------
+
+    /// Creates a session (its primary thread shares its id).
+    async fn create_session(&self, new: NewSession) -> StoreResult<Session>;
+
+    /// Reads a session of a workspace.
+    async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Session>>;
+
+    /// Appends events outside any run (e.g. `session.updated`); sequence numbers are
+    /// allocated by the database. Idempotent per event id: a repeated id is a `Conflict`
+    /// and nothing of the batch is written.
+    async fn append_events(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Events of a session with `seq > after_seq`, ascending, at most `limit`.
+    async fn list_events(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    // --- runs and fencing ----------------------------------------------------------
+
+    /// Life of a turn, step 2, in one transaction: append the input events, make the
+    /// thread's open run runnable (or create one, `pending`), and write the queue
+    /// message to the outbox. Nothing is published here.
+    async fn submit(&self, submission: Submission) -> StoreResult<Submitted>;
+
+    /// Reads a run.
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>>;
+
+    /// Claims a run for `lease_ms` (see `queries/claim_run.sql`).
+    async fn claim_run(
+        &self,
+        run_id: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> StoreResult<ClaimOutcome>;
+
+    /// Extends the lease of `claim`; returns the new expiry. `Fenced` if it was lost.
+    async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64>;
+
+    /// Commits events under `claim`, atomically with the epoch check. `Fenced` (and
+    /// nothing written) if the epoch is no longer current.
+    async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Commits final events and settles the attempt in one fenced transaction.
+    async fn settle(
+        &self,
+        claim: &Claim,
+        events: Vec<NewEvent>,
+        settlement: Settlement,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    // --- outbox and idempotency ----------------------------------------------------
+
+    /// Outbox rows written at or before `created_before_ms`, oldest first.
+    async fn outbox_due(
+        &self,
+        created_before_ms: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<OutboxMessage>>;
+
+    /// Removes a published outbox row (idempotent).
+    async fn outbox_delete(&self, id: i64) -> StoreResult<()>;
+
+    /// Begins a request under an idempotency key, scoped to a workspace.
+    async fn idempotency_begin(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        request_hash: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<IdempotencyBegin>;
+
+    /// Records the response of a request begun with `idempotency_begin`.
+    async fn idempotency_complete(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        status_code: i64,
+        response: &str,
+    ) -> StoreResult<()>;
+}

@@ -1,0 +1,279 @@
+//! Configuration: built-in defaults < `--config agentd.toml` < `AGENTD_*` environment
+//! variables < command-line flags. Every option has all four spellings; the names of
+//! the environment variables are part of the public interface.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options shared by every role. Each is also a key of the `--config` TOML file
+/// (the long flag name with `_` for `-`, e.g. `http_addr = "0.0.0.0:8080"`).
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// TOML file with any of these options; environment variables and flags override it.
+    #[arg(long, global = true, env = "AGENTD_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Address of the HTTP API listener [default: 127.0.0.1:8080].
+    #[arg(long, global = true, env = "AGENTD_HTTP_ADDR", value_name = "ADDR")]
+    pub http_addr: Option<SocketAddr>,
+
+    /// Separate listener for /readyz, /metrics and /admin/drain; when unset they are
+    /// served on the HTTP listener. Keep it unreachable from outside the deployment.
+    #[arg(long, global = true, env = "AGENTD_OPS_ADDR", value_name = "ADDR")]
+    pub ops_addr: Option<SocketAddr>,
+
+    /// Address of the gRPC health listener [default: 127.0.0.1:50051 for gateway and
+    /// worker; not served by dev unless set].
+    #[arg(long, global = true, env = "AGENTD_GRPC_ADDR", value_name = "ADDR")]
+    pub grpc_addr: Option<SocketAddr>,
+
+    /// Directory for the embedded backends of `agentd dev` [default: ./.agentd].
+    #[arg(long, global = true, env = "AGENTD_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Database: postgres://… (production) or sqlite://… [dev default: sqlite in the data dir].
+    #[arg(long, global = true, env = "AGENTD_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+
+    /// NATS server with JetStream, e.g. nats://127.0.0.1:4222 (required by gateway and worker).
+    #[arg(long, global = true, env = "AGENTD_NATS_URL", value_name = "URL")]
+    pub nats_url: Option<String>,
+
+    /// Redis server, e.g. redis://127.0.0.1:6379 (required by gateway and worker).
+    #[arg(long, global = true, env = "AGENTD_REDIS_URL", value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Log format: text or json [default: text].
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTD_LOG_FORMAT",
+        value_enum,
+        value_name = "FORMAT"
+    )]
+    pub log_format: Option<LogFormat>,
+
+    /// How long SIGTERM waits for in-flight requests, streams and runs, e.g. 30s [default: 30s].
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTD_DRAIN_TIMEOUT",
+        value_name = "DURATION"
+    )]
+    pub drain_timeout: Option<String>,
+
+    /// JetStream stream holding run submissions [default: AGENTD_SUBMISSIONS].
+    #[arg(long, global = true, env = "AGENTD_NATS_STREAM", value_name = "NAME")]
+    pub nats_stream: Option<String>,
+
+    /// Durable JetStream consumer shared by the worker fleet [default: agentd-workers].
+    #[arg(long, global = true, env = "AGENTD_NATS_CONSUMER", value_name = "NAME")]
+    pub nats_consumer: Option<String>,
+
+    /// Prefix of every Redis key and channel, to share one Redis [default: agentd].
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTD_REDIS_PREFIX",
+        value_name = "PREFIX"
+    )]
+    pub redis_prefix: Option<String>,
+
+    /// How long a delivered submission may stay unacknowledged before redelivery [default: 30s].
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTD_QUEUE_ACK_WAIT",
+        value_name = "DURATION"
+    )]
+    pub queue_ack_wait: Option<String>,
+
+    /// Deliveries of one submission after which the queue stops redelivering it [default: 20].
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTD_QUEUE_MAX_DELIVER",
+        value_name = "N"
+    )]
+    pub queue_max_deliver: Option<i64>,
+}
+
+impl Settings {
+    /// Fills options not given by flag or environment from the `--config` file.
+    pub fn with_file(self) -> Result<Self> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let file = load_file(&path)?;
+        Ok(self.or(file))
+    }
+
+    fn or(self, file: Settings) -> Self {
+        Settings {
+            config: self.config,
+            http_addr: self.http_addr.or(file.http_addr),
+            ops_addr: self.ops_addr.or(file.ops_addr),
+            grpc_addr: self.grpc_addr.or(file.grpc_addr),
+            data_dir: self.data_dir.or(file.data_dir),
+            database_url: self.database_url.or(file.database_url),
+            nats_url: self.nats_url.or(file.nats_url),
+            redis_url: self.redis_url.or(file.redis_url),
+            log_format: self.log_format.or(file.log_format),
+            drain_timeout: self.drain_timeout.or(file.drain_timeout),
+            nats_stream: self.nats_stream.or(file.nats_stream),
+            nats_consumer: self.nats_consumer.or(file.nats_consumer),
+            redis_prefix: self.redis_prefix.or(file.redis_prefix),
+            queue_ack_wait: self.queue_ack_wait.or(file.queue_ack_wait),
+            queue_max_deliver: self.queue_max_deliver.or(file.queue_max_deliver),
+        }
+    }
+
+    /// The HTTP listener address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)))
+    }
+
+    /// The gRPC health address of a production role.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051)))
+    }
+
+    /// The embedded data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("./.agentd"))
+    }
+
+    /// The log format.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format.unwrap_or(LogFormat::Text)
+    }
+
+    /// The drain deadline.
+    pub fn drain_timeout(&self) -> Result<Duration> {
+        duration(
+            "AGENTD_DRAIN_TIMEOUT",
+            self.drain_timeout.as_deref(),
+            Duration::from_secs(30),
+        )
+    }
+
+    /// Queue settings.
+    pub fn queue_config(&self) -> Result<agentd_proto::QueueConfig> {
+        let defaults = agentd_proto::QueueConfig::default();
+        let max_deliver = self.queue_max_deliver.unwrap_or(defaults.max_deliver);
+        anyhow::ensure!(
+            max_deliver >= 1,
+            "AGENTD_QUEUE_MAX_DELIVER must be at least 1, got {max_deliver}"
+        );
+        Ok(agentd_proto::QueueConfig {
+            ack_wait: duration(
+                "AGENTD_QUEUE_ACK_WAIT",
+                self.queue_ack_wait.as_deref(),
+                defaults.ack_wait,
+            )?,
+            max_deliver,
+            ..defaults
+        })
+    }
+
+    /// The JetStream stream name.
+    pub fn nats_stream(&self) -> String {
+        self.nats_stream
+            .clone()
+            .unwrap_or_else(|| "AGENTD_SUBMISSIONS".to_owned())
+    }
+
+    /// The JetStream consumer name.
+    pub fn nats_consumer(&self) -> String {
+        self.nats_consumer
+            .clone()
+            .unwrap_or_else(|| "agentd-workers".to_owned())
+    }
+
+    /// The Redis key prefix.
+    pub fn redis_prefix(&self) -> String {
+        self.redis_prefix
+            .clone()
+            .unwrap_or_else(|| "agentd".to_owned())
+    }
+}
+
+fn load_file(path: &Path) -> Result<Settings> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// Parses `30s`, `1500ms`, `2m` (or a bare number of seconds).
+fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    if let Ok(seconds) = value.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    humantime::parse_duration(value.trim()).with_context(|| {
+        format!("{setting}: invalid duration {value:?} (expected e.g. 30s, 1500ms, 2m)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_and_env_override_the_file() {
+        let cli = Settings {
+            http_addr: Some("127.0.0.1:9000".parse().unwrap()),
+            ..Settings::default()
+        };
+        let file: Settings =
+            toml::from_str("http_addr = \"127.0.0.1:1\"\nnats_url = \"nats://n:4222\"").unwrap();
+        let merged = cli.or(file);
+        assert_eq!(merged.http_addr(), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(merged.nats_url.as_deref(), Some("nats://n:4222"));
+    }
+
+    #[test]
+    fn unknown_file_keys_are_rejected() {
+        assert!(toml::from_str::<Settings>("htp_addr = \"127.0.0.1:1\"").is_err());
+    }
+
+    #[test]
+    fn durations_accept_units_and_bare_seconds() {
+        assert_eq!(
+            duration("X", Some("45"), Duration::ZERO).unwrap(),
+            Duration::from_secs(45)
+        );
+        assert_eq!(
+            duration("X", Some("1500ms"), Duration::ZERO).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            duration("X", None, Duration::from_secs(7)).unwrap(),
+            Duration::from_secs(7)
+        );
+        assert!(duration("X", Some("soon"), Duration::ZERO).is_err());
+    }
+}

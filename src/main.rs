@@ -1,0 +1,83 @@
+//! The `agentd` binary: parses arguments and configuration, sets up telemetry and
+//! signals, and runs one role. The roles themselves live in the library crates.
+
+mod config;
+mod logging;
+mod roles;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::config::Settings;
+
+/// agentd — a self-hosted agent platform speaking the Managed Agents API.
+///
+/// Every option can be given as a flag, as an AGENTD_* environment variable, or as a
+/// key of the TOML file named by --config; flags win over the environment, which wins
+/// over the file.
+#[derive(Debug, Parser)]
+#[command(name = "agentd", version, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run everything in one process on embedded backends (SQLite under the data dir,
+    /// in-process queue and bus). Needs no configuration and no services.
+    Dev,
+    /// Run an HTTP gateway against PostgreSQL, NATS JetStream and Redis
+    /// (AGENTD_DATABASE_URL, AGENTD_NATS_URL, AGENTD_REDIS_URL are required).
+    Gateway,
+    /// Run a worker against PostgreSQL, NATS JetStream and Redis (same settings as the gateway).
+    Worker,
+    /// Apply database migrations to AGENTD_DATABASE_URL and exit. Safe to run from
+    /// several processes at once.
+    Migrate,
+}
+
+impl Command {
+    fn role(&self) -> &'static str {
+        match self {
+            Command::Dev => "dev",
+            Command::Gateway => "gateway",
+            Command::Worker => "worker",
+            Command::Migrate => "migrate",
+        }
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // Also on stderr without the subscriber: startup errors must be readable
+            // even when logging itself failed to start.
+            eprintln!("agentd: error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = cli.settings.with_file()?;
+    let role = cli.command.role();
+    let _telemetry = logging::init(settings.log_format(), role)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Dev => roles::dev(settings).await,
+            Command::Gateway => roles::gateway(settings).await,
+            Command::Worker => roles::worker(settings).await,
+            Command::Migrate => roles::migrate(settings).await,
+        }
+    })
+}

@@ -1,0 +1,404 @@
+//! Role wiring: which backends each role connects, which listeners it serves, and
+//! how it shuts down. Production roles never fall back to an embedded backend: a
+//! missing or unreachable dependency is a startup error naming the setting to fix.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_gateway::AppState;
+use agentd_gateway::ops::{self, Backends, OpsState};
+use agentd_proto::bus::memory::MemoryBus;
+use agentd_proto::bus::redis::RedisBus;
+use agentd_proto::queue::jetstream::JetStreamQueue;
+use agentd_proto::queue::memory::MemoryQueue;
+use agentd_proto::{Bus, Lifecycle, Queue};
+use agentd_schema::outbox::{RelayConfig, run_relay};
+use agentd_schema::sql::redact_url;
+use agentd_schema::{Clock, ConnectOptions, SqlStore, Store, SystemClock};
+use anyhow::{Context, Result, bail};
+use axum::Router;
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::Settings;
+
+/// How long a production role waits for each dependency at startup.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `agentd migrate`.
+pub async fn migrate(settings: Settings) -> Result<()> {
+    let url = settings
+        .database_url
+        .clone()
+        .context("no database configured: set AGENTD_DATABASE_URL (or --database-url) to postgres://… or sqlite://…")?;
+    let store = connect_store(&url).await?;
+    store
+        .migrate()
+        .await
+        .with_context(|| format!("migrating {} failed", redact_url(&url)))?;
+    info!(database = %redact_url(&url), "migrations applied");
+    store.close().await;
+    Ok(())
+}
+
+/// `agentd dev`: everything in one process on embedded backends.
+pub async fn dev(settings: Settings) -> Result<()> {
+    let data_dir = settings.data_dir();
+    std::fs::create_dir_all(&data_dir).with_context(|| {
+        format!(
+            "cannot create the data directory {} (check AGENTD_DATA_DIR)",
+            data_dir.display()
+        )
+    })?;
+    let url = settings
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("agentd.db").display()));
+    let store = connect_store(&url).await?;
+    store
+        .migrate()
+        .await
+        .context("migrating the embedded database failed")?;
+    let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::new(settings.queue_config()?));
+    let bus: Arc<dyn Bus> = Arc::new(MemoryBus::new());
+    info!(
+        store = %redact_url(&url),
+        queue = queue.backend_name(),
+        bus = bus.backend_name(),
+        "embedded backends ready"
+    );
+    let process = Process::new(settings, store, Some(queue), Some(bus));
+    process.start_relay();
+    let bound = process.serve_api().await?;
+    if let Some(grpc) = process.settings.grpc_addr {
+        process.serve_grpc(grpc, "agentd.dev").await?;
+    } else {
+        process.lifecycle.report(true).await;
+    }
+    let base = format!("http://{bound}");
+    println!();
+    println!("  agentd dev is running at {base}");
+    println!(
+        "  data:      {} (SQLite; in-process queue and bus)",
+        data_dir.display()
+    );
+    println!("  readiness: curl {base}/readyz");
+    println!("  metrics:   curl {base}/metrics");
+    println!();
+    process.run_until_signal().await
+}
+
+/// `agentd gateway`.
+pub async fn gateway(settings: Settings) -> Result<()> {
+    let (store, queue, bus) = production_backends(&settings, "gateway").await?;
+    let process = Process::new(settings, store, Some(queue), Some(bus));
+    process.start_relay();
+    process
+        .serve_grpc(process.settings.grpc_addr(), "agentd.gateway")
+        .await?;
+    process.serve_api().await?;
+    process.run_until_signal().await
+}
+
+/// `agentd worker`.
+pub async fn worker(settings: Settings) -> Result<()> {
+    let (store, queue, bus) = production_backends(&settings, "worker").await?;
+    let process = Process::new(settings, store, Some(queue), Some(bus));
+    process.start_relay();
+    process
+        .serve_grpc(process.settings.grpc_addr(), "agentd.worker")
+        .await?;
+    // A worker serves only the operations routes, on the ops address if given.
+    let addr = process
+        .settings
+        .ops_addr
+        .unwrap_or_else(|| process.settings.http_addr());
+    let router = agentd_gateway::ops_app(process.backends.clone(), process.lifecycle.clone());
+    process.serve("ops", addr, router).await?;
+    process.run_until_signal().await
+}
+
+async fn connect_store(url: &str) -> Result<Arc<SqlStore>> {
+    let connect = SqlStore::connect(ConnectOptions::new(url), Arc::new(SystemClock));
+    let store = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
+        .and_then(|result| result.map_err(anyhow::Error::from))
+        .with_context(|| {
+            format!(
+                "cannot connect to the database at {} (check AGENTD_DATABASE_URL)",
+                redact_url(url)
+            )
+        })?;
+    Ok(Arc::new(store))
+}
+
+async fn production_backends(
+    settings: &Settings,
+    role: &str,
+) -> Result<(Arc<SqlStore>, Arc<dyn Queue>, Arc<dyn Bus>)> {
+    let Some(database_url) = settings.database_url.clone() else {
+        bail!(
+            "agentd {role} needs PostgreSQL: set AGENTD_DATABASE_URL=postgres://… (use `agentd dev` for embedded backends)"
+        );
+    };
+    let Some(nats_url) = settings.nats_url.clone() else {
+        bail!("agentd {role} needs NATS JetStream: set AGENTD_NATS_URL=nats://…");
+    };
+    let Some(redis_url) = settings.redis_url.clone() else {
+        bail!("agentd {role} needs Redis: set AGENTD_REDIS_URL=redis://…");
+    };
+    let store = connect_store(&database_url).await?;
+    store.ping().await.with_context(|| {
+        format!(
+            "the database at {} does not answer (check AGENTD_DATABASE_URL)",
+            redact_url(&database_url)
+        )
+    })?;
+    let stream = settings.nats_stream();
+    let subject = format!("{}.submissions", stream.to_lowercase());
+    let queue = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        JetStreamQueue::connect_url(
+            &nats_url,
+            &stream,
+            &subject,
+            &settings.nats_consumer(),
+            settings.queue_config()?,
+        ),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
+    .and_then(|result| result.map_err(anyhow::Error::from))
+    .with_context(|| {
+        format!(
+            "cannot use NATS JetStream at {} (check AGENTD_NATS_URL)",
+            redact_url(&nats_url)
+        )
+    })?;
+    let bus = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        RedisBus::connect(&redis_url, &settings.redis_prefix()),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
+    .and_then(|result| result.map_err(anyhow::Error::from))
+    .with_context(|| {
+        format!(
+            "cannot connect to Redis at {} (check AGENTD_REDIS_URL)",
+            redact_url(&redis_url)
+        )
+    })?;
+    info!(
+        store = %redact_url(&database_url),
+        queue = %format!("jetstream {} (stream {stream})", redact_url(&nats_url)),
+        bus = %format!("redis {}", redact_url(&redis_url)),
+        "backends ready"
+    );
+    Ok((store, Arc::new(queue), Arc::new(bus)))
+}
+
+/// One running role: its backends, lifecycle and the tasks it must wait for.
+struct Process {
+    settings: Settings,
+    store: Arc<SqlStore>,
+    backends: Backends,
+    lifecycle: Arc<Lifecycle>,
+    clock: Arc<dyn Clock>,
+    /// Fires after draining, when listeners and background tasks must stop.
+    stop: CancellationToken,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Process {
+    fn new(
+        settings: Settings,
+        store: Arc<SqlStore>,
+        queue: Option<Arc<dyn Queue>>,
+        bus: Option<Arc<dyn Bus>>,
+    ) -> Self {
+        // Install the recorder before anything records, or early samples are lost.
+        agentd_gateway::telemetry::prometheus();
+        let backends = Backends {
+            store: store.clone(),
+            queue,
+            bus,
+        };
+        Self {
+            settings,
+            store,
+            backends,
+            lifecycle: Lifecycle::new(),
+            clock: Arc::new(SystemClock),
+            stop: CancellationToken::new(),
+            tasks: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn track(&self, task: JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(task);
+    }
+
+    fn start_relay(&self) {
+        let Some(queue) = self.backends.queue.clone() else {
+            return;
+        };
+        let store: Arc<dyn Store> = self.store.clone();
+        let task = tokio::spawn(run_relay(
+            store,
+            queue,
+            self.clock.clone(),
+            RelayConfig::default(),
+            self.stop.clone(),
+        ));
+        self.track(task);
+    }
+
+    /// Serves the API (and the operations routes, unless they have their own
+    /// listener). Returns the bound API address.
+    async fn serve_api(&self) -> Result<SocketAddr> {
+        let state = AppState {
+            backends: self.backends.clone(),
+            lifecycle: self.lifecycle.clone(),
+        };
+        match self.settings.ops_addr {
+            Some(ops_addr) => {
+                let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());
+                self.serve("ops", ops_addr, ops).await?;
+                self.serve(
+                    "http",
+                    self.settings.http_addr(),
+                    agentd_gateway::api_app(state),
+                )
+                .await
+            }
+            None => {
+                self.serve(
+                    "http",
+                    self.settings.http_addr(),
+                    agentd_gateway::app(state),
+                )
+                .await
+            }
+        }
+    }
+
+    async fn serve(
+        &self,
+        name: &'static str,
+        addr: SocketAddr,
+        router: Router,
+    ) -> Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await.with_context(|| {
+            format!(
+                "cannot listen on {addr} for {name} (check AGENTD_{}_ADDR)",
+                name.to_uppercase()
+            )
+        })?;
+        let bound = listener.local_addr()?;
+        // Without TCP_NODELAY a keep-alive client of a streamed response waits on
+        // Nagle + delayed ACK (~40 ms) per turn.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                warn!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        let stop = self.stop.clone();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, listener = name, "http server failed");
+            }
+        });
+        self.track(task);
+        info!(listener = name, %bound, "listening on http://{bound}");
+        // A stable line on stdout, for scripts and the test harness.
+        println!("agentd: {name} listening on http://{bound}");
+        Ok(bound)
+    }
+
+    async fn serve_grpc(&self, addr: SocketAddr, service: &'static str) -> Result<()> {
+        let (health, bound, task) = agentd_proto::health::serve(addr, service, self.stop.clone())
+            .await
+            .with_context(|| {
+                format!("cannot listen on {addr} for gRPC health (check AGENTD_GRPC_ADDR)")
+            })?;
+        self.lifecycle.attach_health(health);
+        self.track(task);
+        let monitor = ops::spawn_health_monitor(
+            OpsState {
+                backends: self.backends.clone(),
+                lifecycle: self.lifecycle.clone(),
+            },
+            Duration::from_secs(2),
+        );
+        self.track(monitor);
+        info!(%bound, service, "grpc health listening");
+        println!("agentd: grpc listening on {bound}");
+        Ok(())
+    }
+
+    /// Waits for SIGTERM or Ctrl-C, drains, lets in-flight work finish within the
+    /// drain deadline, and returns (exit code 0).
+    async fn run_until_signal(self) -> Result<()> {
+        let deadline = self.settings.drain_timeout()?;
+        shutdown_signal().await;
+        info!(?deadline, "shutdown requested; draining");
+        self.lifecycle.drain().await;
+        self.stop.cancel();
+        let tasks = std::mem::take(
+            &mut *self
+                .tasks
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        if tokio::time::timeout(deadline, futures::future::join_all(tasks))
+            .await
+            .is_err()
+        {
+            warn!(
+                ?deadline,
+                "drain deadline passed with work still in flight; exiting"
+            );
+        }
+        self.store.close().await;
+        info!("stopped");
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,96 @@
+//! Throwaway stores for the conformance suites: a SQLite file in a temp dir, or a
+//! PostgreSQL database created for one test and dropped after it.
+
+use std::sync::Arc;
+
+use agentd_schema::{Clock, ConnectOptions, SqlStore};
+use sqlx::Connection;
+
+use crate::backends::{postgres_url, require_tcp, unique_name};
+
+/// A migrated store and what must be cleaned up after it.
+pub struct TestStore {
+    /// The store under test.
+    pub store: Arc<SqlStore>,
+    /// `postgres://…/name` or `sqlite://…`.
+    pub url: String,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Postgres { database: String },
+}
+
+/// Which backend to build a store on.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// SQLite in a temp directory.
+    Sqlite,
+    /// A fresh PostgreSQL database.
+    Postgres,
+}
+
+/// A fresh PostgreSQL database named after `prefix`; returns its URL.
+pub async fn create_postgres_database(prefix: &str) -> (String, String) {
+    let server = postgres_url();
+    require_tcp("PostgreSQL", "AGENTD_TEST_POSTGRES_URL", &server).await;
+    let database = unique_name(prefix);
+    let mut admin = sqlx::PgConnection::connect(&server)
+        .await
+        .expect("connect to the PostgreSQL test server");
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
+    admin.close().await.ok();
+    let base = server
+        .rsplit_once('/')
+        .map_or(server.as_str(), |(base, _)| base)
+        .to_owned();
+    (format!("{base}/{database}"), database)
+}
+
+/// Drops a database made by [`create_postgres_database`], disconnecting its clients.
+pub async fn drop_postgres_database(database: &str) {
+    if let Ok(mut admin) = sqlx::PgConnection::connect(&postgres_url()).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .execute(&mut admin)
+            .await;
+        admin.close().await.ok();
+    }
+}
+
+impl TestStore {
+    /// Creates and migrates a store.
+    pub async fn new(kind: Kind, clock: Arc<dyn Clock>) -> Self {
+        let (url, cleanup) = match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("store.db").display());
+                (url, Cleanup::Sqlite(dir))
+            }
+            Kind::Postgres => {
+                let (url, database) = create_postgres_database("agentd_store").await;
+                (url, Cleanup::Postgres { database })
+            }
+        };
+        let store = SqlStore::connect(ConnectOptions::new(&url), clock)
+            .await
+            .expect("connect store");
+        store.migrate().await.expect("migrate");
+        Self {
+            store: Arc::new(store),
+            url,
+            cleanup,
+        }
+    }
+
+    /// Closes the store and removes its database.
+    pub async fn cleanup(self) {
+        self.store.close().await;
+        if let Cleanup::Postgres { database } = &self.cleanup {
+            drop_postgres_database(database).await;
+        }
+    }
+}
