@@ -340,6 +340,7 @@ impl Process {
                 lifecycle: self.lifecycle.clone(),
             },
             Duration::from_secs(2),
+            self.stop.clone(),
         );
         self.track(monitor);
         info!(%bound, service, "grpc health listening");

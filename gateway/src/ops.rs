@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
 
@@ -162,12 +163,16 @@ async fn drain(State(state): State<OpsState>) -> Response {
     (StatusCode::ACCEPTED, Json(json!({ "draining": true }))).into_response()
 }
 
-/// Keeps gRPC health and the `agentd_backend_up` gauges current between probes.
-pub fn spawn_health_monitor(state: OpsState, every: Duration) -> tokio::task::JoinHandle<()> {
+/// Keeps gRPC health and the `agentd_backend_up` gauges current between probes,
+/// until `stop` fires.
+pub fn spawn_health_monitor(state: OpsState, every: Duration, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         loop {
-            ticker.tick().await;
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
             let checks = state.backends.check().await;
             for check in checks.iter().filter(|check| check.error.is_some()) {
                 tracing::warn!(seam = check.seam, backend = check.backend, error = ?check.error, "backend unhealthy");
