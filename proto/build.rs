@@ -6,9 +6,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={file}");
     }
     let descriptors = protox::compile(files, ["proto"])?;
-    tonic_prost_build::configure()
-        .build_client(false)
-        .build_server(false)
-        .compile_fds(descriptors)?;
+    tonic_prost_build::configure().build_client(false).build_server(false).compile_fds(descriptors)?;
     Ok(())
 }

@@ -61,22 +61,11 @@ pub struct Settings {
     pub redis_url: Option<String>,
 
     /// Log format: text or json [default: text].
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTD_LOG_FORMAT",
-        value_enum,
-        value_name = "FORMAT"
-    )]
+    #[arg(long, global = true, env = "AGENTD_LOG_FORMAT", value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
 
     /// How long SIGTERM waits for in-flight requests, streams and runs, e.g. 30s [default: 30s].
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTD_DRAIN_TIMEOUT",
-        value_name = "DURATION"
-    )]
+    #[arg(long, global = true, env = "AGENTD_DRAIN_TIMEOUT", value_name = "DURATION")]
     pub drain_timeout: Option<String>,
 
     /// JetStream stream holding run submissions [default: AGENTD_SUBMISSIONS].
@@ -88,30 +77,15 @@ pub struct Settings {
     pub nats_consumer: Option<String>,
 
     /// Prefix of every Redis key and channel, to share one Redis [default: agentd].
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTD_REDIS_PREFIX",
-        value_name = "PREFIX"
-    )]
+    #[arg(long, global = true, env = "AGENTD_REDIS_PREFIX", value_name = "PREFIX")]
     pub redis_prefix: Option<String>,
 
     /// How long a delivered submission may stay unacknowledged before redelivery [default: 30s].
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTD_QUEUE_ACK_WAIT",
-        value_name = "DURATION"
-    )]
+    #[arg(long, global = true, env = "AGENTD_QUEUE_ACK_WAIT", value_name = "DURATION")]
     pub queue_ack_wait: Option<String>,
 
     /// Deliveries of one submission after which the queue stops redelivering it [default: 20].
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTD_QUEUE_MAX_DELIVER",
-        value_name = "N"
-    )]
+    #[arg(long, global = true, env = "AGENTD_QUEUE_MAX_DELIVER", value_name = "N")]
     pub queue_max_deliver: Option<i64>,
 }
 
@@ -147,21 +121,17 @@ impl Settings {
 
     /// The HTTP listener address.
     pub fn http_addr(&self) -> SocketAddr {
-        self.http_addr
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)))
+        self.http_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)))
     }
 
     /// The gRPC health address of a production role.
     pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc_addr
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051)))
+        self.grpc_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051)))
     }
 
     /// The embedded data directory.
     pub fn data_dir(&self) -> PathBuf {
-        self.data_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("./.agentd"))
+        self.data_dir.clone().unwrap_or_else(|| PathBuf::from("./.agentd"))
     }
 
     /// The log format.
@@ -171,27 +141,16 @@ impl Settings {
 
     /// The drain deadline.
     pub fn drain_timeout(&self) -> Result<Duration> {
-        duration(
-            "AGENTD_DRAIN_TIMEOUT",
-            self.drain_timeout.as_deref(),
-            Duration::from_secs(30),
-        )
+        duration("AGENTD_DRAIN_TIMEOUT", self.drain_timeout.as_deref(), Duration::from_secs(30))
     }
 
     /// Queue settings.
     pub fn queue_config(&self) -> Result<agentd_proto::QueueConfig> {
         let defaults = agentd_proto::QueueConfig::default();
         let max_deliver = self.queue_max_deliver.unwrap_or(defaults.max_deliver);
-        anyhow::ensure!(
-            max_deliver >= 1,
-            "AGENTD_QUEUE_MAX_DELIVER must be at least 1, got {max_deliver}"
-        );
+        anyhow::ensure!(max_deliver >= 1, "AGENTD_QUEUE_MAX_DELIVER must be at least 1, got {max_deliver}");
         Ok(agentd_proto::QueueConfig {
-            ack_wait: duration(
-                "AGENTD_QUEUE_ACK_WAIT",
-                self.queue_ack_wait.as_deref(),
-                defaults.ack_wait,
-            )?,
+            ack_wait: duration("AGENTD_QUEUE_ACK_WAIT", self.queue_ack_wait.as_deref(), defaults.ack_wait)?,
             max_deliver,
             ..defaults
         })
@@ -199,29 +158,22 @@ impl Settings {
 
     /// The JetStream stream name.
     pub fn nats_stream(&self) -> String {
-        self.nats_stream
-            .clone()
-            .unwrap_or_else(|| "AGENTD_SUBMISSIONS".to_owned())
+        self.nats_stream.clone().unwrap_or_else(|| "AGENTD_SUBMISSIONS".to_owned())
     }
 
     /// The JetStream consumer name.
     pub fn nats_consumer(&self) -> String {
-        self.nats_consumer
-            .clone()
-            .unwrap_or_else(|| "agentd-workers".to_owned())
+        self.nats_consumer.clone().unwrap_or_else(|| "agentd-workers".to_owned())
     }
 
     /// The Redis key prefix.
     pub fn redis_prefix(&self) -> String {
-        self.redis_prefix
-            .clone()
-            .unwrap_or_else(|| "agentd".to_owned())
+        self.redis_prefix.clone().unwrap_or_else(|| "agentd".to_owned())
     }
 }
 
 fn load_file(path: &Path) -> Result<Settings> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
 }
 
@@ -233,9 +185,8 @@ fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Dur
     if let Ok(seconds) = value.trim().parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    humantime::parse_duration(value.trim()).with_context(|| {
-        format!("{setting}: invalid duration {value:?} (expected e.g. 30s, 1500ms, 2m)")
-    })
+    humantime::parse_duration(value.trim())
+        .with_context(|| format!("{setting}: invalid duration {value:?} (expected e.g. 30s, 1500ms, 2m)"))
 }
 
 #[cfg(test)]
@@ -244,12 +195,8 @@ mod tests {
 
     #[test]
     fn flags_and_env_override_the_file() {
-        let cli = Settings {
-            http_addr: Some("127.0.0.1:9000".parse().unwrap()),
-            ..Settings::default()
-        };
-        let file: Settings =
-            toml::from_str("http_addr = \"127.0.0.1:1\"\nnats_url = \"nats://n:4222\"").unwrap();
+        let cli = Settings { http_addr: Some("127.0.0.1:9000".parse().unwrap()), ..Settings::default() };
+        let file: Settings = toml::from_str("http_addr = \"127.0.0.1:1\"\nnats_url = \"nats://n:4222\"").unwrap();
         let merged = cli.or(file);
         assert_eq!(merged.http_addr(), "127.0.0.1:9000".parse().unwrap());
         assert_eq!(merged.nats_url.as_deref(), Some("nats://n:4222"));
@@ -262,18 +209,9 @@ mod tests {
 
     #[test]
     fn durations_accept_units_and_bare_seconds() {
-        assert_eq!(
-            duration("X", Some("45"), Duration::ZERO).unwrap(),
-            Duration::from_secs(45)
-        );
-        assert_eq!(
-            duration("X", Some("1500ms"), Duration::ZERO).unwrap(),
-            Duration::from_millis(1500)
-        );
-        assert_eq!(
-            duration("X", None, Duration::from_secs(7)).unwrap(),
-            Duration::from_secs(7)
-        );
+        assert_eq!(duration("X", Some("45"), Duration::ZERO).unwrap(), Duration::from_secs(45));
+        assert_eq!(duration("X", Some("1500ms"), Duration::ZERO).unwrap(), Duration::from_millis(1500));
+        assert_eq!(duration("X", None, Duration::from_secs(7)).unwrap(), Duration::from_secs(7));
         assert!(duration("X", Some("soon"), Duration::ZERO).is_err());
     }
 }

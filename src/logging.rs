@@ -46,12 +46,8 @@ pub fn init(format: LogFormat, role: &str) -> Result<Telemetry> {
         Ok(endpoint) if !endpoint.trim().is_empty() => Some(otlp_provider(role)?),
         _ => None,
     };
-    let otel = provider
-        .as_ref()
-        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("agentd")));
-    opentelemetry::global::set_text_map_propagator(
-        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
-    );
+    let otel = provider.as_ref().map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("agentd")));
+    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     tracing_subscriber::registry()
         .with(filter)
         .with(fmt)
@@ -71,8 +67,5 @@ fn otlp_provider(role: &str) -> Result<SdkTracerProvider> {
         .with_service_name("agentd")
         .with_attribute(opentelemetry::KeyValue::new("agentd.role", role.to_owned()))
         .build();
-    Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(resource)
-        .build())
+    Ok(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
 }

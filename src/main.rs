@@ -69,9 +69,7 @@ fn run(cli: Cli) -> Result<()> {
     let settings = cli.settings.with_file()?;
     let role = cli.command.role();
     let _telemetry = logging::init(settings.log_format(), role)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Dev => roles::dev(settings).await,

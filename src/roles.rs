@@ -36,10 +36,7 @@ pub async fn migrate(settings: Settings) -> Result<()> {
         .clone()
         .context("no database configured: set AGENTD_DATABASE_URL (or --database-url) to postgres://… or sqlite://…")?;
     let store = connect_store(&url).await?;
-    store
-        .migrate()
-        .await
-        .with_context(|| format!("migrating {} failed", redact_url(&url)))?;
+    store.migrate().await.with_context(|| format!("migrating {} failed", redact_url(&url)))?;
     info!(database = %redact_url(&url), "migrations applied");
     store.close().await;
     Ok(())
@@ -48,21 +45,12 @@ pub async fn migrate(settings: Settings) -> Result<()> {
 /// `agentd dev`: everything in one process on embedded backends.
 pub async fn dev(settings: Settings) -> Result<()> {
     let data_dir = settings.data_dir();
-    std::fs::create_dir_all(&data_dir).with_context(|| {
-        format!(
-            "cannot create the data directory {} (check AGENTD_DATA_DIR)",
-            data_dir.display()
-        )
-    })?;
-    let url = settings
-        .database_url
-        .clone()
-        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("agentd.db").display()));
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create the data directory {} (check AGENTD_DATA_DIR)", data_dir.display()))?;
+    let url =
+        settings.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", data_dir.join("agentd.db").display()));
     let store = connect_store(&url).await?;
-    store
-        .migrate()
-        .await
-        .context("migrating the embedded database failed")?;
+    store.migrate().await.context("migrating the embedded database failed")?;
     let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::new(settings.queue_config()?));
     let bus: Arc<dyn Bus> = Arc::new(MemoryBus::new());
     info!(
@@ -82,10 +70,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let base = format!("http://{bound}");
     println!();
     println!("  agentd dev is running at {base}");
-    println!(
-        "  data:      {} (SQLite; in-process queue and bus)",
-        data_dir.display()
-    );
+    println!("  data:      {} (SQLite; in-process queue and bus)", data_dir.display());
     println!("  readiness: curl {base}/readyz");
     println!("  metrics:   curl {base}/metrics");
     println!();
@@ -97,9 +82,7 @@ pub async fn gateway(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "gateway").await?;
     let process = Process::new(settings, store, Some(queue), Some(bus));
     process.start_relay();
-    process
-        .serve_grpc(process.settings.grpc_addr(), "agentd.gateway")
-        .await?;
+    process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
     process.serve_api().await?;
     process.run_until_signal().await
 }
@@ -109,14 +92,9 @@ pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
     let process = Process::new(settings, store, Some(queue), Some(bus));
     process.start_relay();
-    process
-        .serve_grpc(process.settings.grpc_addr(), "agentd.worker")
-        .await?;
+    process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations routes, on the ops address if given.
-    let addr = process
-        .settings
-        .ops_addr
-        .unwrap_or_else(|| process.settings.http_addr());
+    let addr = process.settings.ops_addr.unwrap_or_else(|| process.settings.http_addr());
     let router = agentd_gateway::ops_app(process.backends.clone(), process.lifecycle.clone());
     process.serve("ops", addr, router).await?;
     process.run_until_signal().await
@@ -129,18 +107,12 @@ async fn connect_store(url: &str) -> Result<Arc<SqlStore>> {
         .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
         .and_then(|result| result.map_err(anyhow::Error::from))
         .with_context(|| {
-            format!(
-                "cannot connect to the database at {} (check AGENTD_DATABASE_URL)",
-                redact_url(url)
-            )
+            format!("cannot connect to the database at {} (check AGENTD_DATABASE_URL)", redact_url(url))
         })?;
     Ok(Arc::new(store))
 }
 
-async fn production_backends(
-    settings: &Settings,
-    role: &str,
-) -> Result<(Arc<SqlStore>, Arc<dyn Queue>, Arc<dyn Bus>)> {
+async fn production_backends(settings: &Settings, role: &str) -> Result<(Arc<SqlStore>, Arc<dyn Queue>, Arc<dyn Bus>)> {
     let Some(database_url) = settings.database_url.clone() else {
         bail!(
             "agentd {role} needs PostgreSQL: set AGENTD_DATABASE_URL=postgres://… (use `agentd dev` for embedded backends)"
@@ -154,45 +126,23 @@ async fn production_backends(
     };
     let store = connect_store(&database_url).await?;
     store.ping().await.with_context(|| {
-        format!(
-            "the database at {} does not answer (check AGENTD_DATABASE_URL)",
-            redact_url(&database_url)
-        )
+        format!("the database at {} does not answer (check AGENTD_DATABASE_URL)", redact_url(&database_url))
     })?;
     let stream = settings.nats_stream();
     let subject = format!("{}.submissions", stream.to_lowercase());
     let queue = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        JetStreamQueue::connect_url(
-            &nats_url,
-            &stream,
-            &subject,
-            &settings.nats_consumer(),
-            settings.queue_config()?,
-        ),
+        JetStreamQueue::connect_url(&nats_url, &stream, &subject, &settings.nats_consumer(), settings.queue_config()?),
     )
     .await
     .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
     .and_then(|result| result.map_err(anyhow::Error::from))
-    .with_context(|| {
-        format!(
-            "cannot use NATS JetStream at {} (check AGENTD_NATS_URL)",
-            redact_url(&nats_url)
-        )
-    })?;
-    let bus = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        RedisBus::connect(&redis_url, &settings.redis_prefix()),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
-    .and_then(|result| result.map_err(anyhow::Error::from))
-    .with_context(|| {
-        format!(
-            "cannot connect to Redis at {} (check AGENTD_REDIS_URL)",
-            redact_url(&redis_url)
-        )
-    })?;
+    .with_context(|| format!("cannot use NATS JetStream at {} (check AGENTD_NATS_URL)", redact_url(&nats_url)))?;
+    let bus = tokio::time::timeout(CONNECT_TIMEOUT, RedisBus::connect(&redis_url, &settings.redis_prefix()))
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
+        .and_then(|result| result.map_err(anyhow::Error::from))
+        .with_context(|| format!("cannot connect to Redis at {} (check AGENTD_REDIS_URL)", redact_url(&redis_url)))?;
     info!(
         store = %redact_url(&database_url),
         queue = %format!("jetstream {} (stream {stream})", redact_url(&nats_url)),
@@ -215,19 +165,10 @@ struct Process {
 }
 
 impl Process {
-    fn new(
-        settings: Settings,
-        store: Arc<SqlStore>,
-        queue: Option<Arc<dyn Queue>>,
-        bus: Option<Arc<dyn Bus>>,
-    ) -> Self {
+    fn new(settings: Settings, store: Arc<SqlStore>, queue: Option<Arc<dyn Queue>>, bus: Option<Arc<dyn Bus>>) -> Self {
         // Install the recorder before anything records, or early samples are lost.
         agentd_gateway::telemetry::prometheus();
-        let backends = Backends {
-            store: store.clone(),
-            queue,
-            bus,
-        };
+        let backends = Backends { store: store.clone(), queue, bus };
         Self {
             settings,
             store,
@@ -240,10 +181,7 @@ impl Process {
     }
 
     fn track(&self, task: JoinHandle<()>) {
-        self.tasks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(task);
+        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(task);
     }
 
     fn start_relay(&self) {
@@ -251,56 +189,27 @@ impl Process {
             return;
         };
         let store: Arc<dyn Store> = self.store.clone();
-        let task = tokio::spawn(run_relay(
-            store,
-            queue,
-            self.clock.clone(),
-            RelayConfig::default(),
-            self.stop.clone(),
-        ));
+        let task = tokio::spawn(run_relay(store, queue, self.clock.clone(), RelayConfig::default(), self.stop.clone()));
         self.track(task);
     }
 
     /// Serves the API (and the operations routes, unless they have their own
     /// listener). Returns the bound API address.
     async fn serve_api(&self) -> Result<SocketAddr> {
-        let state = AppState {
-            backends: self.backends.clone(),
-            lifecycle: self.lifecycle.clone(),
-        };
+        let state = AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() };
         match self.settings.ops_addr {
             Some(ops_addr) => {
                 let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());
                 self.serve("ops", ops_addr, ops).await?;
-                self.serve(
-                    "http",
-                    self.settings.http_addr(),
-                    agentd_gateway::api_app(state),
-                )
-                .await
+                self.serve("http", self.settings.http_addr(), agentd_gateway::api_app(state)).await
             }
-            None => {
-                self.serve(
-                    "http",
-                    self.settings.http_addr(),
-                    agentd_gateway::app(state),
-                )
-                .await
-            }
+            None => self.serve("http", self.settings.http_addr(), agentd_gateway::app(state)).await,
         }
     }
 
-    async fn serve(
-        &self,
-        name: &'static str,
-        addr: SocketAddr,
-        router: Router,
-    ) -> Result<SocketAddr> {
+    async fn serve(&self, name: &'static str, addr: SocketAddr, router: Router) -> Result<SocketAddr> {
         let listener = TcpListener::bind(addr).await.with_context(|| {
-            format!(
-                "cannot listen on {addr} for {name} (check AGENTD_{}_ADDR)",
-                name.to_uppercase()
-            )
+            format!("cannot listen on {addr} for {name} (check AGENTD_{}_ADDR)", name.to_uppercase())
         })?;
         let bound = listener.local_addr()?;
         // Without TCP_NODELAY a keep-alive client of a streamed response waits on
@@ -312,9 +221,7 @@ impl Process {
         });
         let stop = self.stop.clone();
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
+            let served = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
             if let Err(error) = served {
                 tracing::error!(%error, listener = name, "http server failed");
             }
@@ -329,16 +236,11 @@ impl Process {
     async fn serve_grpc(&self, addr: SocketAddr, service: &'static str) -> Result<()> {
         let (health, bound, task) = agentd_proto::health::serve(addr, service, self.stop.clone())
             .await
-            .with_context(|| {
-                format!("cannot listen on {addr} for gRPC health (check AGENTD_GRPC_ADDR)")
-            })?;
+            .with_context(|| format!("cannot listen on {addr} for gRPC health (check AGENTD_GRPC_ADDR)"))?;
         self.lifecycle.attach_health(health);
         self.track(task);
         let monitor = ops::spawn_health_monitor(
-            OpsState {
-                backends: self.backends.clone(),
-                lifecycle: self.lifecycle.clone(),
-            },
+            OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() },
             Duration::from_secs(2),
             self.stop.clone(),
         );
@@ -356,20 +258,9 @@ impl Process {
         info!(?deadline, "shutdown requested; draining");
         self.lifecycle.drain().await;
         self.stop.cancel();
-        let tasks = std::mem::take(
-            &mut *self
-                .tasks
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        );
-        if tokio::time::timeout(deadline, futures::future::join_all(tasks))
-            .await
-            .is_err()
-        {
-            warn!(
-                ?deadline,
-                "drain deadline passed with work still in flight; exiting"
-            );
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        if tokio::time::timeout(deadline, futures::future::join_all(tasks)).await.is_err() {
+            warn!(?deadline, "drain deadline passed with work still in flight; exiting");
         }
         self.store.close().await;
         info!("stopped");

@@ -43,8 +43,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code().http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = json!({ "type": "error", "error": { "type": self.wire_type(), "message": self.to_string() } });
         (status, Json(body)).into_response()
     }

@@ -29,10 +29,7 @@ pub struct AppState {
 
 impl AppState {
     fn ops(&self) -> OpsState {
-        OpsState {
-            backends: self.backends.clone(),
-            lifecycle: self.lifecycle.clone(),
-        }
+        OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() }
     }
 }
 
@@ -40,10 +37,7 @@ impl AppState {
 pub fn api(state: AppState) -> Router {
     let v1 = Router::new()
         .fallback(unknown_route)
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            refuse_while_draining,
-        ));
+        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     Router::new().nest("/v1", v1).with_state(state)
 }
 
@@ -55,10 +49,7 @@ pub fn app(state: AppState) -> Router {
 
 /// Only the operations routes, for a separate listener (`AGENTD_OPS_ADDR`).
 pub fn ops_app(backends: Backends, lifecycle: Arc<Lifecycle>) -> Router {
-    layered(ops::router(OpsState {
-        backends,
-        lifecycle,
-    }))
+    layered(ops::router(OpsState { backends, lifecycle }))
 }
 
 /// Only the public API routes, for when operations live on their own listener.
@@ -67,31 +58,18 @@ pub fn api_app(state: AppState) -> Router {
 }
 
 fn layered(router: Router) -> Router {
-    router
-        .layer(middleware::from_fn(telemetry::track_http))
-        .layer(TraceLayer::new_for_http())
+    router.layer(middleware::from_fn(telemetry::track_http)).layer(TraceLayer::new_for_http())
 }
 
 async fn unknown_route(request: Request) -> ApiError {
-    ApiError::NotFound(format!(
-        "no route for {} {}",
-        request.method(),
-        request.uri().path()
-    ))
+    ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()))
 }
 
 /// While draining, new API requests are refused with 503 so a load balancer that has
 /// not yet noticed `/readyz` moves them elsewhere; requests already running finish.
-async fn refuse_while_draining(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn refuse_while_draining(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.lifecycle.is_draining() {
-        return ApiError::Unavailable(
-            "this gateway is draining; retry on another replica".to_owned(),
-        )
-        .into_response();
+        return ApiError::Unavailable("this gateway is draining; retry on another replica".to_owned()).into_response();
     }
     next.run(request).await
 }

@@ -50,11 +50,7 @@ impl Backends {
             let store = self.store.clone();
             async move {
                 let result = bounded(async { store.ping().await.map_err(|e| e.to_string()) }).await;
-                Check {
-                    seam: "store",
-                    backend: store.backend().name(),
-                    error: result.err(),
-                }
+                Check { seam: "store", backend: store.backend().name(), error: result.err() }
             }
         };
         let queue = {
@@ -62,11 +58,7 @@ impl Backends {
             async move {
                 let queue = queue?;
                 let result = bounded(async { queue.ping().await.map_err(|e| e.to_string()) }).await;
-                Some(Check {
-                    seam: "queue",
-                    backend: queue.backend_name(),
-                    error: result.err(),
-                })
+                Some(Check { seam: "queue", backend: queue.backend_name(), error: result.err() })
             }
         };
         let bus = {
@@ -74,11 +66,7 @@ impl Backends {
             async move {
                 let bus = bus?;
                 let result = bounded(async { bus.ping().await.map_err(|e| e.to_string()) }).await;
-                Some(Check {
-                    seam: "bus",
-                    backend: bus.backend_name(),
-                    error: result.err(),
-                })
+                Some(Check { seam: "bus", backend: bus.backend_name(), error: result.err() })
             }
         };
         let (store, queue, bus) = tokio::join!(store, queue, bus);
@@ -135,26 +123,12 @@ async fn readyz(State(state): State<OpsState>) -> Response {
             (check.seam.to_owned(), entry)
         })
         .collect();
-    let code = if status == "ready" {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        code,
-        Json(json!({ "status": status, "backends": backends })),
-    )
-        .into_response()
+    let code = if status == "ready" { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (code, Json(json!({ "status": status, "backends": backends }))).into_response()
 }
 
 async fn metrics_text() -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        telemetry::prometheus().render(),
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], telemetry::prometheus().render())
         .into_response()
 }
 
@@ -177,10 +151,7 @@ pub fn spawn_health_monitor(state: OpsState, every: Duration, stop: Cancellation
             for check in checks.iter().filter(|check| check.error.is_some()) {
                 tracing::warn!(seam = check.seam, backend = check.backend, error = ?check.error, "backend unhealthy");
             }
-            state
-                .lifecycle
-                .report(checks.iter().all(|check| check.error.is_none()))
-                .await;
+            state.lifecycle.report(checks.iter().all(|check| check.error.is_none())).await;
         }
     })
 }

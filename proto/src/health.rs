@@ -20,11 +20,7 @@ pub struct Health {
 impl Health {
     /// Reports `serving` for the overall service and for `role`.
     pub async fn set_serving(&self, serving: bool) {
-        let status = if serving {
-            ServingStatus::Serving
-        } else {
-            ServingStatus::NotServing
-        };
+        let status = if serving { ServingStatus::Serving } else { ServingStatus::NotServing };
         self.reporter.set_service_status("", status).await;
         self.reporter.set_service_status(self.role, status).await;
     }
@@ -40,10 +36,7 @@ pub async fn serve(
     let (reporter, service) = tonic_health::server::health_reporter();
     let health = Health { reporter, role };
     health.set_serving(false).await;
-    health
-        .reporter
-        .set_service_status("liveness", ServingStatus::Serving)
-        .await;
+    health.reporter.set_service_status("liveness", ServingStatus::Serving).await;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));

@@ -17,9 +17,7 @@ pub struct Lifecycle {
 
 impl std::fmt::Debug for Lifecycle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lifecycle")
-            .field("draining", &self.is_draining())
-            .finish()
+        f.debug_struct("Lifecycle").field("draining", &self.is_draining()).finish()
     }
 }
 
@@ -55,19 +53,12 @@ impl Lifecycle {
 
     /// Connects the gRPC health reporter; its status follows [`Lifecycle::report`].
     pub fn attach_health(&self, health: Health) {
-        *self
-            .health
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(health);
+        *self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(health);
     }
 
     /// Reports whether the process can take work: `backends_ok` and not draining.
     pub async fn report(&self, backends_ok: bool) {
-        let health = self
-            .health
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
+        let health = self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         if let Some(health) = health {
             health.set_serving(backends_ok && !self.is_draining()).await;
         }

@@ -32,11 +32,7 @@ pub struct QueueConfig {
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        Self {
-            ack_wait: Duration::from_secs(30),
-            max_deliver: 20,
-            dedupe_window: Duration::from_secs(120),
-        }
+        Self { ack_wait: Duration::from_secs(30), max_deliver: 20, dedupe_window: Duration::from_secs(120) }
     }
 }
 
@@ -93,12 +89,7 @@ impl std::fmt::Debug for Delivery {
 impl Delivery {
     /// Builds a delivery; used by queue implementations.
     pub fn new(payload: Bytes, msg_id: String, delivery_count: u64, acker: Box<dyn Acker>) -> Self {
-        Self {
-            payload,
-            msg_id,
-            delivery_count,
-            acker,
-        }
+        Self { payload, msg_id, delivery_count, acker }
     }
 
     /// The message is done; it is never delivered again.

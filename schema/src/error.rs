@@ -37,9 +37,7 @@ impl StoreError {
     /// reported as "not committed" without risk of a duplicate.
     pub fn is_certainly_not_committed(&self) -> bool {
         match self {
-            StoreError::NotFound { .. } | StoreError::Conflict(_) | StoreError::Fenced { .. } => {
-                true
-            }
+            StoreError::NotFound { .. } | StoreError::Conflict(_) | StoreError::Fenced { .. } => true,
             StoreError::Unavailable(_) | StoreError::Backend(_) => false,
         }
     }
@@ -58,9 +56,7 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error.to_string()),
-            sqlx::Error::Database(db) if db.is_unique_violation() => {
-                StoreError::Conflict(db.message().to_owned())
-            }
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_owned()),
             _ => StoreError::Backend(error.to_string()),
         }
     }

@@ -28,14 +28,8 @@ pub enum PublishError {
 }
 
 /// Publishes one outbox row and removes it once the queue has it.
-pub async fn publish(
-    store: &dyn Store,
-    queue: &dyn Queue,
-    message: &OutboxMessage,
-) -> Result<(), PublishError> {
-    queue
-        .publish(&message.msg_id, Bytes::copy_from_slice(&message.payload))
-        .await?;
+pub async fn publish(store: &dyn Store, queue: &dyn Queue, message: &OutboxMessage) -> Result<(), PublishError> {
+    queue.publish(&message.msg_id, Bytes::copy_from_slice(&message.payload)).await?;
     store.outbox_delete(message.id).await?;
     Ok(())
 }
@@ -53,11 +47,7 @@ pub struct RelayConfig {
 
 impl Default for RelayConfig {
     fn default() -> Self {
-        Self {
-            every: Duration::from_secs(2),
-            min_age: Duration::from_secs(3),
-            batch: 256,
-        }
+        Self { every: Duration::from_secs(2), min_age: Duration::from_secs(3), batch: 256 }
     }
 }
 
@@ -100,9 +90,7 @@ pub async fn run_relay(
             () = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        if let Err(error) =
-            relay_once(store.as_ref(), queue.as_ref(), clock.as_ref(), &config).await
-        {
+        if let Err(error) = relay_once(store.as_ref(), queue.as_ref(), clock.as_ref(), &config).await {
             tracing::warn!(%error, "outbox relay pass failed");
         }
     }

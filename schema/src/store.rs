@@ -402,20 +402,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Returns the named workspace of the named organization, creating either if
     /// missing. Idempotent; safe to race.
-    async fn ensure_workspace(&self, organization: &str, workspace: &str)
-    -> StoreResult<Workspace>;
+    async fn ensure_workspace(&self, organization: &str, workspace: &str) -> StoreResult<Workspace>;
 
     /// Looks a workspace up by id or by name.
     async fn find_workspace(&self, id_or_name: &str) -> StoreResult<Option<Workspace>>;
 
     /// Stores the hash of `secret` as a new key of `workspace_id`. Idempotent when the
     /// same secret is stored twice (returns the existing key).
-    async fn insert_api_key(
-        &self,
-        workspace_id: &str,
-        name: &str,
-        secret: &str,
-    ) -> StoreResult<ApiKeyInfo>;
+    async fn insert_api_key(&self, workspace_id: &str, name: &str, secret: &str) -> StoreResult<ApiKeyInfo>;
 
     /// Resolves a presented secret to its trusted scope; `None` for unknown or revoked.
     async fn resolve_api_key(&self, secret: &str) -> StoreResult<Option<Scope>>;
@@ -432,12 +426,7 @@ pub trait Store: Send + Sync + 'static {
     async fn create_resource(&self, new: NewResource) -> StoreResult<Resource>;
 
     /// Reads a resource of `kind` in `workspace_id`.
-    async fn get_resource(
-        &self,
-        workspace_id: &str,
-        kind: &str,
-        id: &str,
-    ) -> StoreResult<Option<Resource>>;
+    async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>>;
 
     /// Replaces the body if the current version is `expected_version`; bumps the
     /// version (and snapshots it if `versioned`). `Conflict` if the version moved.
@@ -452,30 +441,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Resource>;
 
     /// Marks a resource archived (idempotent; keeps the first archive time).
-    async fn archive_resource(
-        &self,
-        workspace_id: &str,
-        kind: &str,
-        id: &str,
-    ) -> StoreResult<Resource>;
+    async fn archive_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Resource>;
 
     /// Deletes a resource and its snapshots; `false` if it did not exist.
     async fn delete_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool>;
 
     /// Lists one family of a workspace, ordered by id.
-    async fn list_resources(
-        &self,
-        workspace_id: &str,
-        kind: &str,
-        query: &ListQuery,
-    ) -> StoreResult<Vec<Resource>>;
+    async fn list_resources(&self, workspace_id: &str, kind: &str, query: &ListQuery) -> StoreResult<Vec<Resource>>;
 
     /// Reads one immutable snapshot of a versioned resource.
-    async fn get_resource_version(
-        &self,
-        resource_id: &str,
-        version: i64,
-    ) -> StoreResult<Option<Value>>;
+    async fn get_resource_version(&self, resource_id: &str, version: i64) -> StoreResult<Option<Value>>;
 
     // --- sessions and events -------------------------------------------------------
 
@@ -488,19 +463,10 @@ pub trait Store: Send + Sync + 'static {
     /// Appends events outside any run (e.g. `session.updated`); sequence numbers are
     /// allocated by the database. Idempotent per event id: a repeated id is a `Conflict`
     /// and nothing of the batch is written.
-    async fn append_events(
-        &self,
-        session_id: &str,
-        events: Vec<NewEvent>,
-    ) -> StoreResult<Vec<StoredEvent>>;
+    async fn append_events(&self, session_id: &str, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;
 
     /// Events of a session with `seq > after_seq`, ascending, at most `limit`.
-    async fn list_events(
-        &self,
-        session_id: &str,
-        after_seq: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<StoredEvent>>;
+    async fn list_events(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<StoredEvent>>;
 
     // --- runs and fencing ----------------------------------------------------------
 
@@ -513,12 +479,7 @@ pub trait Store: Send + Sync + 'static {
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>>;
 
     /// Claims a run for `lease_ms` (see `queries/claim_run.sql`).
-    async fn claim_run(
-        &self,
-        run_id: &str,
-        owner: &str,
-        lease_ms: i64,
-    ) -> StoreResult<ClaimOutcome>;
+    async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome>;
 
     /// Extends the lease of `claim`; returns the new expiry. `Fenced` if it was lost.
     async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64>;
@@ -538,11 +499,7 @@ pub trait Store: Send + Sync + 'static {
     // --- outbox and idempotency ----------------------------------------------------
 
     /// Outbox rows written at or before `created_before_ms`, oldest first.
-    async fn outbox_due(
-        &self,
-        created_before_ms: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<OutboxMessage>>;
+    async fn outbox_due(&self, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>>;
 
     /// Removes a published outbox row (idempotent).
     async fn outbox_delete(&self, id: i64) -> StoreResult<()>;

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 /// PostgreSQL server URL (without a database name is fine; tests create their own).
 pub fn postgres_url() -> String {
-    std::env::var("AGENTD_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    std::env::var("AGENTD_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
 /// NATS server URL with JetStream enabled.

@@ -53,11 +53,7 @@ impl Launch {
         if role != "dev" {
             envs.push(("AGENTD_GRPC_ADDR".to_owned(), "127.0.0.1:0".to_owned()));
         }
-        Self {
-            args: vec![role.to_owned()],
-            envs,
-            cwd: None,
-        }
+        Self { args: vec![role.to_owned()], envs, cwd: None }
     }
 
     fn has_env(&self, key: &str) -> bool {
@@ -107,11 +103,7 @@ impl Launch {
     /// Starts the process and waits for its listeners to be announced.
     pub async fn start(self) -> Agentd {
         let mut command = self.command();
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = command.spawn().expect("spawn agentd");
         let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
@@ -155,10 +147,7 @@ impl Launch {
             }
             let line = match tokio::time::timeout_at(deadline.into(), out_rx.recv()).await {
                 Ok(Some(line)) => line,
-                _ => panic!(
-                    "agentd did not announce its listeners; stderr:\n{}",
-                    agentd.stderr_text()
-                ),
+                _ => panic!("agentd did not announce its listeners; stderr:\n{}", agentd.stderr_text()),
             };
             if let Some(url) = line.strip_prefix("agentd: http listening on ") {
                 agentd.http = url.trim().to_owned();
@@ -197,11 +186,7 @@ impl Agentd {
     /// Sends SIGTERM and waits for the exit status.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.pid().to_string();
-        let status = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .expect("run kill");
+        let status = Command::new("kill").args(["-TERM", &pid]).status().await.expect("run kill");
         assert!(status.success(), "kill -TERM {pid} failed");
         tokio::time::timeout(Duration::from_secs(60), self.child.wait())
             .await
@@ -225,9 +210,6 @@ impl Agentd {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!(
-            "/readyz never answered {want} within {within:?}; last: {last}; stderr:\n{}",
-            self.stderr_text()
-        );
+        panic!("/readyz never answered {want} within {within:?}; last: {last}; stderr:\n{}", self.stderr_text());
     }
 }

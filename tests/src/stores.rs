@@ -36,27 +36,17 @@ pub async fn create_postgres_database(prefix: &str) -> (String, String) {
     let server = postgres_url();
     require_tcp("PostgreSQL", "AGENTD_TEST_POSTGRES_URL", &server).await;
     let database = unique_name(prefix);
-    let mut admin = sqlx::PgConnection::connect(&server)
-        .await
-        .expect("connect to the PostgreSQL test server");
-    sqlx::query(&format!("CREATE DATABASE {database}"))
-        .execute(&mut admin)
-        .await
-        .expect("create database");
+    let mut admin = sqlx::PgConnection::connect(&server).await.expect("connect to the PostgreSQL test server");
+    sqlx::query(&format!("CREATE DATABASE {database}")).execute(&mut admin).await.expect("create database");
     admin.close().await.ok();
-    let base = server
-        .rsplit_once('/')
-        .map_or(server.as_str(), |(base, _)| base)
-        .to_owned();
+    let base = server.rsplit_once('/').map_or(server.as_str(), |(base, _)| base).to_owned();
     (format!("{base}/{database}"), database)
 }
 
 /// Drops a database made by [`create_postgres_database`], disconnecting its clients.
 pub async fn drop_postgres_database(database: &str) {
     if let Ok(mut admin) = sqlx::PgConnection::connect(&postgres_url()).await {
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-            .execute(&mut admin)
-            .await;
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)")).execute(&mut admin).await;
         admin.close().await.ok();
     }
 }
@@ -75,15 +65,9 @@ impl TestStore {
                 (url, Cleanup::Postgres { database })
             }
         };
-        let store = SqlStore::connect(ConnectOptions::new(&url), clock)
-            .await
-            .expect("connect store");
+        let store = SqlStore::connect(ConnectOptions::new(&url), clock).await.expect("connect store");
         store.migrate().await.expect("migrate");
-        Self {
-            store: Arc::new(store),
-            url,
-            cleanup,
-        }
+        Self { store: Arc::new(store), url, cleanup }
     }
 
     /// Closes the store and removes its database.

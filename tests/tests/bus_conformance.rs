@@ -22,10 +22,7 @@ enum Backend {
 /// One bus under test, plus a side channel to observe its subscriptions.
 enum Fixture {
     Memory(MemoryBus),
-    Redis {
-        bus: RedisBus,
-        admin: ::redis::aio::MultiplexedConnection,
-    },
+    Redis { bus: RedisBus, admin: ::redis::aio::MultiplexedConnection },
 }
 
 impl Fixture {
@@ -35,13 +32,8 @@ impl Fixture {
             Backend::Redis => {
                 let url = redis_url();
                 require_tcp("Redis", "AGENTD_TEST_REDIS_URL", &url).await;
-                let bus = RedisBus::connect(&url, &unique_name("bus"))
-                    .await
-                    .expect("connect redis bus");
-                Self::Redis {
-                    bus,
-                    admin: admin_connection(&url).await,
-                }
+                let bus = RedisBus::connect(&url, &unique_name("bus")).await.expect("connect redis bus");
+                Self::Redis { bus, admin: admin_connection(&url).await }
             }
         }
     }
@@ -58,28 +50,19 @@ impl Fixture {
     async fn subscriber_count(&self, channel: &str) -> usize {
         match self {
             Self::Memory(bus) => bus.subscriber_count(channel),
-            Self::Redis { bus, admin } => {
-                numsub(&mut admin.clone(), &bus.channel_key(channel)).await
-            }
+            Self::Redis { bus, admin } => numsub(&mut admin.clone(), &bus.channel_key(channel)).await,
         }
     }
 }
 
 async fn admin_connection(url: &str) -> ::redis::aio::MultiplexedConnection {
     let client = ::redis::Client::open(url).expect("redis url");
-    client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("admin redis connection")
+    client.get_multiplexed_async_connection().await.expect("admin redis connection")
 }
 
 async fn numsub(admin: &mut ::redis::aio::MultiplexedConnection, key: &str) -> usize {
-    let (_, count): (String, usize) = ::redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(key)
-        .query_async(admin)
-        .await
-        .expect("PUBSUB NUMSUB");
+    let (_, count): (String, usize) =
+        ::redis::cmd("PUBSUB").arg("NUMSUB").arg(key).query_async(admin).await.expect("PUBSUB NUMSUB");
     count
 }
 
@@ -90,9 +73,7 @@ async fn publish(bus: &dyn Bus, channel: &str, payload: &str) {
 }
 
 async fn subscribe(bus: &dyn Bus, channel: &str) -> Subscription {
-    bus.subscribe(channel)
-        .await
-        .unwrap_or_else(|err| panic!("subscribe to {channel}: {err}"))
+    bus.subscribe(channel).await.unwrap_or_else(|err| panic!("subscribe to {channel}: {err}"))
 }
 
 async fn next(subscription: &mut Subscription) -> BusItem {
@@ -142,10 +123,7 @@ mod cases {
         }
         let items = reader.await.expect("reader task");
         let expected: Vec<BusItem> = (0..COUNT).map(|i| message(&i.to_string())).collect();
-        assert!(
-            items == expected,
-            "messages arrived out of order or with gaps"
-        );
+        assert!(items == expected, "messages arrived out of order or with gaps");
     }
 
     pub async fn channels_are_isolated(backend: Backend) {
@@ -172,26 +150,17 @@ mod cases {
         let fx = Fixture::open(backend).await;
         let first = subscribe(fx.bus(), "sesn_5").await;
         let mut second = subscribe(fx.bus(), "sesn_5").await;
-        assert!(
-            fx.subscriber_count("sesn_5").await > 0,
-            "no subscription registered"
-        );
+        assert!(fx.subscriber_count("sesn_5").await > 0, "no subscription registered");
 
         drop(first);
         publish(fx.bus(), "sesn_5", "still here").await;
         assert_eq!(next(&mut second).await, message("still here"));
-        assert!(
-            fx.subscriber_count("sesn_5").await > 0,
-            "dropping one of two subscriptions unsubscribed"
-        );
+        assert!(fx.subscriber_count("sesn_5").await > 0, "dropping one of two subscriptions unsubscribed");
 
         drop(second);
         let deadline = Instant::now() + SOON;
         while fx.subscriber_count("sesn_5").await > 0 {
-            assert!(
-                Instant::now() < deadline,
-                "channel still subscribed after its last subscription dropped"
-            );
+            assert!(Instant::now() < deadline, "channel still subscribed after its last subscription dropped");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -253,9 +222,7 @@ struct Proxy {
 
 impl Proxy {
     async fn start(upstream: String) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind proxy");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let (generation, _) = tokio::sync::watch::channel(0u64);
         let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -278,12 +245,7 @@ impl Proxy {
                 });
             }
         });
-        Self {
-            addr,
-            generation,
-            down,
-            upstream,
-        }
+        Self { addr, generation, down, upstream }
     }
 
     /// The Redis URL with the proxy in place of the server.
@@ -314,9 +276,7 @@ async fn proxied_bus() -> (Proxy, RedisBus) {
     let url = redis_url();
     require_tcp("Redis", "AGENTD_TEST_REDIS_URL", &url).await;
     let proxy = Proxy::start(host_port(&url)).await;
-    let bus = RedisBus::connect(&proxy.url(&url), &unique_name("bus"))
-        .await
-        .expect("connect redis bus via proxy");
+    let bus = RedisBus::connect(&proxy.url(&url), &unique_name("bus")).await.expect("connect redis bus via proxy");
     (proxy, bus)
 }
 
@@ -340,17 +300,9 @@ mod redis_only {
         assert_eq!(next(&mut sub).await, message("before"));
 
         proxy.cut_connections();
-        assert_eq!(
-            next(&mut sub).await,
-            BusItem::Gap,
-            "reconnect not reported as a gap"
-        );
+        assert_eq!(next(&mut sub).await, BusItem::Gap, "reconnect not reported as a gap");
         publish_eventually(&bus, "sesn_6", "after").await;
-        assert_eq!(
-            next(&mut sub).await,
-            message("after"),
-            "not resubscribed after reconnect"
-        );
+        assert_eq!(next(&mut sub).await, message("after"), "not resubscribed after reconnect");
     }
 
     #[tokio::test]
@@ -365,24 +317,14 @@ mod redis_only {
         loop {
             let started = Instant::now();
             let outcome = bus.ping().await;
-            assert!(
-                started.elapsed() < Duration::from_secs(3),
-                "ping took {:?} to answer",
-                started.elapsed()
-            );
+            assert!(started.elapsed() < Duration::from_secs(3), "ping took {:?} to answer", started.elapsed());
             if outcome.is_err() {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "ping kept succeeding while redis was unreachable"
-            );
+            assert!(Instant::now() < deadline, "ping kept succeeding while redis was unreachable");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(
-            bus.subscribe("sesn_7").await.is_err(),
-            "subscribe succeeded while redis was unreachable"
-        );
+        assert!(bus.subscribe("sesn_7").await.is_err(), "subscribe succeeded while redis was unreachable");
 
         proxy.set_down(false);
         let deadline = Instant::now() + SOON;

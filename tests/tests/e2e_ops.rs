@@ -17,12 +17,7 @@ async fn grpc_status(addr: &str, service: &str) -> ServingStatus {
         .await
         .expect("connect to gRPC health");
     let mut client = HealthClient::new(channel);
-    let response = client
-        .check(HealthCheckRequest {
-            service: service.to_owned(),
-        })
-        .await
-        .expect("health check");
+    let response = client.check(HealthCheckRequest { service: service.to_owned() }).await.expect("health check");
     ServingStatus::try_from(response.into_inner().status).expect("known status")
 }
 
@@ -47,18 +42,12 @@ async fn dev_is_ready_within_two_seconds_with_no_configuration() {
     let mut dev = Launch::role("dev").cwd(dir.path()).start().await;
     let body = dev.wait_ready(200, Duration::from_secs(10)).await;
     let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_secs(2),
-        "dev took {elapsed:?} to become ready"
-    );
+    assert!(elapsed < Duration::from_secs(2), "dev took {elapsed:?} to become ready");
     assert_eq!(body["status"], "ready");
     assert_eq!(body["backends"]["store"]["backend"], "sqlite");
     assert_eq!(body["backends"]["queue"]["backend"], "memory");
     assert_eq!(body["backends"]["bus"]["backend"], "memory");
-    assert!(
-        dir.path().join(".agentd/agentd.db").exists(),
-        "the default data dir holds the SQLite file"
-    );
+    assert!(dir.path().join(".agentd/agentd.db").exists(), "the default data dir holds the SQLite file");
     let status = dev.terminate().await;
     assert!(status.success(), "SIGTERM exits 0, got {status:?}");
 }
@@ -69,27 +58,14 @@ async fn metrics_parse_as_prometheus_text() {
     let mut dev = Launch::role("dev").cwd(dir.path()).start().await;
     dev.wait_ready(200, Duration::from_secs(10)).await;
     let client = agentd_tests::http();
-    let missing = client
-        .get(format!("{}/v1/nothing-here", dev.http))
-        .send()
-        .await
-        .unwrap();
+    let missing = client.get(format!("{}/v1/nothing-here", dev.http)).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     let error: serde_json::Value = missing.json().await.unwrap();
     assert_eq!(error["type"], "error");
     assert_eq!(error["error"]["type"], "not_found_error");
-    let response = client
-        .get(format!("{}/metrics", dev.ops))
-        .send()
-        .await
-        .unwrap();
+    let response = client.get(format!("{}/metrics", dev.ops)).send().await.unwrap();
     assert_eq!(response.status(), 200);
-    assert!(
-        response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain")
-    );
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     let text = response.text().await.unwrap();
     let lines = text.lines().map(|line| Ok(line.to_owned()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text format");
@@ -103,53 +79,31 @@ async fn metrics_parse_as_prometheus_text() {
         }
         ref other => panic!("unexpected counter value {other:?}"),
     }
+    assert!(find("agentd_http_requests_total").any(|s| s.labels.get("status") == Some("404")), "the 404 is counted");
     assert!(
-        find("agentd_http_requests_total").any(|s| s.labels.get("status") == Some("404")),
-        "the 404 is counted"
-    );
-    assert!(
-        find("agentd_http_request_duration_seconds")
-            .any(|s| matches!(s.value, prometheus_parse::Value::Histogram(_))),
+        find("agentd_http_request_duration_seconds").any(|s| matches!(s.value, prometheus_parse::Value::Histogram(_))),
         "latency is a histogram"
     );
     assert!(find("agentd_http_requests_in_flight").next().is_some());
-    let store_up = find("agentd_backend_up")
-        .find(|s| s.labels.get("seam") == Some("store"))
-        .expect("backend gauge");
+    let store_up = find("agentd_backend_up").find(|s| s.labels.get("seam") == Some("store")).expect("backend gauge");
     assert!(matches!(store_up.value, prometheus_parse::Value::Gauge(v) if v == 1.0));
 }
 
 #[tokio::test]
 async fn dev_drain_turns_readyz_and_grpc_health_off() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = Launch::role("dev")
-        .cwd(dir.path())
-        .env("AGENTD_GRPC_ADDR", "127.0.0.1:0")
-        .start()
-        .await;
+    let mut dev = Launch::role("dev").cwd(dir.path()).env("AGENTD_GRPC_ADDR", "127.0.0.1:0").start().await;
     dev.wait_ready(200, Duration::from_secs(10)).await;
     let grpc = dev.grpc.clone().expect("grpc address announced");
     wait_grpc(&grpc, "", ServingStatus::Serving).await;
-    let drained = agentd_tests::http()
-        .post(format!("{}/admin/drain", dev.ops))
-        .send()
-        .await
-        .unwrap();
+    let drained = agentd_tests::http().post(format!("{}/admin/drain", dev.ops)).send().await.unwrap();
     assert_eq!(drained.status(), 202);
     let body = dev.wait_ready(503, Duration::from_secs(5)).await;
     assert_eq!(body["status"], "draining");
     assert_eq!(grpc_status(&grpc, "").await, ServingStatus::NotServing);
-    assert_eq!(
-        grpc_status(&grpc, "liveness").await,
-        ServingStatus::Serving,
-        "liveness survives a drain"
-    );
+    assert_eq!(grpc_status(&grpc, "liveness").await, ServingStatus::Serving, "liveness survives a drain");
     // New API work is refused while draining.
-    let refused = agentd_tests::http()
-        .get(format!("{}/v1/anything", dev.http))
-        .send()
-        .await
-        .unwrap();
+    let refused = agentd_tests::http().get(format!("{}/v1/anything", dev.http)).send().await.unwrap();
     assert_eq!(refused.status(), 503);
     let error: serde_json::Value = refused.json().await.unwrap();
     assert_eq!(error["error"]["type"], "api_error");
@@ -170,16 +124,7 @@ impl PrivateRedis {
 
     async fn restart(&mut self) {
         let child = tokio::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -202,10 +147,7 @@ impl PrivateRedis {
 
 async fn require_tcp_eventually(port: u16) {
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -214,11 +156,7 @@ async fn require_tcp_eventually(port: u16) {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn production(role: &str, database_url: &str, redis: &str, stream: &str) -> Launch {
@@ -233,9 +171,7 @@ fn production(role: &str, database_url: &str, redis: &str, stream: &str) -> Laun
 
 async fn delete_stream(stream: &str) {
     if let Ok(client) = async_nats::connect(nats_url()).await {
-        let _ = async_nats::jetstream::new(client)
-            .delete_stream(stream)
-            .await;
+        let _ = async_nats::jetstream::new(client).delete_stream(stream).await;
     }
 }
 
@@ -247,29 +183,13 @@ async fn production_roles_follow_their_backends_and_drain() {
     let stream = unique_name("E2E").to_uppercase();
     let mut redis = PrivateRedis::start(free_port()).await;
     let outcome = async {
-        let migrated = production("migrate", &database_url, &redis.url(), &stream)
-            .output()
-            .await;
-        assert!(
-            migrated.status.success(),
-            "migrate failed: {}",
-            String::from_utf8_lossy(&migrated.stderr)
-        );
+        let migrated = production("migrate", &database_url, &redis.url(), &stream).output().await;
+        assert!(migrated.status.success(), "migrate failed: {}", String::from_utf8_lossy(&migrated.stderr));
         // Migrating again is a no-op.
-        assert!(
-            production("migrate", &database_url, &redis.url(), &stream)
-                .output()
-                .await
-                .status
-                .success()
-        );
+        assert!(production("migrate", &database_url, &redis.url(), &stream).output().await.status.success());
 
-        let mut gateway = production("gateway", &database_url, &redis.url(), &stream)
-            .start()
-            .await;
-        let mut worker = production("worker", &database_url, &redis.url(), &stream)
-            .start()
-            .await;
+        let mut gateway = production("gateway", &database_url, &redis.url(), &stream).start().await;
+        let mut worker = production("worker", &database_url, &redis.url(), &stream).start().await;
         let body = gateway.wait_ready(200, Duration::from_secs(20)).await;
         assert_eq!(body["backends"]["store"]["backend"], "postgres");
         assert_eq!(body["backends"]["queue"]["backend"], "jetstream");
@@ -279,34 +199,17 @@ async fn production_roles_follow_their_backends_and_drain() {
         redis.stop().await;
         let body = gateway.wait_ready(503, Duration::from_secs(20)).await;
         assert_eq!(body["backends"]["bus"]["ok"], false);
-        assert_eq!(
-            body["backends"]["store"]["ok"], true,
-            "only the stopped backend is reported down"
-        );
-        wait_grpc(
-            gateway.grpc.as_deref().unwrap(),
-            "",
-            ServingStatus::NotServing,
-        )
-        .await;
+        assert_eq!(body["backends"]["store"]["ok"], true, "only the stopped backend is reported down");
+        wait_grpc(gateway.grpc.as_deref().unwrap(), "", ServingStatus::NotServing).await;
         redis.restart().await;
         gateway.wait_ready(200, Duration::from_secs(30)).await;
         wait_grpc(gateway.grpc.as_deref().unwrap(), "", ServingStatus::Serving).await;
 
         for process in [&mut gateway, &mut worker] {
-            let drained = agentd_tests::http()
-                .post(format!("{}/admin/drain", process.ops))
-                .send()
-                .await
-                .unwrap();
+            let drained = agentd_tests::http().post(format!("{}/admin/drain", process.ops)).send().await.unwrap();
             assert_eq!(drained.status(), 202);
             process.wait_ready(503, Duration::from_secs(5)).await;
-            wait_grpc(
-                process.grpc.as_deref().unwrap(),
-                "",
-                ServingStatus::NotServing,
-            )
-            .await;
+            wait_grpc(process.grpc.as_deref().unwrap(), "", ServingStatus::NotServing).await;
         }
         for process in [gateway, worker] {
             let status = process.terminate().await;
@@ -333,32 +236,21 @@ async fn production_roles_refuse_to_start_without_their_dependencies() {
     let closed = format!("127.0.0.1:{}", free_port());
     let stderr = failed_start(Launch::role("gateway")).await;
     assert!(stderr.contains("AGENTD_DATABASE_URL"), "{stderr}");
-    let stderr = failed_start(Launch::role("worker").env(
-        "AGENTD_DATABASE_URL",
-        "postgres://postgres@127.0.0.1:5432/test",
-    ))
-    .await;
+    let stderr =
+        failed_start(Launch::role("worker").env("AGENTD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"))
+            .await;
     assert!(stderr.contains("AGENTD_NATS_URL"), "{stderr}");
     let stderr = failed_start(
         Launch::role("gateway")
-            .env(
-                "AGENTD_DATABASE_URL",
-                "postgres://postgres@127.0.0.1:5432/test",
-            )
+            .env("AGENTD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
             .env("AGENTD_NATS_URL", nats_url())
             .env("AGENTD_REDIS_URL", format!("redis://{closed}")),
     )
     .await;
-    assert!(
-        stderr.contains("AGENTD_REDIS_URL") && stderr.contains("Redis"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("AGENTD_REDIS_URL") && stderr.contains("Redis"), "{stderr}");
     let stderr = failed_start(
         Launch::role("gateway")
-            .env(
-                "AGENTD_DATABASE_URL",
-                format!("postgres://postgres@{closed}/test"),
-            )
+            .env("AGENTD_DATABASE_URL", format!("postgres://postgres@{closed}/test"))
             .env("AGENTD_NATS_URL", nats_url())
             .env("AGENTD_REDIS_URL", redis_url()),
     )
@@ -371,50 +263,23 @@ async fn production_roles_refuse_to_start_without_their_dependencies() {
 #[tokio::test]
 async fn operations_can_live_on_their_own_listener() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = Launch::role("dev")
-        .cwd(dir.path())
-        .env("AGENTD_OPS_ADDR", "127.0.0.1:0")
-        .start()
-        .await;
+    let mut dev = Launch::role("dev").cwd(dir.path()).env("AGENTD_OPS_ADDR", "127.0.0.1:0").start().await;
     assert_ne!(dev.ops, dev.http);
     dev.wait_ready(200, Duration::from_secs(10)).await;
-    let on_api = agentd_tests::http()
-        .get(format!("{}/readyz", dev.http))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        on_api.status(),
-        404,
-        "the API listener does not serve operations routes"
-    );
+    let on_api = agentd_tests::http().get(format!("{}/readyz", dev.http)).send().await.unwrap();
+    assert_eq!(on_api.status(), 404, "the API listener does not serve operations routes");
 }
 
 #[tokio::test]
 async fn config_file_is_read_and_flags_override_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("from-file");
-    std::fs::write(
-        dir.path().join("agentd.toml"),
-        format!("data_dir = {:?}\nhttp_addr = \"127.0.0.1:1\"\n", data),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("agentd.toml"), format!("data_dir = {:?}\nhttp_addr = \"127.0.0.1:1\"\n", data))
+        .unwrap();
     // AGENTD_HTTP_ADDR (set by the harness) overrides the file's unusable port.
-    let mut dev = Launch::role("dev")
-        .cwd(dir.path())
-        .env("AGENTD_CONFIG", "agentd.toml")
-        .start()
-        .await;
+    let mut dev = Launch::role("dev").cwd(dir.path()).env("AGENTD_CONFIG", "agentd.toml").start().await;
     dev.wait_ready(200, Duration::from_secs(10)).await;
-    assert!(
-        data.join("agentd.db").exists(),
-        "data_dir came from the file"
-    );
-    let bad = failed_start(
-        Launch::role("dev")
-            .cwd(dir.path())
-            .env("AGENTD_CONFIG", "missing.toml"),
-    )
-    .await;
+    assert!(data.join("agentd.db").exists(), "data_dir came from the file");
+    let bad = failed_start(Launch::role("dev").cwd(dir.path()).env("AGENTD_CONFIG", "missing.toml")).await;
     assert!(bad.contains("missing.toml"), "{bad}");
 }

@@ -25,12 +25,7 @@ enum Backend {
 #[derive(Clone)]
 enum Fixture {
     Memory(MemoryQueue),
-    JetStream {
-        queue: JetStreamQueue,
-        stream: String,
-        consumer: String,
-        config: QueueConfig,
-    },
+    JetStream { queue: JetStreamQueue, stream: String, consumer: String, config: QueueConfig },
 }
 
 impl Fixture {
@@ -42,12 +37,7 @@ impl Fixture {
                 let stream = unique_name("queue");
                 let consumer = format!("{stream}_workers");
                 let queue = open_jetstream(&stream, &consumer, config.clone()).await;
-                Self::JetStream {
-                    queue,
-                    stream,
-                    consumer,
-                    config,
-                }
+                Self::JetStream { queue, stream, consumer, config }
             }
         }
     }
@@ -63,12 +53,9 @@ impl Fixture {
     async fn another(&self) -> Arc<dyn Queue> {
         match self {
             Self::Memory(queue) => Arc::new(queue.clone()),
-            Self::JetStream {
-                stream,
-                consumer,
-                config,
-                ..
-            } => Arc::new(open_jetstream(stream, consumer, config.clone()).await),
+            Self::JetStream { stream, consumer, config, .. } => {
+                Arc::new(open_jetstream(stream, consumer, config.clone()).await)
+            }
         }
     }
 
@@ -101,11 +88,7 @@ where
 }
 
 fn config(ack_wait: Duration, max_deliver: i64) -> QueueConfig {
-    QueueConfig {
-        ack_wait,
-        max_deliver,
-        dedupe_window: Duration::from_secs(60),
-    }
+    QueueConfig { ack_wait, max_deliver, dedupe_window: Duration::from_secs(60) }
 }
 
 async fn publish(queue: &dyn Queue, msg_id: &str, payload: &str) {
@@ -116,20 +99,13 @@ async fn publish(queue: &dyn Queue, msg_id: &str, payload: &str) {
 }
 
 async fn fetch(queue: &dyn Queue, max: usize, wait: Duration) -> Vec<Delivery> {
-    queue
-        .fetch(max, wait)
-        .await
-        .unwrap_or_else(|err| panic!("fetch: {err}"))
+    queue.fetch(max, wait).await.unwrap_or_else(|err| panic!("fetch: {err}"))
 }
 
 /// Fetches and expects exactly one delivery.
 async fn fetch_one(queue: &dyn Queue, wait: Duration) -> Delivery {
     let mut batch = fetch(queue, 10, wait).await;
-    assert_eq!(
-        batch.len(),
-        1,
-        "expected exactly one delivery, got {batch:?}"
-    );
+    assert_eq!(batch.len(), 1, "expected exactly one delivery, got {batch:?}");
     batch.remove(0)
 }
 
@@ -158,19 +134,15 @@ mod cases {
     }
 
     pub async fn duplicate_msg_id_is_delivered_once(backend: Backend) {
-        run(
-            backend,
-            config(Duration::from_secs(2), 10),
-            |fx| async move {
-                let queue = fx.queue();
-                publish(&*queue, "run_2:1", "first").await;
-                publish(&*queue, "run_2:1", "second").await;
-                let delivery = fetch_one(&*queue, Duration::from_secs(5)).await;
-                assert_eq!(delivery.payload, Bytes::from_static(b"first"));
-                delivery.ack().await.expect("ack");
-                expect_nothing(&*queue, Duration::from_secs(1), "duplicate delivered").await;
-            },
-        )
+        run(backend, config(Duration::from_secs(2), 10), |fx| async move {
+            let queue = fx.queue();
+            publish(&*queue, "run_2:1", "first").await;
+            publish(&*queue, "run_2:1", "second").await;
+            let delivery = fetch_one(&*queue, Duration::from_secs(5)).await;
+            assert_eq!(delivery.payload, Bytes::from_static(b"first"));
+            delivery.ack().await.expect("ack");
+            expect_nothing(&*queue, Duration::from_secs(1), "duplicate delivered").await;
+        })
         .await;
     }
 
@@ -202,33 +174,24 @@ mod cases {
     pub async fn nak_with_delay_redelivers_after_the_delay(backend: Backend) {
         // The ack wait is far longer than the delay, so a redelivery can only be the nak's.
         let delay = Duration::from_secs(1);
-        run(
-            backend,
-            config(Duration::from_secs(10), 10),
-            |fx| async move {
-                let queue = fx.queue();
-                publish(&*queue, "run_4:1", "busy").await;
-                let first = fetch_one(&*queue, Duration::from_secs(5)).await;
-                let nakked_at = Instant::now();
-                first.nak(delay).await.expect("nak");
+        run(backend, config(Duration::from_secs(10), 10), |fx| async move {
+            let queue = fx.queue();
+            publish(&*queue, "run_4:1", "busy").await;
+            let first = fetch_one(&*queue, Duration::from_secs(5)).await;
+            let nakked_at = Instant::now();
+            first.nak(delay).await.expect("nak");
 
-                expect_nothing(
-                    &*queue,
-                    delay / 2,
-                    "nakked message redelivered before its delay",
-                )
-                .await;
-                let again = fetch_one(&*queue, Duration::from_secs(5)).await;
-                assert!(
-                    nakked_at.elapsed() >= delay - Duration::from_millis(50),
-                    "redelivered {:?} after a nak delayed by {delay:?}",
-                    nakked_at.elapsed()
-                );
-                assert_eq!(again.delivery_count, 2);
-                assert_eq!(again.msg_id, "run_4:1");
-                again.ack().await.expect("ack");
-            },
-        )
+            expect_nothing(&*queue, delay / 2, "nakked message redelivered before its delay").await;
+            let again = fetch_one(&*queue, Duration::from_secs(5)).await;
+            assert!(
+                nakked_at.elapsed() >= delay - Duration::from_millis(50),
+                "redelivered {:?} after a nak delayed by {delay:?}",
+                nakked_at.elapsed()
+            );
+            assert_eq!(again.delivery_count, 2);
+            assert_eq!(again.msg_id, "run_4:1");
+            again.ack().await.expect("ack");
+        })
         .await;
     }
 
@@ -244,19 +207,9 @@ mod cases {
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 delivery.in_progress().await.expect("in_progress");
             }
-            expect_nothing(
-                &*queue,
-                Duration::from_millis(500),
-                "message redelivered despite in_progress",
-            )
-            .await;
+            expect_nothing(&*queue, Duration::from_millis(500), "message redelivered despite in_progress").await;
             delivery.ack().await.expect("ack");
-            expect_nothing(
-                &*queue,
-                ack_wait + Duration::from_millis(500),
-                "acked message redelivered",
-            )
-            .await;
+            expect_nothing(&*queue, ack_wait + Duration::from_millis(500), "acked message redelivered").await;
         })
         .await;
     }
@@ -279,91 +232,60 @@ mod cases {
 
     pub async fn concurrent_consumers_never_share_a_message(backend: Backend) {
         const MESSAGES: usize = 40;
-        run(
-            backend,
-            config(Duration::from_secs(5), 10),
-            |fx| async move {
-                // Two more handles opened at once, as two workers starting together would.
-                let (a, b) = tokio::join!(fx.another(), fx.another());
-                let publisher = fx.queue();
-                for i in 0..MESSAGES {
-                    publish(
-                        &*publisher,
-                        &format!("run_7_{i}:1"),
-                        &format!("payload {i}"),
-                    )
-                    .await;
-                }
-                let seen: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
-                let deadline = Instant::now() + Duration::from_secs(20);
-                let consume = |worker: usize, queue: Arc<dyn Queue>| {
-                    let seen = seen.clone();
-                    async move {
-                        while seen.lock().unwrap().len() < MESSAGES && Instant::now() < deadline {
-                            for delivery in fetch(&*queue, 4, Duration::from_millis(300)).await {
-                                seen.lock().unwrap().push((worker, delivery.msg_id.clone()));
-                                delivery.ack().await.expect("ack");
-                            }
+        run(backend, config(Duration::from_secs(5), 10), |fx| async move {
+            // Two more handles opened at once, as two workers starting together would.
+            let (a, b) = tokio::join!(fx.another(), fx.another());
+            let publisher = fx.queue();
+            for i in 0..MESSAGES {
+                publish(&*publisher, &format!("run_7_{i}:1"), &format!("payload {i}")).await;
+            }
+            let seen: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let consume = |worker: usize, queue: Arc<dyn Queue>| {
+                let seen = seen.clone();
+                async move {
+                    while seen.lock().unwrap().len() < MESSAGES && Instant::now() < deadline {
+                        for delivery in fetch(&*queue, 4, Duration::from_millis(300)).await {
+                            seen.lock().unwrap().push((worker, delivery.msg_id.clone()));
+                            delivery.ack().await.expect("ack");
                         }
                     }
-                };
-                tokio::join!(consume(0, a), consume(1, b));
+                }
+            };
+            tokio::join!(consume(0, a), consume(1, b));
 
-                let seen = seen.lock().unwrap().clone();
-                let unique: HashSet<&str> = seen.iter().map(|(_, id)| id.as_str()).collect();
-                assert_eq!(
-                    unique.len(),
-                    MESSAGES,
-                    "not every message was delivered: {seen:?}"
-                );
-                assert_eq!(
-                    seen.len(),
-                    MESSAGES,
-                    "some message was delivered twice: {seen:?}"
-                );
-            },
-        )
+            let seen = seen.lock().unwrap().clone();
+            let unique: HashSet<&str> = seen.iter().map(|(_, id)| id.as_str()).collect();
+            assert_eq!(unique.len(), MESSAGES, "not every message was delivered: {seen:?}");
+            assert_eq!(seen.len(), MESSAGES, "some message was delivered twice: {seen:?}");
+        })
         .await;
     }
 
     pub async fn fetch_on_an_empty_queue_waits_then_returns_nothing(backend: Backend) {
-        run(
-            backend,
-            config(Duration::from_secs(1), 10),
-            |fx| async move {
-                let queue = fx.queue();
-                let wait = Duration::from_millis(700);
-                let started = Instant::now();
-                let batch = fetch(&*queue, 10, wait).await;
-                let took = started.elapsed();
-                assert!(batch.is_empty(), "empty queue delivered {batch:?}");
-                assert!(
-                    took >= wait - Duration::from_millis(50),
-                    "fetch returned after {took:?}, before its wait"
-                );
-                assert!(
-                    took < wait + Duration::from_secs(5),
-                    "fetch took {took:?} for a {wait:?} wait"
-                );
-            },
-        )
+        run(backend, config(Duration::from_secs(1), 10), |fx| async move {
+            let queue = fx.queue();
+            let wait = Duration::from_millis(700);
+            let started = Instant::now();
+            let batch = fetch(&*queue, 10, wait).await;
+            let took = started.elapsed();
+            assert!(batch.is_empty(), "empty queue delivered {batch:?}");
+            assert!(took >= wait - Duration::from_millis(50), "fetch returned after {took:?}, before its wait");
+            assert!(took < wait + Duration::from_secs(5), "fetch took {took:?} for a {wait:?} wait");
+        })
         .await;
     }
 
     pub async fn ping_answers(backend: Backend) {
-        run(
-            backend,
-            config(Duration::from_secs(1), 10),
-            |fx| async move {
-                let queue = fx.queue();
-                queue.ping().await.expect("ping");
-                let expected = match backend {
-                    Backend::Memory => "memory",
-                    Backend::JetStream => "jetstream",
-                };
-                assert_eq!(queue.backend_name(), expected);
-            },
-        )
+        run(backend, config(Duration::from_secs(1), 10), |fx| async move {
+            let queue = fx.queue();
+            queue.ping().await.expect("ping");
+            let expected = match backend {
+                Backend::Memory => "memory",
+                Backend::JetStream => "jetstream",
+            };
+            assert_eq!(queue.backend_name(), expected);
+        })
         .await;
     }
 }

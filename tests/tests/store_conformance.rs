@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use agentd_schema::outbox::{RelayConfig, relay_once};
 use agentd_schema::{
-    Claim, ClaimOutcome, Clock, IdempotencyBegin, ListQuery, ManualClock, NewEvent, NewResource,
-    NewSession, Settlement, Store, StoreError, Submission,
+    Claim, ClaimOutcome, Clock, IdempotencyBegin, ListQuery, ManualClock, NewEvent, NewResource, NewSession,
+    Settlement, Store, StoreError, Submission,
 };
 use agentd_tests::stores::{Kind, TestStore};
 use serde_json::json;
@@ -41,9 +41,7 @@ where
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let test = TestStore::new(kind, clock.clone()).await;
     let store: Arc<dyn Store> = test.store.clone();
-    let outcome = std::panic::AssertUnwindSafe(body(store, clock))
-        .catch_unwind()
-        .await;
+    let outcome = std::panic::AssertUnwindSafe(body(store, clock)).catch_unwind().await;
     test.cleanup().await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
@@ -101,160 +99,68 @@ conformance!(workspaces_are_idempotent, |store, _clock| async move {
     let other = store.ensure_workspace("acme", "staging").await.unwrap();
     assert_ne!(a.id, other.id);
     assert_eq!(a.organization_id, other.organization_id);
-    assert_eq!(
-        store.find_workspace("staging").await.unwrap().unwrap().id,
-        other.id
-    );
+    assert_eq!(store.find_workspace("staging").await.unwrap().unwrap().id, other.id);
     assert_eq!(store.find_workspace(&a.id).await.unwrap().unwrap(), a);
     assert!(store.find_workspace("nope").await.unwrap().is_none());
 });
 
-conformance!(
-    api_keys_are_hashed_resolvable_and_revocable,
-    |store, _clock| async move {
-        let workspace = store.ensure_workspace("acme", "default").await.unwrap();
-        let secret = "sk-agentd-test-0123456789abcdef";
-        let key = store
-            .insert_api_key(&workspace.id, "ci", secret)
-            .await
-            .unwrap();
-        assert_eq!(key.hint, "cdef");
-        // Storing the same secret again is idempotent.
-        assert_eq!(
-            store
-                .insert_api_key(&workspace.id, "ci", secret)
-                .await
-                .unwrap()
-                .id,
-            key.id
-        );
-        let scope = store
-            .resolve_api_key(secret)
-            .await
-            .unwrap()
-            .expect("key resolves");
-        assert_eq!(scope.workspace_id, workspace.id);
-        assert_eq!(scope.organization_id, workspace.organization_id);
-        assert_eq!(scope.key_id, key.id);
-        assert!(
-            store
-                .resolve_api_key("sk-agentd-wrong")
-                .await
-                .unwrap()
-                .is_none()
-        );
-        let listed = store.list_api_keys(Some(&workspace.id)).await.unwrap();
-        assert_eq!(listed.len(), 1);
-        assert!(store.revoke_api_key(&key.id).await.unwrap());
-        assert!(
-            !store.revoke_api_key(&key.id).await.unwrap(),
-            "second revoke reports nothing to do"
-        );
-        assert!(
-            store.resolve_api_key(secret).await.unwrap().is_none(),
-            "a revoked key resolves to nothing"
-        );
-    }
-);
+conformance!(api_keys_are_hashed_resolvable_and_revocable, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let secret = "sk-agentd-test-0123456789abcdef";
+    let key = store.insert_api_key(&workspace.id, "ci", secret).await.unwrap();
+    assert_eq!(key.hint, "cdef");
+    // Storing the same secret again is idempotent.
+    assert_eq!(store.insert_api_key(&workspace.id, "ci", secret).await.unwrap().id, key.id);
+    let scope = store.resolve_api_key(secret).await.unwrap().expect("key resolves");
+    assert_eq!(scope.workspace_id, workspace.id);
+    assert_eq!(scope.organization_id, workspace.organization_id);
+    assert_eq!(scope.key_id, key.id);
+    assert!(store.resolve_api_key("sk-agentd-wrong").await.unwrap().is_none());
+    let listed = store.list_api_keys(Some(&workspace.id)).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(store.revoke_api_key(&key.id).await.unwrap());
+    assert!(!store.revoke_api_key(&key.id).await.unwrap(), "second revoke reports nothing to do");
+    assert!(store.resolve_api_key(secret).await.unwrap().is_none(), "a revoked key resolves to nothing");
+});
 
-conformance!(
-    resources_version_with_compare_and_swap,
-    |store, _clock| async move {
-        let workspace = store.ensure_workspace("acme", "default").await.unwrap();
-        let id = agentd_schema::ids::new_id("agent");
-        let created = store
-            .create_resource(NewResource {
-                id: id.clone(),
-                workspace_id: workspace.id.clone(),
-                kind: "agent".into(),
-                parent_id: None,
-                body: json!({ "name": "a" }),
-                versioned: true,
-            })
-            .await
-            .unwrap();
-        assert_eq!(created.version, 1);
-        let updated = store
-            .update_resource(&workspace.id, "agent", &id, 1, json!({ "name": "b" }), true)
-            .await
-            .unwrap();
-        assert_eq!(updated.version, 2);
-        let stale = store
-            .update_resource(&workspace.id, "agent", &id, 1, json!({ "name": "c" }), true)
-            .await;
-        assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
-        let current = store
-            .get_resource(&workspace.id, "agent", &id)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            current.body,
-            json!({ "name": "b" }),
-            "a failed compare-and-swap changes nothing"
-        );
-        assert_eq!(
-            store.get_resource_version(&id, 1).await.unwrap(),
-            Some(json!({ "name": "a" }))
-        );
-        assert_eq!(
-            store.get_resource_version(&id, 2).await.unwrap(),
-            Some(json!({ "name": "b" }))
-        );
-        // Another workspace cannot see it.
-        let other = store.ensure_workspace("acme", "other").await.unwrap();
-        assert!(
-            store
-                .get_resource(&other.id, "agent", &id)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        let archived = store
-            .archive_resource(&workspace.id, "agent", &id)
-            .await
-            .unwrap();
-        assert!(archived.archived_at_ms.is_some());
-        let listed = store
-            .list_resources(
-                &workspace.id,
-                "agent",
-                &ListQuery {
-                    limit: 10,
-                    ..Default::default()
-                },
-            )
-            .await;
-        assert!(
-            listed.unwrap().is_empty(),
-            "archived rows are hidden by default"
-        );
-        let listed = store
-            .list_resources(
-                &workspace.id,
-                "agent",
-                &ListQuery {
-                    limit: 10,
-                    include_archived: true,
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
-        assert_eq!(listed.len(), 1);
-        assert!(
-            store
-                .delete_resource(&workspace.id, "agent", &id)
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            store.get_resource_version(&id, 1).await.unwrap(),
-            None,
-            "snapshots go with the resource"
-        );
-    }
-);
+conformance!(resources_version_with_compare_and_swap, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let id = agentd_schema::ids::new_id("agent");
+    let created = store
+        .create_resource(NewResource {
+            id: id.clone(),
+            workspace_id: workspace.id.clone(),
+            kind: "agent".into(),
+            parent_id: None,
+            body: json!({ "name": "a" }),
+            versioned: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(created.version, 1);
+    let updated = store.update_resource(&workspace.id, "agent", &id, 1, json!({ "name": "b" }), true).await.unwrap();
+    assert_eq!(updated.version, 2);
+    let stale = store.update_resource(&workspace.id, "agent", &id, 1, json!({ "name": "c" }), true).await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    let current = store.get_resource(&workspace.id, "agent", &id).await.unwrap().unwrap();
+    assert_eq!(current.body, json!({ "name": "b" }), "a failed compare-and-swap changes nothing");
+    assert_eq!(store.get_resource_version(&id, 1).await.unwrap(), Some(json!({ "name": "a" })));
+    assert_eq!(store.get_resource_version(&id, 2).await.unwrap(), Some(json!({ "name": "b" })));
+    // Another workspace cannot see it.
+    let other = store.ensure_workspace("acme", "other").await.unwrap();
+    assert!(store.get_resource(&other.id, "agent", &id).await.unwrap().is_none());
+    let archived = store.archive_resource(&workspace.id, "agent", &id).await.unwrap();
+    assert!(archived.archived_at_ms.is_some());
+    let listed = store.list_resources(&workspace.id, "agent", &ListQuery { limit: 10, ..Default::default() }).await;
+    assert!(listed.unwrap().is_empty(), "archived rows are hidden by default");
+    let listed = store
+        .list_resources(&workspace.id, "agent", &ListQuery { limit: 10, include_archived: true, ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(store.delete_resource(&workspace.id, "agent", &id).await.unwrap());
+    assert_eq!(store.get_resource_version(&id, 1).await.unwrap(), None, "snapshots go with the resource");
+});
 
 conformance!(resource_pages_move_both_ways, |store, _clock| async move {
     let workspace = store.ensure_workspace("acme", "default").await.unwrap();
@@ -295,338 +201,184 @@ conformance!(resource_pages_move_both_ways, |store, _clock| async move {
         }
     };
     assert_eq!(list(page(None, None, false)).await, ["env_00", "env_01"]);
-    assert_eq!(
-        list(page(Some("env_01"), None, false)).await,
-        ["env_02", "env_03"]
-    );
+    assert_eq!(list(page(Some("env_01"), None, false)).await, ["env_02", "env_03"]);
     assert_eq!(list(page(None, None, true)).await, ["env_04", "env_03"]);
-    assert_eq!(
-        list(page(Some("env_03"), None, true)).await,
-        ["env_02", "env_01"]
-    );
-    assert_eq!(
-        list(page(None, Some("env_02"), false)).await,
-        ["env_00", "env_01"]
-    );
+    assert_eq!(list(page(Some("env_03"), None, true)).await, ["env_02", "env_01"]);
+    assert_eq!(list(page(None, Some("env_02"), false)).await, ["env_00", "env_01"]);
 });
 
-conformance!(
-    concurrent_appends_get_gap_free_sequences,
-    |store, _clock| async move {
-        let (_, session) = session(store.as_ref()).await;
-        let writers = (0..8).map(|n| {
-            let store = store.clone();
-            let session = session.clone();
-            tokio::spawn(async move {
-                store
-                    .append_events(
-                        &session,
-                        vec![
-                            event(&session, &format!("a{n}")),
-                            event(&session, &format!("b{n}")),
-                        ],
-                    )
-                    .await
-            })
-        });
-        for writer in futures::future::join_all(writers).await {
-            let stored = writer.unwrap().unwrap();
-            assert_eq!(stored[1].seq, stored[0].seq + 1, "one batch is contiguous");
-        }
-        let events = store.list_events(&session, 0, 100).await.unwrap();
-        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, (1..=16).collect::<Vec<_>>());
-        // A repeated event id is rejected and writes nothing of its batch.
-        let duplicate = events[0].event_id.clone();
-        let mut replay = event(&session, "again");
-        replay.event_id = duplicate;
-        let result = store
-            .append_events(&session, vec![event(&session, "fresh"), replay])
-            .await;
-        assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
-        assert_eq!(store.list_events(&session, 0, 100).await.unwrap().len(), 16);
-        assert_eq!(store.list_events(&session, 14, 100).await.unwrap().len(), 2);
-    }
-);
-
-conformance!(
-    submission_records_run_events_and_outbox_together,
-    |store, clock| async move {
-        let (_, session) = session(store.as_ref()).await;
-        let first = submit(store.as_ref(), &session, "hi").await;
-        assert_eq!(first.generation, 1);
-        assert!(!first.live);
-        assert_eq!(first.events.len(), 1);
-        assert_eq!(first.outbox.msg_id, format!("{}:1", first.run_id));
-        let run = store.get_run(&first.run_id).await.unwrap().unwrap();
-        assert_eq!(run.status, agentd_schema::RunStatus::Pending);
-        // A second submission before any claim reuses the open run with a new generation.
-        let second = submit(store.as_ref(), &session, "more").await;
-        assert_eq!(second.run_id, first.run_id);
-        assert_eq!(second.generation, 2);
-        let due = store.outbox_due(clock.now_ms(), 10).await.unwrap();
-        assert_eq!(
-            due.iter().map(|m| m.msg_id.clone()).collect::<Vec<_>>(),
-            [first.outbox.msg_id.clone(), second.outbox.msg_id.clone()]
-        );
-        let decoded =
-            <agentd_proto::v1::RunSubmission as prost::Message>::decode(due[0].payload.as_slice())
-                .unwrap();
-        assert_eq!(decoded.run_id, first.run_id);
-        assert_eq!(decoded.session_id, session);
-        // The relay publishes what is old enough and removes it.
-        let queue =
-            agentd_proto::queue::memory::MemoryQueue::new(agentd_proto::QueueConfig::default());
-        clock.advance(10_000);
-        let relayed = relay_once(
-            store.as_ref(),
-            &queue,
-            clock.as_ref(),
-            &RelayConfig::default(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(relayed, 2);
-        assert!(
+conformance!(concurrent_appends_get_gap_free_sequences, |store, _clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let writers = (0..8).map(|n| {
+        let store = store.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
             store
-                .outbox_due(clock.now_ms(), 10)
+                .append_events(&session, vec![event(&session, &format!("a{n}")), event(&session, &format!("b{n}"))])
                 .await
-                .unwrap()
-                .is_empty()
-        );
-        let delivered =
-            agentd_proto::Queue::fetch(&queue, 10, std::time::Duration::from_millis(100))
-                .await
-                .unwrap();
-        assert_eq!(delivered.len(), 2);
+        })
+    });
+    for writer in futures::future::join_all(writers).await {
+        let stored = writer.unwrap().unwrap();
+        assert_eq!(stored[1].seq, stored[0].seq + 1, "one batch is contiguous");
     }
-);
+    let events = store.list_events(&session, 0, 100).await.unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=16).collect::<Vec<_>>());
+    // A repeated event id is rejected and writes nothing of its batch.
+    let duplicate = events[0].event_id.clone();
+    let mut replay = event(&session, "again");
+    replay.event_id = duplicate;
+    let result = store.append_events(&session, vec![event(&session, "fresh"), replay]).await;
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+    assert_eq!(store.list_events(&session, 0, 100).await.unwrap().len(), 16);
+    assert_eq!(store.list_events(&session, 14, 100).await.unwrap().len(), 2);
+});
 
-conformance!(
-    two_workers_racing_for_one_run_one_wins,
-    |store, _clock| async move {
-        let (_, session) = session(store.as_ref()).await;
-        let run = submit(store.as_ref(), &session, "hi").await.run_id;
-        let racers = (0..8).map(|n| {
-            let store = store.clone();
-            let run = run.clone();
-            tokio::spawn(async move {
-                store
-                    .claim_run(&run, &format!("worker-{n}"), LEASE_MS)
-                    .await
-                    .unwrap()
-            })
-        });
-        let outcomes: Vec<ClaimOutcome> = futures::future::join_all(racers)
-            .await
-            .into_iter()
-            .map(Result::unwrap)
-            .collect();
-        let winners: Vec<&Claim> = outcomes
-            .iter()
-            .filter_map(|o| match o {
-                ClaimOutcome::Claimed(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(winners.len(), 1, "exactly one claim wins: {outcomes:?}");
-        assert_eq!(winners[0].epoch, 1);
-        assert_eq!(winners[0].attempts, 0, "a fresh claim is not a recovery");
-        for other in outcomes
-            .iter()
-            .filter(|o| !matches!(o, ClaimOutcome::Claimed(_)))
-        {
-            assert!(
-                matches!(other, ClaimOutcome::Held { .. }),
-                "losers see a live lease: {other:?}"
-            );
-        }
-    }
-);
+conformance!(submission_records_run_events_and_outbox_together, |store, clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let first = submit(store.as_ref(), &session, "hi").await;
+    assert_eq!(first.generation, 1);
+    assert!(!first.live);
+    assert_eq!(first.events.len(), 1);
+    assert_eq!(first.outbox.msg_id, format!("{}:1", first.run_id));
+    let run = store.get_run(&first.run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, agentd_schema::RunStatus::Pending);
+    // A second submission before any claim reuses the open run with a new generation.
+    let second = submit(store.as_ref(), &session, "more").await;
+    assert_eq!(second.run_id, first.run_id);
+    assert_eq!(second.generation, 2);
+    let due = store.outbox_due(clock.now_ms(), 10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|m| m.msg_id.clone()).collect::<Vec<_>>(),
+        [first.outbox.msg_id.clone(), second.outbox.msg_id.clone()]
+    );
+    let decoded = <agentd_proto::v1::RunSubmission as prost::Message>::decode(due[0].payload.as_slice()).unwrap();
+    assert_eq!(decoded.run_id, first.run_id);
+    assert_eq!(decoded.session_id, session);
+    // The relay publishes what is old enough and removes it.
+    let queue = agentd_proto::queue::memory::MemoryQueue::new(agentd_proto::QueueConfig::default());
+    clock.advance(10_000);
+    let relayed = relay_once(store.as_ref(), &queue, clock.as_ref(), &RelayConfig::default()).await.unwrap();
+    assert_eq!(relayed, 2);
+    assert!(store.outbox_due(clock.now_ms(), 10).await.unwrap().is_empty());
+    let delivered = agentd_proto::Queue::fetch(&queue, 10, std::time::Duration::from_millis(100)).await.unwrap();
+    assert_eq!(delivered.len(), 2);
+});
 
-conformance!(
-    expired_lease_is_reclaimed_with_an_attempt_and_fences_the_old_owner,
-    |store, clock| async move {
-        let (_, session) = session(store.as_ref()).await;
-        let run = submit(store.as_ref(), &session, "hi").await.run_id;
-        let old = claim(store.as_ref(), &run, "worker-a").await;
-        // Not reclaimable while the lease is live.
-        assert!(matches!(
-            store.claim_run(&run, "worker-b", LEASE_MS).await.unwrap(),
-            ClaimOutcome::Held { .. }
-        ));
-        clock.advance(LEASE_MS + 1);
-        let new = claim(store.as_ref(), &run, "worker-b").await;
-        assert_eq!(new.epoch, old.epoch + 1);
-        assert_eq!(new.attempts, 1, "a recovery claim spends one attempt");
-        let before = store.list_events(&session, 0, 100).await.unwrap();
-        // The old owner's late commit, renewal and settlement are all fenced and change nothing.
-        let late = store
-            .commit(&old, vec![agent_event(&session, "late")])
-            .await;
-        assert!(matches!(late, Err(StoreError::Fenced { .. })), "{late:?}");
-        assert!(late.unwrap_err().is_certainly_not_committed());
-        assert!(matches!(
-            store.renew_lease(&old, LEASE_MS).await,
-            Err(StoreError::Fenced { .. })
-        ));
-        let settle = store
-            .settle(
-                &old,
-                vec![],
-                Settlement::Done {
-                    outcome: "completed".into(),
-                },
-            )
-            .await;
-        assert!(matches!(settle, Err(StoreError::Fenced { .. })));
-        assert_eq!(
-            store.list_events(&session, 0, 100).await.unwrap(),
-            before,
-            "history unchanged by fenced writes"
-        );
-        // The new owner commits fine.
-        let committed = store
-            .commit(&new, vec![agent_event(&session, "ok")])
-            .await
-            .unwrap();
-        assert_eq!(committed[0].seq, before.len() as i64 + 1);
-        // A second expiry spends another attempt.
-        clock.advance(LEASE_MS + 1);
-        let third = claim(store.as_ref(), &run, "worker-c").await;
-        assert_eq!((third.epoch, third.attempts), (3, 2));
+conformance!(two_workers_racing_for_one_run_one_wins, |store, _clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let racers = (0..8).map(|n| {
+        let store = store.clone();
+        let run = run.clone();
+        tokio::spawn(async move { store.claim_run(&run, &format!("worker-{n}"), LEASE_MS).await.unwrap() })
+    });
+    let outcomes: Vec<ClaimOutcome> = futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
+    let winners: Vec<&Claim> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            ClaimOutcome::Claimed(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(winners.len(), 1, "exactly one claim wins: {outcomes:?}");
+    assert_eq!(winners[0].epoch, 1);
+    assert_eq!(winners[0].attempts, 0, "a fresh claim is not a recovery");
+    for other in outcomes.iter().filter(|o| !matches!(o, ClaimOutcome::Claimed(_))) {
+        assert!(matches!(other, ClaimOutcome::Held { .. }), "losers see a live lease: {other:?}");
     }
-);
+});
 
-conformance!(
-    renewal_keeps_the_lease_and_settling_releases_it,
-    |store, clock| async move {
-        let (_, session) = session(store.as_ref()).await;
-        let run = submit(store.as_ref(), &session, "hi").await.run_id;
-        let held = claim(store.as_ref(), &run, "worker-a").await;
-        clock.advance(LEASE_MS - 1_000);
-        let until = store.renew_lease(&held, LEASE_MS).await.unwrap();
-        assert_eq!(until, clock.now_ms() + LEASE_MS);
-        clock.advance(2_000);
-        assert!(
-            matches!(
-                store.claim_run(&run, "worker-b", LEASE_MS).await.unwrap(),
-                ClaimOutcome::Held { .. }
-            ),
-            "a renewed lease is not reclaimable at its original expiry"
-        );
-        // Park at a checkpoint: the budget resets and new input makes it runnable again.
-        store
-            .settle(
-                &held,
-                vec![agent_event(&session, "need input")],
-                Settlement::Awaiting,
-            )
-            .await
-            .unwrap();
-        let parked = store.get_run(&run).await.unwrap().unwrap();
-        assert_eq!(parked.status, agentd_schema::RunStatus::Awaiting);
-        assert_eq!(parked.owner, None);
-        assert_eq!(
-            store.claim_run(&run, "worker-b", LEASE_MS).await.unwrap(),
-            ClaimOutcome::Stale,
-            "awaiting is not claimable"
-        );
-        let resumed = submit(store.as_ref(), &session, "here you go").await;
-        assert_eq!(resumed.run_id, run);
-        let again = claim(store.as_ref(), &run, "worker-b").await;
-        assert_eq!(again.epoch, held.epoch + 1);
-        store
-            .settle(
-                &again,
-                vec![],
-                Settlement::Done {
-                    outcome: "completed".into(),
-                },
-            )
-            .await
-            .unwrap();
-        let done = store.get_run(&run).await.unwrap().unwrap();
-        assert_eq!(done.status, agentd_schema::RunStatus::Done);
-        assert_eq!(done.outcome.as_deref(), Some("completed"));
-        assert_eq!(
-            store.claim_run(&run, "worker-c", LEASE_MS).await.unwrap(),
-            ClaimOutcome::Stale
-        );
-        // After the run is done, new input opens a new run.
-        let next = submit(store.as_ref(), &session, "new turn").await;
-        assert_ne!(next.run_id, run);
-    }
-);
+conformance!(expired_lease_is_reclaimed_with_an_attempt_and_fences_the_old_owner, |store, clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let old = claim(store.as_ref(), &run, "worker-a").await;
+    // Not reclaimable while the lease is live.
+    assert!(matches!(store.claim_run(&run, "worker-b", LEASE_MS).await.unwrap(), ClaimOutcome::Held { .. }));
+    clock.advance(LEASE_MS + 1);
+    let new = claim(store.as_ref(), &run, "worker-b").await;
+    assert_eq!(new.epoch, old.epoch + 1);
+    assert_eq!(new.attempts, 1, "a recovery claim spends one attempt");
+    let before = store.list_events(&session, 0, 100).await.unwrap();
+    // The old owner's late commit, renewal and settlement are all fenced and change nothing.
+    let late = store.commit(&old, vec![agent_event(&session, "late")]).await;
+    assert!(matches!(late, Err(StoreError::Fenced { .. })), "{late:?}");
+    assert!(late.unwrap_err().is_certainly_not_committed());
+    assert!(matches!(store.renew_lease(&old, LEASE_MS).await, Err(StoreError::Fenced { .. })));
+    let settle = store.settle(&old, vec![], Settlement::Done { outcome: "completed".into() }).await;
+    assert!(matches!(settle, Err(StoreError::Fenced { .. })));
+    assert_eq!(store.list_events(&session, 0, 100).await.unwrap(), before, "history unchanged by fenced writes");
+    // The new owner commits fine.
+    let committed = store.commit(&new, vec![agent_event(&session, "ok")]).await.unwrap();
+    assert_eq!(committed[0].seq, before.len() as i64 + 1);
+    // A second expiry spends another attempt.
+    clock.advance(LEASE_MS + 1);
+    let third = claim(store.as_ref(), &run, "worker-c").await;
+    assert_eq!((third.epoch, third.attempts), (3, 2));
+});
 
-conformance!(
-    input_while_leased_goes_to_the_live_attempt,
-    |store, _clock| async move {
-        let (_, session) = session(store.as_ref()).await;
-        let run = submit(store.as_ref(), &session, "hi").await.run_id;
-        let held = claim(store.as_ref(), &run, "worker-a").await;
-        let more = submit(store.as_ref(), &session, "also").await;
-        assert_eq!(more.run_id, run);
-        assert!(more.live);
-        let row = store.get_run(&run).await.unwrap().unwrap();
-        assert_eq!(
-            (row.epoch, row.owner.as_deref()),
-            (held.epoch, Some("worker-a")),
-            "the lease is untouched"
-        );
-    }
-);
+conformance!(renewal_keeps_the_lease_and_settling_releases_it, |store, clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let held = claim(store.as_ref(), &run, "worker-a").await;
+    clock.advance(LEASE_MS - 1_000);
+    let until = store.renew_lease(&held, LEASE_MS).await.unwrap();
+    assert_eq!(until, clock.now_ms() + LEASE_MS);
+    clock.advance(2_000);
+    assert!(
+        matches!(store.claim_run(&run, "worker-b", LEASE_MS).await.unwrap(), ClaimOutcome::Held { .. }),
+        "a renewed lease is not reclaimable at its original expiry"
+    );
+    // Park at a checkpoint: the budget resets and new input makes it runnable again.
+    store.settle(&held, vec![agent_event(&session, "need input")], Settlement::Awaiting).await.unwrap();
+    let parked = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!(parked.status, agentd_schema::RunStatus::Awaiting);
+    assert_eq!(parked.owner, None);
+    assert_eq!(
+        store.claim_run(&run, "worker-b", LEASE_MS).await.unwrap(),
+        ClaimOutcome::Stale,
+        "awaiting is not claimable"
+    );
+    let resumed = submit(store.as_ref(), &session, "here you go").await;
+    assert_eq!(resumed.run_id, run);
+    let again = claim(store.as_ref(), &run, "worker-b").await;
+    assert_eq!(again.epoch, held.epoch + 1);
+    store.settle(&again, vec![], Settlement::Done { outcome: "completed".into() }).await.unwrap();
+    let done = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!(done.status, agentd_schema::RunStatus::Done);
+    assert_eq!(done.outcome.as_deref(), Some("completed"));
+    assert_eq!(store.claim_run(&run, "worker-c", LEASE_MS).await.unwrap(), ClaimOutcome::Stale);
+    // After the run is done, new input opens a new run.
+    let next = submit(store.as_ref(), &session, "new turn").await;
+    assert_ne!(next.run_id, run);
+});
 
-conformance!(
-    idempotency_keys_replay_and_detect_mismatch,
-    |store, clock| async move {
-        let workspace = store.ensure_workspace("acme", "default").await.unwrap();
-        let ws = workspace.id.as_str();
-        assert_eq!(
-            store
-                .idempotency_begin(ws, "k1", "h1", 60_000)
-                .await
-                .unwrap(),
-            IdempotencyBegin::Fresh
-        );
-        assert_eq!(
-            store
-                .idempotency_begin(ws, "k1", "h1", 60_000)
-                .await
-                .unwrap(),
-            IdempotencyBegin::InFlight
-        );
-        store
-            .idempotency_complete(ws, "k1", 200, "{\"id\":\"x\"}")
-            .await
-            .unwrap();
-        assert_eq!(
-            store
-                .idempotency_begin(ws, "k1", "h1", 60_000)
-                .await
-                .unwrap(),
-            IdempotencyBegin::Replay {
-                status_code: 200,
-                response: "{\"id\":\"x\"}".into()
-            }
-        );
-        assert_eq!(
-            store
-                .idempotency_begin(ws, "k1", "h2", 60_000)
-                .await
-                .unwrap(),
-            IdempotencyBegin::Mismatch
-        );
-        clock.advance(60_001);
-        assert_eq!(
-            store
-                .idempotency_begin(ws, "k1", "h2", 60_000)
-                .await
-                .unwrap(),
-            IdempotencyBegin::Fresh
-        );
-    }
-);
+conformance!(input_while_leased_goes_to_the_live_attempt, |store, _clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let held = claim(store.as_ref(), &run, "worker-a").await;
+    let more = submit(store.as_ref(), &session, "also").await;
+    assert_eq!(more.run_id, run);
+    assert!(more.live);
+    let row = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!((row.epoch, row.owner.as_deref()), (held.epoch, Some("worker-a")), "the lease is untouched");
+});
+
+conformance!(idempotency_keys_replay_and_detect_mismatch, |store, clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let ws = workspace.id.as_str();
+    assert_eq!(store.idempotency_begin(ws, "k1", "h1", 60_000).await.unwrap(), IdempotencyBegin::Fresh);
+    assert_eq!(store.idempotency_begin(ws, "k1", "h1", 60_000).await.unwrap(), IdempotencyBegin::InFlight);
+    store.idempotency_complete(ws, "k1", 200, "{\"id\":\"x\"}").await.unwrap();
+    assert_eq!(
+        store.idempotency_begin(ws, "k1", "h1", 60_000).await.unwrap(),
+        IdempotencyBegin::Replay { status_code: 200, response: "{\"id\":\"x\"}".into() }
+    );
+    assert_eq!(store.idempotency_begin(ws, "k1", "h2", 60_000).await.unwrap(), IdempotencyBegin::Mismatch);
+    clock.advance(60_001);
+    assert_eq!(store.idempotency_begin(ws, "k1", "h2", 60_000).await.unwrap(), IdempotencyBegin::Fresh);
+});
 
 fn agent_event(thread: &str, text: &str) -> NewEvent {
     NewEvent {

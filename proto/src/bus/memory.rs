@@ -43,29 +43,19 @@ impl MemoryBus {
 
     /// Creates a bus whose subscribers see a gap once they lag by `capacity` items.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                channels: Mutex::new(HashMap::new()),
-                capacity: capacity.max(1),
-            }),
-        }
+        Self { inner: Arc::new(Inner { channels: Mutex::new(HashMap::new()), capacity: capacity.max(1) }) }
     }
 
     /// Live subscriptions of `channel` (0 once the last one was dropped).
     pub fn subscriber_count(&self, channel: &str) -> usize {
-        self.inner
-            .lock()
-            .get(channel)
-            .map_or(0, broadcast::Sender::receiver_count)
+        self.inner.lock().get(channel).map_or(0, broadcast::Sender::receiver_count)
     }
 }
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<BusItem>>> {
         // The map is never left half-updated, so a poisoned lock is still usable.
-        self.channels
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -82,9 +72,8 @@ impl Bus for MemoryBus {
     async fn subscribe(&self, channel: &str) -> Result<Subscription, BusError> {
         let receiver = {
             let mut channels = self.inner.lock();
-            let sender = channels
-                .entry(channel.to_owned())
-                .or_insert_with(|| broadcast::channel(self.inner.capacity).0);
+            let sender =
+                channels.entry(channel.to_owned()).or_insert_with(|| broadcast::channel(self.inner.capacity).0);
             sender.subscribe()
         };
         let inner: Weak<Inner> = Arc::downgrade(&self.inner);
@@ -92,10 +81,7 @@ impl Bus for MemoryBus {
         Ok(subscription(receiver, move || {
             let Some(inner) = inner.upgrade() else { return };
             let mut channels = inner.lock();
-            if channels
-                .get(&channel)
-                .is_some_and(|sender| sender.receiver_count() == 0)
-            {
+            if channels.get(&channel).is_some_and(|sender| sender.receiver_count() == 0) {
                 channels.remove(&channel);
             }
         }))
@@ -116,10 +102,7 @@ pub(crate) fn subscription(
     receiver: broadcast::Receiver<BusItem>,
     on_drop: impl FnOnce() + Send + 'static,
 ) -> Subscription {
-    Box::pin(ChannelStream {
-        receiver: Some(BroadcastStream::new(receiver)),
-        on_drop: Some(Box::new(on_drop)),
-    })
+    Box::pin(ChannelStream { receiver: Some(BroadcastStream::new(receiver)), on_drop: Some(Box::new(on_drop)) })
 }
 
 struct ChannelStream {

@@ -50,9 +50,7 @@ pub struct RedisBus {
 
 impl std::fmt::Debug for RedisBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBus")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
+        f.debug_struct("RedisBus").field("prefix", &self.prefix).finish_non_exhaustive()
     }
 }
 
@@ -62,14 +60,16 @@ enum Command {
         reply: oneshot::Sender<Result<broadcast::Receiver<BusItem>, BusError>>,
     },
     /// A subscription of `key` was dropped; unsubscribe if it was the last one.
-    Release { key: String },
+    Release {
+        key: String,
+    },
 }
 
 impl RedisBus {
     /// Connects to `url`, naming every channel `{key_prefix}:{channel}` in Redis.
     pub async fn connect(url: &str, key_prefix: &str) -> Result<Self, BusError> {
-        let client = redis::Client::open(url)
-            .map_err(|err| BusError::Unavailable(format!("invalid redis url {url}: {err}")))?;
+        let client =
+            redis::Client::open(url).map_err(|err| BusError::Unavailable(format!("invalid redis url {url}: {err}")))?;
         // Both connections are opened now: a production role must not start without its bus.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
@@ -77,39 +77,23 @@ impl RedisBus {
             .set_number_of_retries(2)
             .set_min_delay(MIN_BACKOFF)
             .set_max_delay(MAX_BACKOFF);
-        let publisher = tokio::time::timeout(
-            CONNECT_TIMEOUT * 3,
-            ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await
-        .map_err(|_| BusError::Unavailable(format!("connecting to redis at {url} timed out")))?
-        .map_err(|err| BusError::Unavailable(format!("connecting to redis at {url}: {err}")))?;
+        let publisher =
+            tokio::time::timeout(CONNECT_TIMEOUT * 3, ConnectionManager::new_with_config(client.clone(), config))
+                .await
+                .map_err(|_| BusError::Unavailable(format!("connecting to redis at {url} timed out")))?
+                .map_err(|err| BusError::Unavailable(format!("connecting to redis at {url}: {err}")))?;
         let connection = open_pubsub(&client, &[]).await?;
 
         let (hub, commands) = mpsc::unbounded_channel();
         let hub_connected = Arc::new(AtomicBool::new(true));
-        let state = Hub {
-            client,
-            commands,
-            channels: HashMap::new(),
-            connected: hub_connected.clone(),
-        };
+        let state = Hub { client, commands, channels: HashMap::new(), connected: hub_connected.clone() };
         tokio::spawn(state.run(connection));
-        Ok(Self {
-            publisher,
-            prefix: key_prefix.to_owned(),
-            hub,
-            hub_connected,
-        })
+        Ok(Self { publisher, prefix: key_prefix.to_owned(), hub, hub_connected })
     }
 
     /// The Redis channel that carries bus channel `channel`.
     pub fn channel_key(&self, channel: &str) -> String {
-        if self.prefix.is_empty() {
-            channel.to_owned()
-        } else {
-            format!("{}:{channel}", self.prefix)
-        }
+        if self.prefix.is_empty() { channel.to_owned() } else { format!("{}:{channel}", self.prefix) }
     }
 }
 
@@ -123,12 +107,8 @@ impl Bus for RedisBus {
         let publish = command.query_async::<i64>(&mut publisher);
         match tokio::time::timeout(PUBLISH_TIMEOUT, publish).await {
             Ok(Ok(_receivers)) => Ok(()),
-            Ok(Err(err)) => Err(BusError::Unavailable(format!(
-                "publishing to redis channel {key}: {err}"
-            ))),
-            Err(_) => Err(BusError::Unavailable(format!(
-                "publishing to redis channel {key} timed out"
-            ))),
+            Ok(Err(err)) => Err(BusError::Unavailable(format!("publishing to redis channel {key}: {err}"))),
+            Err(_) => Err(BusError::Unavailable(format!("publishing to redis channel {key} timed out"))),
         }
     }
 
@@ -136,19 +116,12 @@ impl Bus for RedisBus {
         let key = self.channel_key(channel);
         let (reply, answer) = oneshot::channel();
         let hub_gone = || BusError::Unavailable("redis pub/sub hub has stopped".to_owned());
-        self.hub
-            .send(Command::Subscribe {
-                key: key.clone(),
-                reply,
-            })
-            .map_err(|_| hub_gone())?;
+        self.hub.send(Command::Subscribe { key: key.clone(), reply }).map_err(|_| hub_gone())?;
         // The hub bounds each confirmation itself; this only guards against a hub that
         // is stuck behind a long queue of commands.
         let receiver = tokio::time::timeout(CONFIRM_TIMEOUT * 3, answer)
             .await
-            .map_err(|_| {
-                BusError::Unavailable(format!("subscribing to redis channel {key} timed out"))
-            })?
+            .map_err(|_| BusError::Unavailable(format!("subscribing to redis channel {key} timed out")))?
             .map_err(|_| hub_gone())??;
         let hub = self.hub.clone();
         Ok(subscription(receiver, move || {
@@ -158,9 +131,7 @@ impl Bus for RedisBus {
 
     async fn ping(&self) -> Result<(), BusError> {
         if !self.hub_connected.load(Ordering::Relaxed) {
-            return Err(BusError::Unavailable(
-                "redis pub/sub connection is down".to_owned(),
-            ));
+            return Err(BusError::Unavailable("redis pub/sub connection is down".to_owned()));
         }
         let mut publisher = self.publisher.clone();
         let command = redis::cmd("PING");
@@ -168,9 +139,7 @@ impl Bus for RedisBus {
         match tokio::time::timeout(PING_TIMEOUT, ping).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(err)) => Err(BusError::Unavailable(format!("redis ping: {err}"))),
-            Err(_) => Err(BusError::Unavailable(format!(
-                "redis did not answer ping within {PING_TIMEOUT:?}"
-            ))),
+            Err(_) => Err(BusError::Unavailable(format!("redis did not answer ping within {PING_TIMEOUT:?}"))),
         }
     }
 
@@ -188,17 +157,13 @@ struct Connection {
 async fn open_pubsub(client: &redis::Client, keys: &[&str]) -> Result<Connection, BusError> {
     let pubsub = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub())
         .await
-        .map_err(|_| {
-            BusError::Unavailable("opening redis pub/sub connection timed out".to_owned())
-        })?
+        .map_err(|_| BusError::Unavailable("opening redis pub/sub connection timed out".to_owned()))?
         .map_err(|err| BusError::Unavailable(format!("opening redis pub/sub connection: {err}")))?;
     let (mut sink, stream) = pubsub.split();
     if !keys.is_empty() {
-        confirm(sink.subscribe(keys), "resubscribe")
-            .await
-            .map_err(|failure| match failure {
-                Unconfirmed::Lost(text) | Unconfirmed::Refused(text) => BusError::Unavailable(text),
-            })?;
+        confirm(sink.subscribe(keys), "resubscribe").await.map_err(|failure| match failure {
+            Unconfirmed::Lost(text) | Unconfirmed::Refused(text) => BusError::Unavailable(text),
+        })?;
     }
     Ok(Connection { sink, stream })
 }
@@ -211,21 +176,14 @@ enum Unconfirmed {
     Refused(String),
 }
 
-async fn confirm(
-    command: impl Future<Output = redis::RedisResult<()>>,
-    what: &str,
-) -> Result<(), Unconfirmed> {
+async fn confirm(command: impl Future<Output = redis::RedisResult<()>>, what: &str) -> Result<(), Unconfirmed> {
     match tokio::time::timeout(CONFIRM_TIMEOUT, command).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(err))
-            if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() =>
-        {
+        Ok(Err(err)) if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() => {
             Err(Unconfirmed::Lost(format!("redis {what}: {err}")))
         }
         Ok(Err(err)) => Err(Unconfirmed::Refused(format!("redis {what}: {err}"))),
-        Err(_) => Err(Unconfirmed::Lost(format!(
-            "redis {what}: no answer within {CONFIRM_TIMEOUT:?}"
-        ))),
+        Err(_) => Err(Unconfirmed::Lost(format!("redis {what}: no answer within {CONFIRM_TIMEOUT:?}"))),
     }
 }
 
@@ -310,9 +268,7 @@ impl Hub {
     fn dispatch(&self, message: &redis::Msg) {
         if let Some(sender) = self.channels.get(message.get_channel_name()) {
             // An error only means every receiver is gone; its Release is on the way.
-            let _ = sender.send(BusItem::Message(Bytes::copy_from_slice(
-                message.get_payload_bytes(),
-            )));
+            let _ = sender.send(BusItem::Message(Bytes::copy_from_slice(message.get_payload_bytes())));
         }
     }
 
@@ -365,10 +321,7 @@ impl Hub {
     /// Drops `key` from the live channels if no subscription is left; a subscribe that
     /// raced with the release keeps it alive.
     fn forget_if_unused(&mut self, key: &str) -> bool {
-        let unused = self
-            .channels
-            .get(key)
-            .is_some_and(|sender| sender.receiver_count() == 0);
+        let unused = self.channels.get(key).is_some_and(|sender| sender.receiver_count() == 0);
         if unused {
             self.channels.remove(key);
         }

@@ -67,9 +67,7 @@ impl JetStreamQueue {
         let client = tokio::time::timeout(REQUEST_TIMEOUT + PING_TIMEOUT, connect)
             .await
             .map_err(|_| QueueError::Unavailable(format!("connecting to nats at {url} timed out")))?
-            .map_err(|err| {
-                QueueError::Unavailable(format!("connecting to nats at {url}: {err}"))
-            })?;
+            .map_err(|err| QueueError::Unavailable(format!("connecting to nats at {url}: {err}")))?;
         Self::connect(client, stream, subject, consumer, config).await
     }
 
@@ -83,9 +81,7 @@ impl JetStreamQueue {
     ) -> Result<Self, QueueError> {
         // Safe when several processes start at once: creating an identical stream or
         // consumer again is a no-op on the server.
-        let context = jetstream::context::ContextBuilder::new()
-            .timeout(REQUEST_TIMEOUT)
-            .build(client.clone());
+        let context = jetstream::context::ContextBuilder::new().timeout(REQUEST_TIMEOUT).build(client.clone());
         let stream_config = stream::Config {
             name: stream.to_owned(),
             subjects: vec![subject.to_owned()],
@@ -115,9 +111,7 @@ impl JetStreamQueue {
             })?,
         };
         let existing = &handle.cached_info().config;
-        if existing.retention != RetentionPolicy::WorkQueue
-            || !existing.subjects.iter().any(|s| s == subject)
-        {
+        if existing.retention != RetentionPolicy::WorkQueue || !existing.subjects.iter().any(|s| s == subject) {
             return Err(QueueError::Backend(format!(
                 "jetstream stream {stream} exists but is not a work queue on subject {subject}"
             )));
@@ -141,30 +135,19 @@ impl JetStreamQueue {
             max_deliver: config.max_deliver,
             ..Default::default()
         };
-        let consumer = handle
-            .create_consumer(consumer_config)
-            .await
-            .map_err(|err| {
-                let text = format!("creating jetstream consumer {consumer} on {stream}: {err}");
-                match err.kind() {
-                    ConsumerErrorKind::JetStream(_)
-                    | ConsumerErrorKind::InvalidName
-                    | ConsumerErrorKind::InvalidConsumerType => QueueError::Backend(text),
-                    ConsumerErrorKind::TimedOut
-                    | ConsumerErrorKind::Request
-                    | ConsumerErrorKind::Other => QueueError::Unavailable(text),
+        let consumer = handle.create_consumer(consumer_config).await.map_err(|err| {
+            let text = format!("creating jetstream consumer {consumer} on {stream}: {err}");
+            match err.kind() {
+                ConsumerErrorKind::JetStream(_)
+                | ConsumerErrorKind::InvalidName
+                | ConsumerErrorKind::InvalidConsumerType => QueueError::Backend(text),
+                ConsumerErrorKind::TimedOut | ConsumerErrorKind::Request | ConsumerErrorKind::Other => {
+                    QueueError::Unavailable(text)
                 }
-            })?;
-        let inner = Inner {
-            client,
-            context,
-            stream: stream.to_owned(),
-            subject: subject.to_owned(),
-            consumer,
-        };
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
+            }
+        })?;
+        let inner = Inner { client, context, stream: stream.to_owned(), subject: subject.to_owned(), consumer };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// The stream's name.
@@ -179,12 +162,7 @@ impl JetStreamQueue {
             .delete_stream(&self.inner.stream)
             .await
             .map(|_| ())
-            .map_err(|err| {
-                QueueError::Backend(format!(
-                    "deleting jetstream stream {}: {err}",
-                    self.inner.stream
-                ))
-            })
+            .map_err(|err| QueueError::Backend(format!("deleting jetstream stream {}: {err}", self.inner.stream)))
     }
 
     /// Issues one pull request for up to `max` messages: `None` takes what is pending
@@ -192,27 +170,11 @@ impl JetStreamQueue {
     /// `wait` expires.
     async fn pull(&self, max: usize, wait: Option<Duration>) -> Result<Vec<Delivery>, QueueError> {
         let request = match wait {
-            Some(wait) => {
-                self.inner
-                    .consumer
-                    .batch()
-                    .max_messages(max)
-                    .expires(wait)
-                    .messages()
-                    .await
-            }
-            None => {
-                self.inner
-                    .consumer
-                    .fetch()
-                    .max_messages(max)
-                    .messages()
-                    .await
-            }
+            Some(wait) => self.inner.consumer.batch().max_messages(max).expires(wait).messages().await,
+            None => self.inner.consumer.fetch().max_messages(max).messages().await,
         };
-        let mut batch = request.map_err(|err| {
-            QueueError::Unavailable(format!("pull request on {}: {err}", self.inner.stream))
-        })?;
+        let mut batch =
+            request.map_err(|err| QueueError::Unavailable(format!("pull request on {}: {err}", self.inner.stream)))?;
         let mut out = Vec::with_capacity(max);
         let mut failure = None;
         let collect = async {
@@ -226,37 +188,24 @@ impl JetStreamQueue {
                 }
             }
         };
-        let timed_out = tokio::time::timeout(wait.unwrap_or_default() + PULL_SLACK, collect)
-            .await
-            .is_err();
+        let timed_out = tokio::time::timeout(wait.unwrap_or_default() + PULL_SLACK, collect).await.is_err();
         // Messages already received are handed out even if the batch ended badly: dropping
         // them would only delay them by an ack wait.
         if !out.is_empty() {
             return Ok(out);
         }
         if let Some(err) = failure {
-            return Err(QueueError::Backend(format!(
-                "pulling from {}: {err}",
-                self.inner.stream
-            )));
+            return Err(QueueError::Backend(format!("pulling from {}: {err}", self.inner.stream)));
         }
-        if timed_out
-            || self.inner.client.connection_state() != async_nats::connection::State::Connected
-        {
-            return Err(QueueError::Unavailable(format!(
-                "pulling from {}: nats did not answer",
-                self.inner.stream
-            )));
+        if timed_out || self.inner.client.connection_state() != async_nats::connection::State::Connected {
+            return Err(QueueError::Unavailable(format!("pulling from {}: nats did not answer", self.inner.stream)));
         }
         Ok(out)
     }
 }
 
 fn to_delivery(message: jetstream::Message) -> Result<Delivery, String> {
-    let delivered = message
-        .info()
-        .map_err(|err| format!("reading delivery metadata: {err}"))?
-        .delivered;
+    let delivered = message.info().map_err(|err| format!("reading delivery metadata: {err}"))?.delivered;
     let msg_id = message
         .message
         .headers
@@ -266,12 +215,7 @@ fn to_delivery(message: jetstream::Message) -> Result<Delivery, String> {
         .unwrap_or_default();
     let (message, acker) = message.split();
     let delivery_count = u64::try_from(delivered).unwrap_or(1).max(1);
-    Ok(Delivery::new(
-        message.payload,
-        msg_id,
-        delivery_count,
-        Box::new(JetStreamAcker { acker }),
-    ))
+    Ok(Delivery::new(message.payload, msg_id, delivery_count, Box::new(JetStreamAcker { acker })))
 }
 
 #[async_trait]
@@ -294,12 +238,7 @@ impl Queue for JetStreamQueue {
         };
         // Awaiting the ack future is what makes this durable: the server has stored it
         // (or recognised `msg_id` as a duplicate of something it stored).
-        let ack = self
-            .inner
-            .context
-            .send_publish(self.inner.subject.clone(), message)
-            .await
-            .map_err(publish_err)?;
+        let ack = self.inner.context.send_publish(self.inner.subject.clone(), message).await.map_err(publish_err)?;
         ack.await.map_err(publish_err)?;
         Ok(())
     }
@@ -329,20 +268,15 @@ impl Queue for JetStreamQueue {
 
     async fn ping(&self) -> Result<(), QueueError> {
         if self.inner.client.connection_state() != async_nats::connection::State::Connected {
-            return Err(QueueError::Unavailable(
-                "nats connection is down".to_owned(),
-            ));
+            return Err(QueueError::Unavailable("nats connection is down".to_owned()));
         }
         // Consumer info proves the server, JetStream and our consumer all answer.
         match tokio::time::timeout(PING_TIMEOUT, self.inner.consumer.get_info()).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(err)) => Err(QueueError::Unavailable(format!(
-                "jetstream consumer info on {}: {err}",
-                self.inner.stream
-            ))),
-            Err(_) => Err(QueueError::Unavailable(format!(
-                "jetstream did not answer within {PING_TIMEOUT:?}"
-            ))),
+            Ok(Err(err)) => {
+                Err(QueueError::Unavailable(format!("jetstream consumer info on {}: {err}", self.inner.stream)))
+            }
+            Err(_) => Err(QueueError::Unavailable(format!("jetstream did not answer within {PING_TIMEOUT:?}"))),
         }
     }
 
@@ -359,9 +293,10 @@ struct JetStreamAcker {
 
 impl JetStreamAcker {
     async fn send(&self, kind: AckKind, what: &str) -> Result<(), QueueError> {
-        self.acker.double_ack_with(kind).await.map_err(|err| {
-            QueueError::Unavailable(format!("jetstream {what} not confirmed: {err}"))
-        })
+        self.acker
+            .double_ack_with(kind)
+            .await
+            .map_err(|err| QueueError::Unavailable(format!("jetstream {what} not confirmed: {err}")))
     }
 }
 

@@ -64,14 +64,8 @@ enum Status {
 impl MemoryQueue {
     /// Creates an empty queue.
     pub fn new(config: QueueConfig) -> Self {
-        let inner = Inner {
-            config,
-            state: Mutex::new(State::default()),
-            notify: Notify::new(),
-        };
-        Self {
-            inner: Arc::new(inner),
-        }
+        let inner = Inner { config, state: Mutex::new(State::default()), notify: Notify::new() };
+        Self { inner: Arc::new(inner) }
     }
 
     /// Messages published and not yet acked or given up on.
@@ -89,9 +83,7 @@ impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // Every critical section leaves the state consistent before anything can panic,
         // so a poisoned lock carries no torn update worth refusing service over.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn exhausted(&self, deliveries: u64) -> bool {
@@ -131,15 +123,11 @@ impl State {
         };
         match std::mem::replace(&mut message.status, status) {
             Status::Ready => self.ready.remove(&seq),
-            Status::InFlight { due, .. } | Status::Delayed { due } => {
-                self.timers.remove(&(due, seq))
-            }
+            Status::InFlight { due, .. } | Status::Delayed { due } => self.timers.remove(&(due, seq)),
         };
         match status {
             Status::Ready => self.ready.insert(seq),
-            Status::InFlight { due, .. } | Status::Delayed { due } => {
-                self.timers.insert((due, seq))
-            }
+            Status::InFlight { due, .. } | Status::Delayed { due } => self.timers.insert((due, seq)),
         };
     }
 
@@ -149,9 +137,7 @@ impl State {
         };
         match message.status {
             Status::Ready => self.ready.remove(&seq),
-            Status::InFlight { due, .. } | Status::Delayed { due } => {
-                self.timers.remove(&(due, seq))
-            }
+            Status::InFlight { due, .. } | Status::Delayed { due } => self.timers.remove(&(due, seq)),
         };
     }
 
@@ -183,12 +169,7 @@ impl Queue for MemoryQueue {
             state.seen_order.push_back((now, msg_id.to_owned()));
             state.next_seq += 1;
             let seq = state.next_seq;
-            let message = Message {
-                msg_id: msg_id.to_owned(),
-                payload,
-                deliveries: 0,
-                status: Status::Ready,
-            };
+            let message = Message { msg_id: msg_id.to_owned(), payload, deliveries: 0, status: Status::Ready };
             state.messages.insert(seq, message);
             state.ready.insert(seq);
         }
@@ -223,11 +204,7 @@ impl Queue for MemoryQueue {
                     let (payload, msg_id) = (message.payload.clone(), message.msg_id.clone());
                     let due = now + self.inner.config.ack_wait;
                     state.set_status(seq, Status::InFlight { delivery, due });
-                    let acker = MemoryAcker {
-                        inner: self.inner.clone(),
-                        seq,
-                        delivery,
-                    };
+                    let acker = MemoryAcker { inner: self.inner.clone(), seq, delivery };
                     batch.push(Delivery::new(payload, msg_id, delivery, Box::new(acker)));
                 }
                 if !batch.is_empty() || max == 0 {
@@ -272,8 +249,7 @@ impl MemoryAcker {
             let Some(message) = state.messages.get(&self.seq) else {
                 return;
             };
-            if !matches!(message.status, Status::InFlight { delivery, .. } if delivery == self.delivery)
-            {
+            if !matches!(message.status, Status::InFlight { delivery, .. } if delivery == self.delivery) {
                 return;
             }
             match next(message.deliveries, Instant::now()) {
@@ -308,12 +284,7 @@ impl Acker for MemoryAcker {
 
     async fn in_progress(&self) -> Result<(), QueueError> {
         let (delivery, ack_wait) = (self.delivery, self.inner.config.ack_wait);
-        self.settle_current(|_, now| {
-            Some(Status::InFlight {
-                delivery,
-                due: now + ack_wait,
-            })
-        });
+        self.settle_current(|_, now| Some(Status::InFlight { delivery, due: now + ack_wait }));
         Ok(())
     }
 }

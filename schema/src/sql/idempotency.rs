@@ -15,14 +15,12 @@ pub(super) async fn begin(
 ) -> StoreResult<IdempotencyBegin> {
     let now = store.now();
     // An expired reservation is forgotten first, so the key can be reused.
-    sqlx::query(
-        "DELETE FROM idempotency_keys WHERE workspace_id = $1 AND key = $2 AND expires_at_ms < $3",
-    )
-    .bind(workspace_id)
-    .bind(key)
-    .bind(now)
-    .execute(&store.pool)
-    .await?;
+    sqlx::query("DELETE FROM idempotency_keys WHERE workspace_id = $1 AND key = $2 AND expires_at_ms < $3")
+        .bind(workspace_id)
+        .bind(key)
+        .bind(now)
+        .execute(&store.pool)
+        .await?;
     let inserted = sqlx::query(
         "INSERT INTO idempotency_keys (workspace_id, key, request_hash, created_at_ms, expires_at_ms) \
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workspace_id, key) DO NOTHING",
@@ -55,10 +53,7 @@ pub(super) async fn begin(
     let status_code: Option<i64> = row.try_get("status_code")?;
     let response: Option<String> = row.try_get("response")?;
     Ok(match (status_code, response) {
-        (Some(status_code), Some(response)) => IdempotencyBegin::Replay {
-            status_code,
-            response,
-        },
+        (Some(status_code), Some(response)) => IdempotencyBegin::Replay { status_code, response },
         _ => IdempotencyBegin::InFlight,
     })
 }

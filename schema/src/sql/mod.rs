@@ -42,11 +42,7 @@ pub struct ConnectOptions {
 impl ConnectOptions {
     /// Defaults suited to `url`'s backend.
     pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            max_connections: 16,
-            acquire_timeout: Duration::from_secs(3),
-        }
+        Self { url: url.into(), max_connections: 16, acquire_timeout: Duration::from_secs(3) }
     }
 }
 
@@ -59,9 +55,7 @@ pub struct SqlStore {
 
 impl std::fmt::Debug for SqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlStore")
-            .field("backend", &self.backend)
-            .finish_non_exhaustive()
+        f.debug_struct("SqlStore").field("backend", &self.backend).finish_non_exhaustive()
     }
 }
 
@@ -98,9 +92,8 @@ impl SqlStore {
     pub async fn connect(options: ConnectOptions, clock: Arc<dyn Clock>) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let backend = backend_of(&options.url)?;
-        let mut pool = AnyPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.acquire_timeout);
+        let mut pool =
+            AnyPoolOptions::new().max_connections(options.max_connections).acquire_timeout(options.acquire_timeout);
         if backend == Backend::Sqlite {
             // WAL lets readers proceed while one writer commits; writers queue on the
             // busy timeout instead of failing.
@@ -118,11 +111,7 @@ impl SqlStore {
             options.url.clone()
         };
         let pool = pool.connect(&url).await?;
-        Ok(Self {
-            pool,
-            backend,
-            clock,
-        })
+        Ok(Self { pool, backend, clock })
     }
 
     /// Applies pending migrations. On PostgreSQL an advisory lock serializes
@@ -151,8 +140,7 @@ impl SqlStore {
 /// Parses a JSON text column.
 fn json(row: &AnyRow, column: &str) -> StoreResult<Value> {
     let text: String = row.try_get(column)?;
-    serde_json::from_str(&text)
-        .map_err(|e| StoreError::Backend(format!("corrupt json in {column}: {e}")))
+    serde_json::from_str(&text).map_err(|e| StoreError::Backend(format!("corrupt json in {column}: {e}")))
 }
 
 /// A 0/1 flag column.
@@ -171,11 +159,7 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn ensure_workspace(
-        &self,
-        organization: &str,
-        workspace: &str,
-    ) -> StoreResult<Workspace> {
+    async fn ensure_workspace(&self, organization: &str, workspace: &str) -> StoreResult<Workspace> {
         tenancy::ensure_workspace(self, organization, workspace).await
     }
 
@@ -183,12 +167,7 @@ impl Store for SqlStore {
         tenancy::find_workspace(self, id_or_name).await
     }
 
-    async fn insert_api_key(
-        &self,
-        workspace_id: &str,
-        name: &str,
-        secret: &str,
-    ) -> StoreResult<ApiKeyInfo> {
+    async fn insert_api_key(&self, workspace_id: &str, name: &str, secret: &str) -> StoreResult<ApiKeyInfo> {
         tenancy::insert_api_key(self, workspace_id, name, secret).await
     }
 
@@ -208,12 +187,7 @@ impl Store for SqlStore {
         resources::create(self, new).await
     }
 
-    async fn get_resource(
-        &self,
-        workspace_id: &str,
-        kind: &str,
-        id: &str,
-    ) -> StoreResult<Option<Resource>> {
+    async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>> {
         resources::get(self, workspace_id, kind, id).await
     }
 
@@ -226,24 +200,10 @@ impl Store for SqlStore {
         body: Value,
         versioned: bool,
     ) -> StoreResult<Resource> {
-        resources::update(
-            self,
-            workspace_id,
-            kind,
-            id,
-            expected_version,
-            body,
-            versioned,
-        )
-        .await
+        resources::update(self, workspace_id, kind, id, expected_version, body, versioned).await
     }
 
-    async fn archive_resource(
-        &self,
-        workspace_id: &str,
-        kind: &str,
-        id: &str,
-    ) -> StoreResult<Resource> {
+    async fn archive_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Resource> {
         resources::archive(self, workspace_id, kind, id).await
     }
 
@@ -251,20 +211,11 @@ impl Store for SqlStore {
         resources::delete(self, workspace_id, kind, id).await
     }
 
-    async fn list_resources(
-        &self,
-        workspace_id: &str,
-        kind: &str,
-        query: &ListQuery,
-    ) -> StoreResult<Vec<Resource>> {
+    async fn list_resources(&self, workspace_id: &str, kind: &str, query: &ListQuery) -> StoreResult<Vec<Resource>> {
         resources::list(self, workspace_id, kind, query).await
     }
 
-    async fn get_resource_version(
-        &self,
-        resource_id: &str,
-        version: i64,
-    ) -> StoreResult<Option<Value>> {
+    async fn get_resource_version(&self, resource_id: &str, version: i64) -> StoreResult<Option<Value>> {
         resources::get_version(self, resource_id, version).await
     }
 
@@ -276,23 +227,14 @@ impl Store for SqlStore {
         sessions::get(self, workspace_id, id).await
     }
 
-    async fn append_events(
-        &self,
-        session_id: &str,
-        events: Vec<NewEvent>,
-    ) -> StoreResult<Vec<StoredEvent>> {
+    async fn append_events(&self, session_id: &str, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
         let mut tx = self.pool.begin().await?;
         let stored = sessions::append(&mut tx, session_id, events, self.now()).await?;
         tx.commit().await?;
         Ok(stored)
     }
 
-    async fn list_events(
-        &self,
-        session_id: &str,
-        after_seq: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<StoredEvent>> {
+    async fn list_events(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<StoredEvent>> {
         sessions::list_events(self, session_id, after_seq, limit).await
     }
 
@@ -304,12 +246,7 @@ impl Store for SqlStore {
         runs::get(self, run_id).await
     }
 
-    async fn claim_run(
-        &self,
-        run_id: &str,
-        owner: &str,
-        lease_ms: i64,
-    ) -> StoreResult<ClaimOutcome> {
+    async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome> {
         runs::claim(self, run_id, owner, lease_ms).await
     }
 
@@ -330,11 +267,7 @@ impl Store for SqlStore {
         runs::commit(self, claim, events, Some(settlement)).await
     }
 
-    async fn outbox_due(
-        &self,
-        created_before_ms: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<OutboxMessage>> {
+    async fn outbox_due(&self, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>> {
         outbox::due(self, created_before_ms, limit).await
     }
 

@@ -7,11 +7,7 @@ use super::SqlStore;
 use crate::error::StoreResult;
 use crate::store::OutboxMessage;
 
-pub(super) async fn due(
-    store: &SqlStore,
-    created_before_ms: i64,
-    limit: i64,
-) -> StoreResult<Vec<OutboxMessage>> {
+pub(super) async fn due(store: &SqlStore, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>> {
     let rows = sqlx::query(
         "SELECT id, topic, msg_id, payload, created_at_ms FROM outbox \
          WHERE created_at_ms <= $1 ORDER BY created_at_ms, id LIMIT $2",
@@ -34,9 +30,6 @@ pub(super) async fn due(
 }
 
 pub(super) async fn delete(store: &SqlStore, id: i64) -> StoreResult<()> {
-    sqlx::query("DELETE FROM outbox WHERE id = $1")
-        .bind(id)
-        .execute(&store.pool)
-        .await?;
+    sqlx::query("DELETE FROM outbox WHERE id = $1").bind(id).execute(&store.pool).await?;
     Ok(())
 }

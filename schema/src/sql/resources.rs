@@ -64,20 +64,14 @@ async fn snapshot(
     Ok(())
 }
 
-pub(super) async fn get(
-    store: &SqlStore,
-    workspace_id: &str,
-    kind: &str,
-    id: &str,
-) -> StoreResult<Option<Resource>> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3"
-    ))
-    .bind(id)
-    .bind(workspace_id)
-    .bind(kind)
-    .fetch_optional(&store.pool)
-    .await?;
+pub(super) async fn get(store: &SqlStore, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>> {
+    let row =
+        sqlx::query(&format!("SELECT {COLUMNS} FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3"))
+            .bind(id)
+            .bind(workspace_id)
+            .bind(kind)
+            .fetch_optional(&store.pool)
+            .await?;
     row.as_ref().map(resource).transpose()
 }
 
@@ -109,14 +103,10 @@ pub(super) async fn update(
     let Some(row) = row else {
         drop(tx);
         return Err(match get(store, workspace_id, kind, id).await? {
-            Some(current) => StoreError::Conflict(format!(
-                "{kind} {id} is at version {}, not {expected_version}",
-                current.version
-            )),
-            None => StoreError::NotFound {
-                what: "resource",
-                id: id.to_owned(),
-            },
+            Some(current) => {
+                StoreError::Conflict(format!("{kind} {id} is at version {}, not {expected_version}", current.version))
+            }
+            None => StoreError::NotFound { what: "resource", id: id.to_owned() },
         });
     };
     let updated = resource(&row)?;
@@ -127,12 +117,7 @@ pub(super) async fn update(
     Ok(updated)
 }
 
-pub(super) async fn archive(
-    store: &SqlStore,
-    workspace_id: &str,
-    kind: &str,
-    id: &str,
-) -> StoreResult<Resource> {
+pub(super) async fn archive(store: &SqlStore, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Resource> {
     let row = sqlx::query(&format!(
         "UPDATE resources SET archived_at_ms = COALESCE(archived_at_ms, $4), updated_at_ms = $4 \
          WHERE id = $1 AND workspace_id = $2 AND kind = $3 RETURNING {COLUMNS}"
@@ -145,35 +130,23 @@ pub(super) async fn archive(
     .await?;
     match row {
         Some(row) => resource(&row),
-        None => Err(StoreError::NotFound {
-            what: "resource",
-            id: id.to_owned(),
-        }),
+        None => Err(StoreError::NotFound { what: "resource", id: id.to_owned() }),
     }
 }
 
-pub(super) async fn delete(
-    store: &SqlStore,
-    workspace_id: &str,
-    kind: &str,
-    id: &str,
-) -> StoreResult<bool> {
+pub(super) async fn delete(store: &SqlStore, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool> {
     let mut tx = store.pool.begin().await?;
-    let deleted =
-        sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
-            .bind(id)
-            .bind(workspace_id)
-            .bind(kind)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+    let deleted = sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
+        .bind(id)
+        .bind(workspace_id)
+        .bind(kind)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     if deleted == 1 {
         // Explicit, not only ON DELETE CASCADE: SQLite enforces cascades only with
         // foreign_keys on, and a missed snapshot would outlive its resource.
-        sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1").bind(id).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(deleted == 1)
@@ -187,11 +160,7 @@ pub(super) async fn list(
 ) -> StoreResult<Vec<Resource>> {
     // The cursor bounds are written for ascending order; descending swaps them so
     // "after" always means "further along the listing".
-    let (order, after_op, before_op) = if query.descending {
-        ("DESC", "<", ">")
-    } else {
-        ("ASC", ">", "<")
-    };
+    let (order, after_op, before_op) = if query.descending { ("DESC", "<", ">") } else { ("ASC", ">", "<") };
     let sql = format!(
         "SELECT {COLUMNS} FROM resources \
          WHERE workspace_id = $1 AND kind = $2 \
@@ -214,16 +183,11 @@ pub(super) async fn list(
     rows.iter().map(resource).collect()
 }
 
-pub(super) async fn get_version(
-    store: &SqlStore,
-    resource_id: &str,
-    version: i64,
-) -> StoreResult<Option<Value>> {
-    let row =
-        sqlx::query("SELECT body FROM resource_versions WHERE resource_id = $1 AND version = $2")
-            .bind(resource_id)
-            .bind(version)
-            .fetch_optional(&store.pool)
-            .await?;
+pub(super) async fn get_version(store: &SqlStore, resource_id: &str, version: i64) -> StoreResult<Option<Value>> {
+    let row = sqlx::query("SELECT body FROM resource_versions WHERE resource_id = $1 AND version = $2")
+        .bind(resource_id)
+        .bind(version)
+        .fetch_optional(&store.pool)
+        .await?;
     row.as_ref().map(|row| json(row, "body")).transpose()
 }

@@ -9,8 +9,7 @@ use super::{SqlStore, flag, sessions};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{
-    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, Settlement, StoredEvent,
-    Submission, Submitted,
+    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, Settlement, StoredEvent, Submission, Submitted,
 };
 
 /// The outbox topic of run submissions.
@@ -57,11 +56,7 @@ pub(super) async fn submit(store: &SqlStore, submission: Submission) -> StoreRes
     let (run_id, generation, live) = match open.first() {
         Some(row) => {
             let status: String = row.try_get("status")?;
-            (
-                row.try_get::<String, _>("id")?,
-                row.try_get::<i64, _>("generation")?,
-                status == "leased",
-            )
+            (row.try_get::<String, _>("id")?, row.try_get::<i64, _>("generation")?, status == "leased")
         }
         None => {
             let run_id = new_id("run");
@@ -90,16 +85,15 @@ pub(super) async fn submit(store: &SqlStore, submission: Submission) -> StoreRes
     };
     let msg_id = format!("{run_id}:{generation}");
     let payload = message.encode_to_vec();
-    let outbox_id: i64 = sqlx::query(
-        "INSERT INTO outbox (topic, msg_id, payload, created_at_ms) VALUES ($1, $2, $3, $4) RETURNING id",
-    )
-    .bind(SUBMISSIONS_TOPIC)
-    .bind(&msg_id)
-    .bind(&payload)
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await?
-    .try_get("id")?;
+    let outbox_id: i64 =
+        sqlx::query("INSERT INTO outbox (topic, msg_id, payload, created_at_ms) VALUES ($1, $2, $3, $4) RETURNING id")
+            .bind(SUBMISSIONS_TOPIC)
+            .bind(&msg_id)
+            .bind(&payload)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("id")?;
     tx.commit().await?;
     Ok(Submitted {
         run_id,
@@ -116,11 +110,7 @@ pub(super) async fn submit(store: &SqlStore, submission: Submission) -> StoreRes
     })
 }
 
-async fn lock_session(
-    tx: &mut Transaction<'_, Any>,
-    session_id: &str,
-    now: i64,
-) -> StoreResult<()> {
+async fn lock_session(tx: &mut Transaction<'_, Any>, session_id: &str, now: i64) -> StoreResult<()> {
     let touched = sqlx::query("UPDATE sessions SET updated_at_ms = $2 WHERE id = $1")
         .bind(session_id)
         .bind(now)
@@ -128,10 +118,7 @@ async fn lock_session(
         .await?
         .rows_affected();
     if touched == 0 {
-        return Err(StoreError::NotFound {
-            what: "session",
-            id: session_id.to_owned(),
-        });
+        return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     }
     Ok(())
 }
@@ -144,12 +131,7 @@ pub(super) async fn get(store: &SqlStore, run_id: &str) -> StoreResult<Option<Ru
     row.as_ref().map(run).transpose()
 }
 
-pub(super) async fn claim(
-    store: &SqlStore,
-    run_id: &str,
-    owner: &str,
-    lease_ms: i64,
-) -> StoreResult<ClaimOutcome> {
+pub(super) async fn claim(store: &SqlStore, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome> {
     let now = store.now();
     let claimed = sqlx::query(include_str!("../../queries/claim_run.sql"))
         .bind(run_id)
@@ -181,11 +163,9 @@ pub(super) async fn claim(
     }
     // Not claimable: tell a live lease (retry later) from a settled or unknown run.
     Ok(match get(store, run_id).await? {
-        Some(Run {
-            status: RunStatus::Leased,
-            lease_until_ms: Some(lease_until_ms),
-            ..
-        }) => ClaimOutcome::Held { lease_until_ms },
+        Some(Run { status: RunStatus::Leased, lease_until_ms: Some(lease_until_ms), .. }) => {
+            ClaimOutcome::Held { lease_until_ms }
+        }
         _ => ClaimOutcome::Stale,
     })
 }
@@ -252,8 +232,5 @@ pub(super) async fn commit(
 }
 
 fn fenced(claim: &Claim) -> StoreError {
-    StoreError::Fenced {
-        run_id: claim.run_id.clone(),
-        epoch: claim.epoch,
-    }
+    StoreError::Fenced { run_id: claim.run_id.clone(), epoch: claim.epoch }
 }

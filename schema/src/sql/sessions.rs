@@ -7,8 +7,7 @@ use super::{SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{NewEvent, NewSession, Session, StoredEvent};
 
-const SESSION_COLUMNS: &str =
-    "id, workspace_id, status, body, next_seq, created_at_ms, updated_at_ms, archived_at_ms";
+const SESSION_COLUMNS: &str = "id, workspace_id, status, body, next_seq, created_at_ms, updated_at_ms, archived_at_ms";
 const EVENT_COLUMNS: &str = "session_id, seq, event_id, thread_id, type, body, processed_at_ms";
 
 fn session(row: &AnyRow) -> StoreResult<Session> {
@@ -51,27 +50,23 @@ pub(super) async fn create(store: &SqlStore, new: NewSession) -> StoreResult<Ses
     .fetch_one(&mut *tx)
     .await?;
     // The primary thread shares the session's id, so `{thread}` may name either.
-    sqlx::query("INSERT INTO session_threads (id, session_id, parent_id, body, created_at_ms) VALUES ($1, $1, NULL, '{}', $2)")
-        .bind(&new.id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "INSERT INTO session_threads (id, session_id, parent_id, body, created_at_ms) VALUES ($1, $1, NULL, '{}', $2)",
+    )
+    .bind(&new.id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     session(&row)
 }
 
-pub(super) async fn get(
-    store: &SqlStore,
-    workspace_id: &str,
-    id: &str,
-) -> StoreResult<Option<Session>> {
-    let row = sqlx::query(&format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND workspace_id = $2"
-    ))
-    .bind(id)
-    .bind(workspace_id)
-    .fetch_optional(&store.pool)
-    .await?;
+pub(super) async fn get(store: &SqlStore, workspace_id: &str, id: &str) -> StoreResult<Option<Session>> {
+    let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND workspace_id = $2"))
+        .bind(id)
+        .bind(workspace_id)
+        .fetch_optional(&store.pool)
+        .await?;
     row.as_ref().map(session).transpose()
 }
 
@@ -97,10 +92,7 @@ pub(super) async fn append(
         .map(|row| row.try_get("next_seq"))
         .transpose()?;
     let Some(next) = next else {
-        return Err(StoreError::NotFound {
-            what: "session",
-            id: session_id.to_owned(),
-        });
+        return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     };
     let mut stored = Vec::with_capacity(events.len());
     for (offset, new) in events.into_iter().enumerate() {

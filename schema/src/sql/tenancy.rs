@@ -35,19 +35,17 @@ fn api_key(row: &AnyRow) -> StoreResult<ApiKeyInfo> {
     })
 }
 
-pub(super) async fn ensure_workspace(
-    store: &SqlStore,
-    organization: &str,
-    name: &str,
-) -> StoreResult<Workspace> {
+pub(super) async fn ensure_workspace(store: &SqlStore, organization: &str, name: &str) -> StoreResult<Workspace> {
     let now = store.now();
     // ON CONFLICT DO NOTHING + re-read makes concurrent first starts converge.
-    sqlx::query("INSERT INTO organizations (id, name, created_at_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
-        .bind(new_id("org"))
-        .bind(organization)
-        .bind(now)
-        .execute(&store.pool)
-        .await?;
+    sqlx::query(
+        "INSERT INTO organizations (id, name, created_at_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(new_id("org"))
+    .bind(organization)
+    .bind(now)
+    .execute(&store.pool)
+    .await?;
     let org_id: String = sqlx::query("SELECT id FROM organizations WHERE name = $1")
         .bind(organization)
         .fetch_one(&store.pool)
@@ -73,10 +71,7 @@ pub(super) async fn ensure_workspace(
     workspace(&row)
 }
 
-pub(super) async fn find_workspace(
-    store: &SqlStore,
-    id_or_name: &str,
-) -> StoreResult<Option<Workspace>> {
+pub(super) async fn find_workspace(store: &SqlStore, id_or_name: &str) -> StoreResult<Option<Workspace>> {
     let row = sqlx::query(
         "SELECT id, organization_id, name, created_at_ms FROM workspaces \
          WHERE id = $1 OR name = $1 ORDER BY created_at_ms LIMIT 1",
@@ -94,14 +89,7 @@ pub(super) async fn insert_api_key(
     secret: &str,
 ) -> StoreResult<ApiKeyInfo> {
     let hash = hash_secret(secret);
-    let hint: String = secret
-        .chars()
-        .rev()
-        .take(4)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
+    let hint: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
     sqlx::query(
         "INSERT INTO api_keys (id, workspace_id, name, key_hash, hint, created_at_ms) \
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO NOTHING",
@@ -142,10 +130,7 @@ pub(super) async fn resolve_api_key(store: &SqlStore, secret: &str) -> StoreResu
     .transpose()
 }
 
-pub(super) async fn list_api_keys(
-    store: &SqlStore,
-    workspace_id: Option<&str>,
-) -> StoreResult<Vec<ApiKeyInfo>> {
+pub(super) async fn list_api_keys(store: &SqlStore, workspace_id: Option<&str>) -> StoreResult<Vec<ApiKeyInfo>> {
     let rows = sqlx::query(
         "SELECT id, workspace_id, name, hint, created_at_ms, revoked_at_ms FROM api_keys \
          WHERE ($1 IS NULL OR workspace_id = $1) ORDER BY id",
@@ -157,12 +142,10 @@ pub(super) async fn list_api_keys(
 }
 
 pub(super) async fn revoke_api_key(store: &SqlStore, key_id: &str) -> StoreResult<bool> {
-    let result = sqlx::query(
-        "UPDATE api_keys SET revoked_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
-    )
-    .bind(key_id)
-    .bind(store.now())
-    .execute(&store.pool)
-    .await?;
+    let result = sqlx::query("UPDATE api_keys SET revoked_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL")
+        .bind(key_id)
+        .bind(store.now())
+        .execute(&store.pool)
+        .await?;
     Ok(result.rows_affected() == 1)
 }
