@@ -87,6 +87,19 @@ pub struct Settings {
     /// Deliveries of one submission after which the queue stops redelivering it [default: 20].
     #[arg(long, global = true, env = "AGENTD_QUEUE_MAX_DELIVER", value_name = "N")]
     pub queue_max_deliver: Option<i64>,
+
+    /// Create requests per minute per organization [default: 300].
+    #[arg(long, global = true, env = "AGENTD_RATE_LIMIT_CREATE", value_name = "N")]
+    pub rate_limit_create: Option<u32>,
+
+    /// Read requests per minute per organization [default: 1200].
+    #[arg(long, global = true, env = "AGENTD_RATE_LIMIT_READ", value_name = "N")]
+    pub rate_limit_read: Option<u32>,
+
+    /// An API key to accept from startup on, for workspace "default" of organization
+    /// "default" (stored hashed; idempotent). Never logged.
+    #[arg(long, global = true, env = "AGENTD_BOOTSTRAP_API_KEY", value_name = "KEY", hide_env_values = true)]
+    pub bootstrap_api_key: Option<String>,
 }
 
 impl Settings {
@@ -116,6 +129,9 @@ impl Settings {
             redis_prefix: self.redis_prefix.or(file.redis_prefix),
             queue_ack_wait: self.queue_ack_wait.or(file.queue_ack_wait),
             queue_max_deliver: self.queue_max_deliver.or(file.queue_max_deliver),
+            rate_limit_create: self.rate_limit_create.or(file.rate_limit_create),
+            rate_limit_read: self.rate_limit_read.or(file.rate_limit_read),
+            bootstrap_api_key: self.bootstrap_api_key.or(file.bootstrap_api_key),
         }
     }
 
@@ -164,6 +180,20 @@ impl Settings {
     /// The JetStream consumer name.
     pub fn nats_consumer(&self) -> String {
         self.nats_consumer.clone().unwrap_or_else(|| "agentd-workers".to_owned())
+    }
+
+    /// Request bucket capacities.
+    pub fn limits(&self) -> Result<agentd_gateway::Limits> {
+        let defaults = agentd_gateway::Limits::default();
+        let limits = agentd_gateway::Limits {
+            create_per_minute: self.rate_limit_create.unwrap_or(defaults.create_per_minute),
+            read_per_minute: self.rate_limit_read.unwrap_or(defaults.read_per_minute),
+        };
+        anyhow::ensure!(
+            limits.create_per_minute >= 1 && limits.read_per_minute >= 1,
+            "AGENTD_RATE_LIMIT_CREATE and AGENTD_RATE_LIMIT_READ must be at least 1"
+        );
+        Ok(limits)
     }
 
     /// The Redis key prefix.

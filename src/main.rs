@@ -2,6 +2,7 @@
 //! signals, and runs one role. The roles themselves live in the library crates.
 
 mod config;
+mod keys;
 mod logging;
 mod roles;
 
@@ -38,6 +39,11 @@ enum Command {
     /// Apply database migrations to AGENTD_DATABASE_URL and exit. Safe to run from
     /// several processes at once.
     Migrate,
+    /// Manage API keys (AGENTD_DATABASE_URL, or the dev database in the data dir).
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
 }
 
 impl Command {
@@ -47,6 +53,7 @@ impl Command {
             Command::Gateway => "gateway",
             Command::Worker => "worker",
             Command::Migrate => "migrate",
+            Command::Keys { .. } => "keys",
         }
     }
 }
@@ -76,6 +83,7 @@ fn run(cli: Cli) -> Result<()> {
             Command::Gateway => roles::gateway(settings).await,
             Command::Worker => roles::worker(settings).await,
             Command::Migrate => roles::migrate(settings).await,
+            Command::Keys { command } => keys::run(settings, command).await,
         }
     })
 }

@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentd_gateway::AppState;
+use agentd_gateway::admission::limiter::Limiter;
 use agentd_gateway::ops::{self, Backends, OpsState};
+use agentd_gateway::{AppState, MemoryLimiter, RedisLimiter};
 use agentd_proto::bus::memory::MemoryBus;
 use agentd_proto::bus::redis::RedisBus;
 use agentd_proto::queue::jetstream::JetStreamQueue;
@@ -59,7 +60,10 @@ pub async fn dev(settings: Settings) -> Result<()> {
         bus = bus.backend_name(),
         "embedded backends ready"
     );
-    let process = Process::new(settings, store, Some(queue), Some(bus));
+    let dev_key = dev_api_key(store.as_ref(), &data_dir).await?;
+    bootstrap_key(store.as_ref(), &settings).await?;
+    let limiter: Arc<dyn Limiter> = Arc::new(MemoryLimiter::new(settings.limits()?));
+    let process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
     process.start_relay();
     let bound = process.serve_api().await?;
     if let Some(grpc) = process.settings.grpc_addr {
@@ -74,13 +78,22 @@ pub async fn dev(settings: Settings) -> Result<()> {
     println!("  readiness: curl {base}/readyz");
     println!("  metrics:   curl {base}/metrics");
     println!();
+    println!("  Point the official SDK at it:");
+    println!("  ANTHROPIC_BASE_URL={base} ANTHROPIC_API_KEY={dev_key}");
+    println!();
     process.run_until_signal().await
 }
 
 /// `agentd gateway`.
 pub async fn gateway(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "gateway").await?;
-    let process = Process::new(settings, store, Some(queue), Some(bus));
+    bootstrap_key(store.as_ref(), &settings).await?;
+    let redis_url = settings.redis_url.clone().unwrap_or_default();
+    let limiter =
+        RedisLimiter::connect(&redis_url, &settings.redis_prefix(), settings.limits()?).await.with_context(|| {
+            format!("cannot use Redis at {} for rate limits (check AGENTD_REDIS_URL)", redact_url(&redis_url))
+        })?;
+    let process = Process::new(settings, store, Some(queue), Some(bus), Some(Arc::new(limiter)));
     process.start_relay();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
     process.serve_api().await?;
@@ -90,7 +103,7 @@ pub async fn gateway(settings: Settings) -> Result<()> {
 /// `agentd worker`.
 pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
-    let process = Process::new(settings, store, Some(queue), Some(bus));
+    let process = Process::new(settings, store, Some(queue), Some(bus), None);
     process.start_relay();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations routes, on the ops address if given.
@@ -100,7 +113,44 @@ pub async fn worker(settings: Settings) -> Result<()> {
     process.run_until_signal().await
 }
 
-async fn connect_store(url: &str) -> Result<Arc<SqlStore>> {
+/// The development key of `agentd dev`: made once, kept in the data dir (mode 0600)
+/// so it survives restarts, and stored hashed like any other key.
+async fn dev_api_key(store: &SqlStore, data_dir: &std::path::Path) -> Result<String> {
+    let path = data_dir.join("dev-api-key");
+    let key = match std::fs::read_to_string(&path) {
+        Ok(key) if !key.trim().is_empty() => key.trim().to_owned(),
+        _ => {
+            let key = agentd_schema::ids::new_secret("sk-agentd-dev");
+            write_private(&path, &key).with_context(|| format!("cannot write {}", path.display()))?;
+            key
+        }
+    };
+    let workspace = store.ensure_workspace("default", "default").await?;
+    store.insert_api_key(&workspace.id, "dev", &key).await?;
+    Ok(key)
+}
+
+fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(contents.as_bytes())
+}
+
+/// Seeds `AGENTD_BOOTSTRAP_API_KEY` for workspace "default" (idempotent).
+async fn bootstrap_key(store: &SqlStore, settings: &Settings) -> Result<()> {
+    let Some(key) = settings.bootstrap_api_key.as_deref().filter(|key| !key.trim().is_empty()) else {
+        return Ok(());
+    };
+    let workspace = store.ensure_workspace("default", "default").await?;
+    let info = store.insert_api_key(&workspace.id, "bootstrap", key.trim()).await?;
+    info!(key_id = %info.id, workspace = %workspace.id, "bootstrap API key ready");
+    Ok(())
+}
+
+pub(crate) async fn connect_store(url: &str) -> Result<Arc<SqlStore>> {
     let connect = SqlStore::connect(ConnectOptions::new(url), Arc::new(SystemClock));
     let store = tokio::time::timeout(CONNECT_TIMEOUT, connect)
         .await
@@ -158,6 +208,7 @@ struct Process {
     store: Arc<SqlStore>,
     backends: Backends,
     lifecycle: Arc<Lifecycle>,
+    limiter: Option<Arc<dyn Limiter>>,
     clock: Arc<dyn Clock>,
     /// Fires after draining, when listeners and background tasks must stop.
     stop: CancellationToken,
@@ -165,7 +216,13 @@ struct Process {
 }
 
 impl Process {
-    fn new(settings: Settings, store: Arc<SqlStore>, queue: Option<Arc<dyn Queue>>, bus: Option<Arc<dyn Bus>>) -> Self {
+    fn new(
+        settings: Settings,
+        store: Arc<SqlStore>,
+        queue: Option<Arc<dyn Queue>>,
+        bus: Option<Arc<dyn Bus>>,
+        limiter: Option<Arc<dyn Limiter>>,
+    ) -> Self {
         // Install the recorder before anything records, or early samples are lost.
         agentd_gateway::telemetry::prometheus();
         let backends = Backends { store: store.clone(), queue, bus };
@@ -174,6 +231,7 @@ impl Process {
             store,
             backends,
             lifecycle: Lifecycle::new(),
+            limiter,
             clock: Arc::new(SystemClock),
             stop: CancellationToken::new(),
             tasks: std::sync::Mutex::new(Vec::new()),
@@ -196,7 +254,8 @@ impl Process {
     /// Serves the API (and the operations routes, unless they have their own
     /// listener). Returns the bound API address.
     async fn serve_api(&self) -> Result<SocketAddr> {
-        let state = AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() };
+        let limiter = self.limiter.clone().context("this role serves no API")?;
+        let state = AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), limiter };
         match self.settings.ops_addr {
             Some(ops_addr) => {
                 let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());

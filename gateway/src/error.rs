@@ -1,50 +1,139 @@
 //! The managed API's error type and its wire shape:
-//! `{"type":"error","error":{"type":…,"message":…}}`.
+//! `{"type":"error","error":{"type":…,"message":…},"request_id":…}`.
+//!
+//! Every variant maps to one status and one `error.type`; internal causes are logged,
+//! never sent. Deterministic conflicts carry `x-should-retry: false` so the SDK does
+//! not replay them.
 
 use agentd_proto::Code;
+use agentd_schema::StoreError;
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// An error answered by a `/v1` route.
+use crate::admission::request_id;
+
+/// An error answered by a managed (`/v1`) route.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// 400 `invalid_request_error`.
+    /// 400 `invalid_request_error`; `code` goes to `error.details.error_code`.
+    #[error("{message}")]
+    InvalidRequest {
+        /// Names the field at fault.
+        message: String,
+        /// Machine-readable detail, e.g. `environment_archived`.
+        code: Option<&'static str>,
+    },
+    /// 401 `authentication_error`.
     #[error("{0}")]
-    InvalidRequest(String),
+    Unauthenticated(String),
+    /// 403 `permission_error`.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// 404 `not_found_error`.
     #[error("{0}")]
     NotFound(String),
-    /// 503 `api_error`: a dependency is down or the process is draining.
+    /// 409 `conflict_error`, never worth replaying unchanged.
+    #[error("{0}")]
+    Conflict(String),
+    /// 429 `rate_limit_error` with `retry-after`.
+    #[error("{message}")]
+    RateLimited {
+        /// What was limited.
+        message: String,
+        /// Whole seconds until a request may succeed (≥ 1).
+        retry_after_secs: u64,
+    },
+    /// 503 `api_error`: a dependency is down or the process is draining. Fail closed.
     #[error("{0}")]
     Unavailable(String),
+    /// 500 `api_error`: a bug; the cause is logged, not sent.
+    #[error("internal error")]
+    Internal(String),
 }
 
 impl ApiError {
+    /// A 400 naming the field at fault.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest { message: message.into(), code: None }
+    }
+
+    /// A 400 with a machine-readable `error_code`.
+    pub fn invalid_with_code(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest { message: message.into(), code: Some(code) }
+    }
+
     /// The transport-neutral code.
     pub fn code(&self) -> Code {
         match self {
-            ApiError::InvalidRequest(_) => Code::InvalidRequest,
+            ApiError::InvalidRequest { .. } => Code::InvalidRequest,
+            ApiError::Unauthenticated(_) => Code::Unauthenticated,
+            ApiError::PermissionDenied(_) => Code::PermissionDenied,
             ApiError::NotFound(_) => Code::NotFound,
+            ApiError::Conflict(_) => Code::Conflict,
+            ApiError::RateLimited { .. } => Code::RateLimited,
             ApiError::Unavailable(_) => Code::Unavailable,
+            ApiError::Internal(_) => Code::Internal,
         }
     }
 
     /// The wire `error.type`.
     pub fn wire_type(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest(_) => "invalid_request_error",
+            ApiError::InvalidRequest { .. } => "invalid_request_error",
+            ApiError::Unauthenticated(_) => "authentication_error",
+            ApiError::PermissionDenied(_) => "permission_error",
             ApiError::NotFound(_) => "not_found_error",
-            ApiError::Unavailable(_) => "api_error",
+            ApiError::Conflict(_) => "conflict_error",
+            ApiError::RateLimited { .. } => "rate_limit_error",
+            ApiError::Unavailable(_) | ApiError::Internal(_) => "api_error",
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(%cause, "store unavailable");
+                ApiError::Unavailable("the store is unavailable; retry once it is back".to_owned())
+            }
+            StoreError::NotFound { what, id } => ApiError::NotFound(format!("{what} not found: {id}")),
+            StoreError::Conflict(message) => ApiError::Conflict(message),
+            StoreError::Fenced { .. } | StoreError::Backend(_) => ApiError::Internal(error.to_string()),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(%cause, "internal error");
+        }
         let status = StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = json!({ "type": "error", "error": { "type": self.wire_type(), "message": self.to_string() } });
-        (status, Json(body)).into_response()
+        let mut error = json!({ "type": self.wire_type(), "message": self.to_string() });
+        if let ApiError::InvalidRequest { code: Some(code), .. } = &self {
+            error["details"] = json!({ "error_code": code });
+        }
+        let mut body = json!({ "type": "error", "error": error });
+        if let Some(id) = request_id::current() {
+            body["request_id"] = json!(id);
+        }
+        let mut response = (status, Json(body)).into_response();
+        let headers = response.headers_mut();
+        match &self {
+            ApiError::Conflict(_) => {
+                headers.insert("x-should-retry", HeaderValue::from_static("false"));
+            }
+            ApiError::RateLimited { retry_after_secs, .. } => {
+                headers.insert("retry-after", HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        response
     }
 }
+
+/// Shorthand for handler results.
+pub type ApiResult<T> = Result<T, ApiError>;

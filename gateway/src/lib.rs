@@ -2,7 +2,9 @@
 //! store, queue and bus. [`app`] builds the whole router without binding a socket, so
 //! tests drive it with `tower::ServiceExt::oneshot`.
 
+pub mod admission;
 pub mod error;
+pub mod managed;
 pub mod ops;
 pub mod telemetry;
 
@@ -13,8 +15,11 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use tower::Layer;
 use tower_http::trace::TraceLayer;
 
+use crate::admission::limiter::Limiter;
+use crate::admission::{auth, limiter, request_id, workspace_path};
 use crate::error::ApiError;
 use crate::ops::{Backends, OpsState};
 
@@ -25,6 +30,8 @@ pub struct AppState {
     pub backends: Backends,
     /// Drain state.
     pub lifecycle: Arc<Lifecycle>,
+    /// Per-organization request buckets.
+    pub limiter: Arc<dyn Limiter>,
 }
 
 impl AppState {
@@ -33,12 +40,21 @@ impl AppState {
     }
 }
 
-/// The public API routes (`/v1/…`) without the operations routes.
+/// The public API routes (`/v1/…`) without the operations routes. Managed routes
+/// pass admission in order: authentication (trusted scope), then the rate limiter;
+/// the beta selector is checked per family. `/v1/workspaces/{workspace}/{rest}` is
+/// served by the same routes (see [`workspace_path`]).
 pub fn api(state: AppState) -> Router {
+    let managed = managed::router()
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer));
     let v1 = Router::new()
+        .merge(managed)
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
-    Router::new().nest("/v1", v1).with_state(state)
+    let flat: Router = Router::new().nest("/v1", v1).with_state(state);
+    let projected = tower::util::MapRequestLayer::new(workspace_path::project).layer(flat.clone());
+    Router::new().route_service("/v1/workspaces/{workspace}/{*rest}", projected).merge(flat)
 }
 
 /// The whole gateway: API plus operations routes on one listener.
@@ -58,12 +74,17 @@ pub fn api_app(state: AppState) -> Router {
 }
 
 fn layered(router: Router) -> Router {
-    router.layer(middleware::from_fn(telemetry::track_http)).layer(TraceLayer::new_for_http())
+    router
+        .layer(middleware::from_fn(telemetry::track_http))
+        .layer(middleware::from_fn(request_id::layer))
+        .layer(TraceLayer::new_for_http())
 }
 
 async fn unknown_route(request: Request) -> ApiError {
     ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()))
 }
+
+pub use crate::admission::limiter::{Limits, MemoryLimiter, RedisLimiter};
 
 /// While draining, new API requests are refused with 503 so a load balancer that has
 /// not yet noticed `/readyz` moves them elsewhere; requests already running finish.

@@ -18,6 +18,16 @@ pub fn new_id(prefix: &str) -> String {
     id
 }
 
+/// A new high-entropy secret (256 random bits, URL-safe base64) with a readable prefix,
+/// e.g. `new_secret("sk-agentd")`. Only its hash is ever stored.
+pub fn new_secret(prefix: &str) -> String {
+    use base64::Engine;
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{prefix}-{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

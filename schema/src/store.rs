@@ -136,6 +136,10 @@ pub struct ListQuery {
     pub descending: bool,
     /// Include archived rows.
     pub include_archived: bool,
+    /// Only rows created at or after this time (epoch ms).
+    pub created_gte_ms: Option<i64>,
+    /// Only rows created at or before this time (epoch ms).
+    pub created_lte_ms: Option<i64>,
 }
 
 /// A session row; the wire body holds everything not queried or fenced.
@@ -451,6 +455,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Reads one immutable snapshot of a versioned resource.
     async fn get_resource_version(&self, resource_id: &str, version: i64) -> StoreResult<Option<Value>>;
+
+    /// Snapshots of a versioned resource as `(version, body)`, ordered by version,
+    /// strictly past `after_version` in the listing order, at most `limit`.
+    async fn list_resource_versions(
+        &self,
+        resource_id: &str,
+        after_version: Option<i64>,
+        limit: i64,
+        descending: bool,
+    ) -> StoreResult<Vec<(i64, Value)>>;
 
     // --- sessions and events -------------------------------------------------------
 

@@ -219,6 +219,16 @@ impl Store for SqlStore {
         resources::get_version(self, resource_id, version).await
     }
 
+    async fn list_resource_versions(
+        &self,
+        resource_id: &str,
+        after_version: Option<i64>,
+        limit: i64,
+        descending: bool,
+    ) -> StoreResult<Vec<(i64, Value)>> {
+        resources::list_versions(self, resource_id, after_version, limit, descending).await
+    }
+
     async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
         sessions::create(self, new).await
     }

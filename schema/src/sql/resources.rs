@@ -168,6 +168,8 @@ pub(super) async fn list(
            AND ($4 IS NULL OR id {after_op} $4) \
            AND ($5 IS NULL OR id {before_op} $5) \
            AND ($6 = 1 OR archived_at_ms IS NULL) \
+           AND ($8 IS NULL OR created_at_ms >= $8) \
+           AND ($9 IS NULL OR created_at_ms <= $9) \
          ORDER BY id {order} LIMIT $7"
     );
     let rows = sqlx::query(&sql)
@@ -178,6 +180,8 @@ pub(super) async fn list(
         .bind(&query.before_id)
         .bind(i64::from(query.include_archived))
         .bind(query.limit.max(0))
+        .bind(query.created_gte_ms)
+        .bind(query.created_lte_ms)
         .fetch_all(&store.pool)
         .await?;
     rows.iter().map(resource).collect()
@@ -190,4 +194,24 @@ pub(super) async fn get_version(store: &SqlStore, resource_id: &str, version: i6
         .fetch_optional(&store.pool)
         .await?;
     row.as_ref().map(|row| json(row, "body")).transpose()
+}
+
+pub(super) async fn list_versions(
+    store: &SqlStore,
+    resource_id: &str,
+    after_version: Option<i64>,
+    limit: i64,
+    descending: bool,
+) -> StoreResult<Vec<(i64, Value)>> {
+    let (order, after_op) = if descending { ("DESC", "<") } else { ("ASC", ">") };
+    let rows = sqlx::query(&format!(
+        "SELECT version, body FROM resource_versions WHERE resource_id = $1 AND ($2 IS NULL OR version {after_op} $2) \
+         ORDER BY version {order} LIMIT $3"
+    ))
+    .bind(resource_id)
+    .bind(after_version)
+    .bind(limit.max(0))
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter().map(|row| Ok((row.try_get("version")?, json(row, "body")?))).collect()
 }

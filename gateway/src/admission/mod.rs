@@ -1,0 +1,11 @@
+//! Admission: the layers every managed request passes, in order — request id,
+//! authentication (trusted workspace scope), rate limit, beta selector — before a
+//! handler sees it.
+
+pub mod auth;
+pub mod beta;
+pub mod limiter;
+pub mod request_id;
+pub mod workspace_path;
+
+pub use auth::Tenant;

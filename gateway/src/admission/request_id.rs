@@ -1,0 +1,28 @@
+//! Every response carries `request-id`; error bodies repeat it as `request_id`.
+
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being handled on this task, if any.
+pub fn current() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// Assigns `req_…`, makes it visible to [`current`] and the trace span, and echoes
+/// it as the `request-id` response header.
+pub async fn layer(request: Request, next: Next) -> Response {
+    let id = agentd_schema::ids::new_id("req");
+    let span =
+        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let mut response = tracing::Instrument::instrument(REQUEST_ID.scope(id.clone(), next.run(request)), span).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("request-id", value);
+    }
+    response
+}

@@ -1,0 +1,314 @@
+//! Validation and normalization of an agent's configuration: request shapes in,
+//! resolved response shapes out (model config object, toolsets with their resolved
+//! defaults, skills pinned to a version, default execution identity).
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use super::body::{self, as_object, join, kind, tag};
+use crate::error::{ApiError, ApiResult};
+
+/// The configuration fields of an agent (create and update bodies).
+pub const CONFIG_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "system",
+    "model",
+    "tools",
+    "mcp_servers",
+    "skills",
+    "metadata",
+    "multiagent",
+    "execution_identity",
+];
+
+const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
+const POLICIES: &[&str] = &["always_allow", "always_ask", "auto"];
+const AGENT_TOOLS: &[&str] = &["bash", "edit", "read", "write", "glob", "grep", "web_fetch", "web_search"];
+const MAX_TOOLS: usize = 256;
+
+/// Normalizes a complete configuration (create body, or stored config with an update
+/// applied) into its stored and returned form.
+pub fn normalize(config: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
+    let mut out = Map::new();
+    out.insert("name".into(), json!(body::string(config.get("name"), "name", 1, 256)?));
+    out.insert("description".into(), json!(body::optional_string(config.get("description"), "description", 2048)?));
+    out.insert("system".into(), json!(body::optional_string(config.get("system"), "system", 100_000)?));
+    out.insert("model".into(), model(config.get("model"))?);
+    let servers = mcp_servers(config.get("mcp_servers"))?;
+    let server_names: Vec<String> = servers.iter().filter_map(|s| s["name"].as_str().map(str::to_owned)).collect();
+    let tools = tools(config.get("tools"), &server_names)?;
+    let referenced: HashSet<&str> = tools.iter().filter_map(|t| t["mcp_server_name"].as_str()).collect();
+    if let Some(unreferenced) = server_names.iter().find(|name| !referenced.contains(name.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "mcp_servers: server {unreferenced:?} is not referenced by any mcp_toolset in tools"
+        )));
+    }
+    out.insert("mcp_servers".into(), Value::Array(servers));
+    out.insert("tools".into(), Value::Array(tools));
+    out.insert("skills".into(), skills(config.get("skills"))?);
+    let metadata = match config.get("metadata") {
+        None | Some(Value::Null) => Map::new(),
+        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
+    };
+    out.insert("metadata".into(), Value::Object(metadata));
+    out.insert("multiagent".into(), multiagent(config.get("multiagent"))?);
+    out.insert("execution_identity".into(), execution_identity(config.get("execution_identity"))?);
+    Ok(out)
+}
+
+fn model(value: Option<&Value>) -> ApiResult<Value> {
+    let (id, effort, speed, geo) = match value {
+        Some(Value::String(id)) => (id.clone(), None, None, None),
+        Some(Value::Object(map)) => {
+            body::only_known(map, &["id", "effort", "speed", "inference_geo"], "model")?;
+            let id = body::string(map.get("id"), "model.id", 1, 256)?;
+            let effort = match map.get("effort") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(level)) => Some(level.clone()),
+                Some(Value::Object(level)) => Some(body::string(level.get("type"), "model.effort.type", 1, 16)?),
+                Some(other) => {
+                    return Err(ApiError::invalid(format!(
+                        "model.effort: expected a string or object, got {}",
+                        kind(other)
+                    )));
+                }
+            };
+            let speed = body::optional_string(map.get("speed"), "model.speed", 16)?;
+            let geo = body::optional_string(map.get("inference_geo"), "model.inference_geo", 64)?;
+            (id, effort, speed, geo)
+        }
+        None | Some(Value::Null) => return Err(ApiError::invalid("model: required")),
+        Some(other) => {
+            return Err(ApiError::invalid(format!("model: expected a string or object, got {}", kind(other))));
+        }
+    };
+    let Some(entry) = agentd_schema::catalog::find(&id) else {
+        return Err(ApiError::invalid(format!("model.id: unknown model {id:?}; see GET /v1/models")));
+    };
+    let effort = effort.unwrap_or_else(|| entry.default_effort.to_owned());
+    if !EFFORTS.contains(&effort.as_str()) {
+        return Err(ApiError::invalid(format!("model.effort: must be one of {EFFORTS:?}, got {effort:?}")));
+    }
+    let speed = speed.unwrap_or_else(|| "standard".to_owned());
+    match speed.as_str() {
+        "standard" => {}
+        "fast" => return Err(ApiError::invalid(format!("model.speed: {id} does not support fast"))),
+        other => return Err(ApiError::invalid(format!("model.speed: must be standard or fast, got {other:?}"))),
+    }
+    Ok(json!({ "id": id, "effort": { "type": effort }, "speed": speed, "inference_geo": geo }))
+}
+
+fn mcp_servers(value: Option<&Value>) -> ApiResult<Vec<Value>> {
+    let mut seen = HashSet::new();
+    let mut servers = Vec::new();
+    for (i, server) in body::array(value, "mcp_servers", 20)?.iter().enumerate() {
+        let path = format!("mcp_servers[{i}]");
+        let map = as_object(server, &path)?;
+        body::only_known(map, &["type", "name", "url"], &path)?;
+        if tag(map, &path)? != "url" {
+            return Err(ApiError::invalid(format!("{path}.type: must be \"url\"")));
+        }
+        let name = body::string(map.get("name"), &join(&path, "name"), 1, 255)?;
+        let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
+        }
+        if !seen.insert(name.clone()) {
+            return Err(ApiError::invalid(format!("{path}.name: duplicate server name {name:?}")));
+        }
+        servers.push(json!({ "type": "url", "name": name, "url": url }));
+    }
+    Ok(servers)
+}
+
+fn policy(value: Option<&Value>, path: &str, default: &str) -> ApiResult<Value> {
+    let policy = match value {
+        None | Some(Value::Null) => default.to_owned(),
+        Some(value) => tag(as_object(value, path)?, path)?.to_owned(),
+    };
+    if !POLICIES.contains(&policy.as_str()) {
+        return Err(ApiError::invalid(format!("{path}.type: must be one of {POLICIES:?}, got {policy:?}")));
+    }
+    Ok(json!({ "type": policy }))
+}
+
+fn default_config(value: Option<&Value>, path: &str, default_policy: &str) -> ApiResult<(bool, Value)> {
+    let map = match value {
+        None | Some(Value::Null) => Map::new(),
+        Some(value) => as_object(value, path)?.clone(),
+    };
+    body::only_known(&map, &["enabled", "permission_policy"], path)?;
+    let enabled = body::optional_bool(map.get("enabled"), &join(path, "enabled"))?.unwrap_or(true);
+    let policy = policy(map.get("permission_policy"), &join(path, "permission_policy"), default_policy)?;
+    Ok((enabled, policy))
+}
+
+fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
+    let mut resolved = Vec::new();
+    let mut tool_count = 0;
+    let mut custom_names = HashSet::new();
+    for (i, tool) in body::array(value, "tools", MAX_TOOLS)?.iter().enumerate() {
+        let path = format!("tools[{i}]");
+        let map = as_object(tool, &path)?;
+        match tag(map, &path)? {
+            "agent_toolset_20260401" => {
+                body::only_known(map, &["type", "configs", "default_config"], &path)?;
+                let (enabled, policy) =
+                    default_config(map.get("default_config"), &join(&path, "default_config"), "always_allow")?;
+                let mut configs = Vec::new();
+                for (j, config) in
+                    body::array(map.get("configs"), &join(&path, "configs"), AGENT_TOOLS.len())?.iter().enumerate()
+                {
+                    let cpath = format!("{path}.configs[{j}]");
+                    let cmap = as_object(config, &cpath)?;
+                    let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, 32)?;
+                    if !AGENT_TOOLS.contains(&name.as_str()) {
+                        return Err(ApiError::invalid(format!(
+                            "{cpath}.name: must be one of {AGENT_TOOLS:?}, got {name:?}"
+                        )));
+                    }
+                    if let Some(kind) = cmap.get("type").and_then(Value::as_str).filter(|kind| *kind != name) {
+                        return Err(ApiError::invalid(format!("{cpath}.type: {kind:?} does not match name {name:?}")));
+                    }
+                    let mut out = cmap.clone();
+                    out.insert("type".into(), json!(name));
+                    let tool_enabled =
+                        body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
+                    out.insert("enabled".into(), json!(tool_enabled));
+                    let fallback = policy["type"].as_str().unwrap_or("always_allow");
+                    out.insert(
+                        "permission_policy".into(),
+                        self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?,
+                    );
+                    configs.push(Value::Object(out));
+                }
+                tool_count += AGENT_TOOLS.len();
+                resolved.push(json!({
+                    "type": "agent_toolset_20260401",
+                    "default_config": { "enabled": enabled, "permission_policy": policy },
+                    "configs": configs,
+                }));
+            }
+            "mcp_toolset" => {
+                body::only_known(map, &["type", "mcp_server_name", "configs", "default_config"], &path)?;
+                let server = body::string(map.get("mcp_server_name"), &join(&path, "mcp_server_name"), 1, 255)?;
+                if !servers.contains(&server) {
+                    return Err(ApiError::invalid(format!(
+                        "{path}.mcp_server_name: no mcp_servers entry named {server:?}"
+                    )));
+                }
+                let (enabled, policy) =
+                    default_config(map.get("default_config"), &join(&path, "default_config"), "always_ask")?;
+                let mut configs = Vec::new();
+                for (j, config) in
+                    body::array(map.get("configs"), &join(&path, "configs"), MAX_TOOLS)?.iter().enumerate()
+                {
+                    let cpath = format!("{path}.configs[{j}]");
+                    let cmap = as_object(config, &cpath)?;
+                    body::only_known(cmap, &["name", "enabled", "permission_policy"], &cpath)?;
+                    let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, 128)?;
+                    let tool_enabled =
+                        body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
+                    let fallback = policy["type"].as_str().unwrap_or("always_ask");
+                    let tool_policy =
+                        self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?;
+                    configs.push(json!({ "name": name, "enabled": tool_enabled, "permission_policy": tool_policy }));
+                }
+                tool_count += configs.len().max(1);
+                resolved.push(json!({
+                    "type": "mcp_toolset",
+                    "mcp_server_name": server,
+                    "default_config": { "enabled": enabled, "permission_policy": policy },
+                    "configs": configs,
+                }));
+            }
+            "custom" => {
+                body::only_known(map, &["type", "name", "description", "input_schema"], &path)?;
+                let name = body::string(map.get("name"), &join(&path, "name"), 1, 128)?;
+                if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    return Err(ApiError::invalid(format!(
+                        "{path}.name: only letters, digits, '_' and '-' are allowed"
+                    )));
+                }
+                if !custom_names.insert(name.clone()) {
+                    return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
+                }
+                let description = body::string(map.get("description"), &join(&path, "description"), 1, 10_000)?;
+                let schema_path = join(&path, "input_schema");
+                let schema = as_object(map.get("input_schema").unwrap_or(&Value::Null), &schema_path)?;
+                if tag(schema, &schema_path)? != "object" {
+                    return Err(ApiError::invalid(format!("{schema_path}.type: must be \"object\"")));
+                }
+                tool_count += 1;
+                resolved.push(
+                    json!({ "type": "custom", "name": name, "description": description, "input_schema": schema }),
+                );
+            }
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "{path}.type: unknown tool type {other:?} (expected agent_toolset_20260401, mcp_toolset or custom)"
+                )));
+            }
+        }
+    }
+    if tool_count > MAX_TOOLS {
+        return Err(ApiError::invalid(format!(
+            "tools: at most {MAX_TOOLS} tools across all toolsets, got {tool_count}"
+        )));
+    }
+    Ok(resolved)
+}
+
+fn skills(value: Option<&Value>) -> ApiResult<Value> {
+    let mut out = Vec::new();
+    for (i, skill) in body::array(value, "skills", 64)?.iter().enumerate() {
+        let path = format!("skills[{i}]");
+        let map = as_object(skill, &path)?;
+        body::only_known(map, &["type", "skill_id", "version"], &path)?;
+        let kind = tag(map, &path)?;
+        if kind != "anthropic" && kind != "custom" {
+            return Err(ApiError::invalid(format!("{path}.type: must be anthropic or custom, got {kind:?}")));
+        }
+        let skill_id = body::string(map.get("skill_id"), &join(&path, "skill_id"), 1, 256)?;
+        let version =
+            body::optional_string(map.get("version"), &join(&path, "version"), 64)?.unwrap_or_else(|| "latest".into());
+        out.push(json!({ "type": kind, "skill_id": skill_id, "version": version }));
+    }
+    Ok(Value::Array(out))
+}
+
+fn multiagent(value: Option<&Value>) -> ApiResult<Value> {
+    match value {
+        None | Some(Value::Null) => Ok(Value::Null),
+        Some(value) => {
+            let map = as_object(value, "multiagent")?;
+            match tag(map, "multiagent")? {
+                "coordinator" | "multiagent_20261001" => Ok(value.clone()),
+                other => Err(ApiError::invalid(format!(
+                    "multiagent.type: must be coordinator or multiagent_20261001, got {other:?}"
+                ))),
+            }
+        }
+    }
+}
+
+fn execution_identity(value: Option<&Value>) -> ApiResult<Value> {
+    match value {
+        None | Some(Value::Null) => Ok(json!({ "type": "service_account" })),
+        Some(value) => {
+            let map = as_object(value, "execution_identity")?;
+            match tag(map, "execution_identity")? {
+                "service_account" => Ok(json!({ "type": "service_account" })),
+                "aws_role" => {
+                    let arn = body::string(map.get("role_arn"), "execution_identity.role_arn", 1, 2048)?;
+                    Ok(json!({ "type": "aws_role", "role_arn": arn }))
+                }
+                other => Err(ApiError::invalid(format!(
+                    "execution_identity.type: must be service_account or aws_role, got {other:?}"
+                ))),
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Agents: create, retrieve (latest or `version=n`), update with an optimistic
+//! `version` precondition, list, archive, versions, and the `disable` extension.
+//!
+//! The stored body is the rendered agent; every change is a new immutable version.
+
+use agentd_schema::{ListQuery, NewResource, Resource, Store};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::{Extension, Json};
+use serde_json::{Map, Value, json};
+
+use super::agent_config::{CONFIG_FIELDS, normalize};
+use super::body;
+use super::query::{Query, cursor_page, decode_cursor, rfc3339};
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+
+const KIND: &str = "agent";
+
+/// The wire agent of the latest version, with lifecycle fields from the row.
+fn render(resource: &Resource) -> Value {
+    let mut agent = resource.body.clone();
+    agent["version"] = json!(resource.version);
+    agent["updated_at"] = json!(rfc3339(resource.updated_at_ms));
+    agent["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
+    agent
+}
+
+async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resource> {
+    store
+        .get_resource(&tenant.workspace_id, KIND, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("agent not found: {id}")))
+}
+
+/// `POST /v1/agents`.
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    body::only_known(&request, CONFIG_FIELDS, "")?;
+    let config = normalize(&request)?;
+    let id = agentd_schema::ids::new_id("agent");
+    let now = rfc3339(now_ms());
+    let mut agent = Map::new();
+    agent.insert("type".into(), json!("agent"));
+    agent.insert("id".into(), json!(id));
+    agent.extend(config);
+    agent.insert("version".into(), json!(1));
+    agent.insert("created_at".into(), json!(now));
+    agent.insert("updated_at".into(), json!(now));
+    agent.insert("archived_at".into(), Value::Null);
+    let resource = state
+        .backends
+        .store
+        .create_resource(NewResource {
+            id,
+            workspace_id: tenant.workspace_id,
+            kind: KIND.into(),
+            parent_id: None,
+            body: Value::Object(agent),
+            versioned: true,
+        })
+        .await?;
+    Ok(Json(render(&resource)))
+}
+
+/// `GET /v1/agents/{agent_id}`, optionally `?version=n`.
+pub async fn retrieve(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    let resource = load(state.backends.store.as_ref(), &tenant, &id).await?;
+    match query.int("version", 1, i64::MAX)? {
+        None => Ok(Json(render(&resource))),
+        Some(version) => state
+            .backends
+            .store
+            .get_resource_version(&id, version)
+            .await?
+            .map(Json)
+            .ok_or_else(|| ApiError::NotFound(format!("agent {id} has no version {version}"))),
+    }
+}
+
+/// `POST /v1/agents/{agent_id}`: tri-state update (absent keeps, `null` clears,
+/// a value replaces; metadata is a patch).
+pub async fn update(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    let mut allowed = CONFIG_FIELDS.to_vec();
+    allowed.push("version");
+    body::only_known(&request, &allowed, "")?;
+    let expected = match request.get("version") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v >= 1) => n.as_i64(),
+        Some(other) => return Err(ApiError::invalid(format!("version: expected an integer ≥ 1, got {other}"))),
+    };
+    let store = state.backends.store.as_ref();
+    let current = load(store, &tenant, &id).await?;
+    if current.archived_at_ms.is_some() {
+        return Err(ApiError::invalid(format!("agent {id} is archived and cannot be updated")));
+    }
+    if let Some(expected) = expected.filter(|v| *v != current.version) {
+        return Err(ApiError::Conflict(format!(
+            "version: agent {id} is at version {}, not {expected}; retrieve it and retry",
+            current.version
+        )));
+    }
+    let mut config: Map<String, Value> =
+        CONFIG_FIELDS.iter().filter_map(|f| current.body.get(*f).map(|v| ((*f).to_owned(), v.clone()))).collect();
+    for (field, value) in &request {
+        match (field.as_str(), value) {
+            ("version", _) => {}
+            ("name" | "model", Value::Null) => return Err(ApiError::invalid(format!("{field}: cannot be cleared"))),
+            ("metadata", patch) => {
+                let merged =
+                    body::patch_metadata(current.body.get("metadata").unwrap_or(&Value::Null), patch, "metadata")?;
+                config.insert("metadata".into(), merged);
+            }
+            (_, value) => {
+                config.insert(field.clone(), value.clone());
+            }
+        }
+    }
+    let config = normalize(&config)?;
+    let changed = config.iter().any(|(field, value)| current.body.get(field) != Some(value));
+    if !changed {
+        return Ok(Json(render(&current)));
+    }
+    let mut agent = current.body.as_object().cloned().unwrap_or_default();
+    agent.extend(config);
+    let updated = save(store, &tenant, &current, agent).await?;
+    Ok(Json(render(&updated)))
+}
+
+/// Writes a new version of `current` (compare-and-swap on its version).
+async fn save(
+    store: &dyn Store,
+    tenant: &Tenant,
+    current: &Resource,
+    mut agent: Map<String, Value>,
+) -> ApiResult<Resource> {
+    agent.insert("version".into(), json!(current.version + 1));
+    agent.insert("updated_at".into(), json!(rfc3339(now_ms())));
+    store
+        .update_resource(&tenant.workspace_id, KIND, &current.id, current.version, Value::Object(agent), true)
+        .await
+        .map_err(ApiError::from)
+}
+
+/// `GET /v1/agents`: newest first, cursor pages.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
+    let after_id = query.string("page").map(decode_cursor).transpose()?;
+    let rows = state
+        .backends
+        .store
+        .list_resources(
+            &tenant.workspace_id,
+            KIND,
+            &ListQuery {
+                after_id,
+                limit: limit + 1,
+                descending: true,
+                include_archived: query.bool("include_archived")?.unwrap_or(false),
+                created_gte_ms: query.datetime_ms("created_at[gte]")?,
+                created_lte_ms: query.datetime_ms("created_at[lte]")?,
+                ..ListQuery::default()
+            },
+        )
+        .await?;
+    Ok(Json(cursor_page(rows, limit, |r| r.id.clone(), render)))
+}
+
+/// `POST /v1/agents/{agent_id}/archive`.
+pub async fn archive(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    load(state.backends.store.as_ref(), &tenant, &id).await?;
+    let archived = state.backends.store.archive_resource(&tenant.workspace_id, KIND, &id).await?;
+    Ok(Json(render(&archived)))
+}
+
+/// `POST /v1/agents/{agent_id}/disable` (service extension): the agent stays
+/// readable but cannot start new sessions. Body: empty or `{}`. Response: the agent,
+/// with `disabled_at` set, at a new version. Idempotent.
+pub async fn disable(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    body::only_known(&body::object(&bytes)?, &[], "")?;
+    let store = state.backends.store.as_ref();
+    let current = load(store, &tenant, &id).await?;
+    if current.body.get("disabled_at").is_some_and(|v| !v.is_null()) {
+        return Ok(Json(render(&current)));
+    }
+    let mut agent = current.body.as_object().cloned().unwrap_or_default();
+    agent.insert("disabled_at".into(), json!(rfc3339(now_ms())));
+    let updated = save(store, &tenant, &current, agent).await?;
+    Ok(Json(render(&updated)))
+}
+
+/// `GET /v1/agents/{agent_id}/versions`: every version, newest first.
+pub async fn versions(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
+    let after = match query.string("page").map(decode_cursor).transpose()? {
+        Some(cursor) => Some(cursor.parse::<i64>().map_err(|_| ApiError::invalid("page: invalid or expired cursor"))?),
+        None => None,
+    };
+    load(state.backends.store.as_ref(), &tenant, &id).await?;
+    let rows = state.backends.store.list_resource_versions(&id, after, limit + 1, true).await?;
+    Ok(Json(cursor_page(rows, limit, |(version, _)| version.to_string(), |(_, body)| body.clone())))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,155 @@
+//! JSON request bodies and field validation helpers. Every failure is a 400 whose
+//! message names the field.
+
+use axum::body::Bytes;
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ApiResult};
+
+/// Parses a JSON object body. An empty body (the SDK sends one on body-less POSTs)
+/// is an empty object.
+pub fn object(bytes: &Bytes) -> ApiResult<Map<String, Value>> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::invalid("body: expected a JSON object")),
+        Err(error) => Err(ApiError::invalid(format!("body: invalid JSON: {error}"))),
+    }
+}
+
+/// Rejects keys outside `allowed` (fail closed on typos).
+pub fn only_known(map: &Map<String, Value>, allowed: &[&str], path: &str) -> ApiResult<()> {
+    match map.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(key) => Err(ApiError::invalid(format!("{}: unknown field", join(path, key)))),
+        None => Ok(()),
+    }
+}
+
+/// `path.key`, or `key` at the top level.
+pub fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+}
+
+/// A required string of `min..=max` characters.
+pub fn string(value: Option<&Value>, path: &str, min: usize, max: usize) -> ApiResult<String> {
+    match value {
+        Some(Value::String(text)) => {
+            let len = text.chars().count();
+            if len < min || len > max {
+                return Err(ApiError::invalid(format!("{path}: must be {min} to {max} characters, got {len}")));
+            }
+            Ok(text.clone())
+        }
+        None | Some(Value::Null) => Err(ApiError::invalid(format!("{path}: required"))),
+        Some(other) => Err(ApiError::invalid(format!("{path}: expected a string, got {}", kind(other)))),
+    }
+}
+
+/// An optional string (`null` and absent are `None`; an empty string clears too).
+pub fn optional_string(value: Option<&Value>, path: &str, max: usize) -> ApiResult<Option<String>> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if text.is_empty() => Ok(None),
+        Some(_) => string(value, path, 1, max).map(Some),
+    }
+}
+
+/// An optional boolean.
+pub fn optional_bool(value: Option<&Value>, path: &str) -> ApiResult<Option<bool>> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(flag)) => Ok(Some(*flag)),
+        Some(other) => Err(ApiError::invalid(format!("{path}: expected a boolean, got {}", kind(other)))),
+    }
+}
+
+/// An optional array (`null` and absent are empty).
+pub fn array<'a>(value: Option<&'a Value>, path: &str, max: usize) -> ApiResult<&'a [Value]> {
+    match value {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) if items.len() <= max => Ok(items),
+        Some(Value::Array(items)) => {
+            Err(ApiError::invalid(format!("{path}: at most {max} items, got {}", items.len())))
+        }
+        Some(other) => Err(ApiError::invalid(format!("{path}: expected an array, got {}", kind(other)))),
+    }
+}
+
+/// A JSON object.
+pub fn as_object<'a>(value: &'a Value, path: &str) -> ApiResult<&'a Map<String, Value>> {
+    value.as_object().ok_or_else(|| ApiError::invalid(format!("{path}: expected an object, got {}", kind(value))))
+}
+
+/// The `type` discriminator of a tagged object.
+pub fn tag<'a>(map: &'a Map<String, Value>, path: &str) -> ApiResult<&'a str> {
+    match map.get("type") {
+        Some(Value::String(tag)) => Ok(tag),
+        None | Some(Value::Null) => Err(ApiError::invalid(format!("{path}.type: required"))),
+        Some(other) => Err(ApiError::invalid(format!("{path}.type: expected a string, got {}", kind(other)))),
+    }
+}
+
+/// Metadata: at most 16 string pairs, keys ≤ 64 and values ≤ 512 characters.
+pub fn metadata(map: &Map<String, Value>, path: &str) -> ApiResult<Map<String, Value>> {
+    if map.len() > 16 {
+        return Err(ApiError::invalid_with_code(
+            "invalid_metadata",
+            format!("{path}: at most 16 keys, got {}", map.len()),
+        ));
+    }
+    for (key, value) in map {
+        if key.is_empty() || key.chars().count() > 64 {
+            return Err(ApiError::invalid_with_code(
+                "invalid_metadata",
+                format!("{path}: key {key:?} must be 1 to 64 characters"),
+            ));
+        }
+        match value {
+            Value::String(text) if text.chars().count() <= 512 => {}
+            Value::String(_) => {
+                return Err(ApiError::invalid_with_code(
+                    "invalid_metadata",
+                    format!("{path}.{key}: at most 512 characters"),
+                ));
+            }
+            other => return Err(ApiError::invalid(format!("{path}.{key}: expected a string, got {}", kind(other)))),
+        }
+    }
+    Ok(map.clone())
+}
+
+/// Applies a metadata patch: string values upsert, `null` deletes.
+pub fn patch_metadata(stored: &Value, patch: &Value, path: &str) -> ApiResult<Value> {
+    let mut merged = stored.as_object().cloned().unwrap_or_default();
+    match patch {
+        Value::Null => merged.clear(),
+        Value::Object(changes) => {
+            for (key, value) in changes {
+                match value {
+                    Value::Null => {
+                        merged.remove(key);
+                    }
+                    other => {
+                        merged.insert(key.clone(), other.clone());
+                    }
+                }
+            }
+        }
+        other => return Err(ApiError::invalid(format!("{path}: expected an object, got {}", kind(other)))),
+    }
+    Ok(Value::Object(metadata(&merged, path)?))
+}
+
+/// A JSON type name for error messages.
+pub fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

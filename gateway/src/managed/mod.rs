@@ -1,0 +1,29 @@
+//! The Managed Agents API families, one module each. Handlers parse, call the store,
+//! and render; admission (auth, scope, limits, beta) has already run.
+
+mod agent_config;
+pub mod agents;
+pub mod body;
+pub mod models;
+pub mod query;
+
+use axum::Router;
+use axum::middleware;
+use axum::routing::{get, post};
+
+use crate::AppState;
+use crate::admission::beta;
+
+/// The managed routes, relative to `/v1`.
+pub fn router() -> Router<AppState> {
+    let managed_agents = Router::new()
+        .route("/agents", post(agents::create).get(agents::list))
+        .route("/agents/{agent_id}", get(agents::retrieve).post(agents::update))
+        .route("/agents/{agent_id}/archive", post(agents::archive))
+        .route("/agents/{agent_id}/disable", post(agents::disable))
+        .route("/agents/{agent_id}/versions", get(agents::versions))
+        .route_layer(middleware::from_fn(beta::require_managed_agents));
+    // Models take no beta selector: the SDK sends none.
+    let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
+    managed_agents.merge(models)
+}

@@ -1,0 +1,138 @@
+//! Query strings as the SDK encodes them: repeated `key[]=v` lists, literal bracketed
+//! keys such as `created_at[gte]`, `true`/`false` booleans, RFC 3339 datetimes. Every
+//! parse error is a 400 naming the parameter.
+
+use axum::http::Uri;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::error::{ApiError, ApiResult};
+
+/// Parsed query parameters, in order.
+#[derive(Debug, Default, Clone)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// Parses the request URI's query.
+    pub fn from_uri(uri: &Uri) -> Self {
+        let pairs = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).into_owned().collect();
+        Self(pairs)
+    }
+
+    /// The last value of `key`.
+    pub fn string(&self, key: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `key[]` (or plain repeated `key`).
+    pub fn list(&self, key: &str) -> Vec<&str> {
+        let bracketed = format!("{key}[]");
+        self.0.iter().filter(|(k, _)| k == key || *k == bracketed).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// An integer in `min..=max`.
+    pub fn int(&self, key: &str, min: i64, max: i64) -> ApiResult<Option<i64>> {
+        let Some(raw) = self.string(key) else { return Ok(None) };
+        let value: i64 =
+            raw.parse().map_err(|_| ApiError::invalid(format!("{key}: expected an integer, got {raw:?}")))?;
+        if !(min..=max).contains(&value) {
+            return Err(ApiError::invalid(format!("{key}: must be between {min} and {max}, got {value}")));
+        }
+        Ok(Some(value))
+    }
+
+    /// `true` or `false`.
+    pub fn bool(&self, key: &str) -> ApiResult<Option<bool>> {
+        match self.string(key) {
+            None => Ok(None),
+            Some("true") => Ok(Some(true)),
+            Some("false") => Ok(Some(false)),
+            Some(other) => Err(ApiError::invalid(format!("{key}: expected true or false, got {other:?}"))),
+        }
+    }
+
+    /// An RFC 3339 datetime as epoch milliseconds.
+    pub fn datetime_ms(&self, key: &str) -> ApiResult<Option<i64>> {
+        let Some(raw) = self.string(key) else { return Ok(None) };
+        parse_datetime_ms(raw).map(Some).ok_or_else(|| {
+            ApiError::invalid(format!("{key}: expected an RFC 3339 datetime such as 2026-01-01T00:00:00Z, got {raw:?}"))
+        })
+    }
+
+    /// `order`: `asc` or `desc`; `default_desc` when absent.
+    pub fn descending(&self, default_desc: bool) -> ApiResult<bool> {
+        match self.string("order") {
+            None => Ok(default_desc),
+            Some("desc") => Ok(true),
+            Some("asc") => Ok(false),
+            Some(other) => Err(ApiError::invalid(format!("order: expected asc or desc, got {other:?}"))),
+        }
+    }
+}
+
+fn parse_datetime_ms(raw: &str) -> Option<i64> {
+    if let Ok(parsed) = DateTime::parse_from_rfc3339(raw) {
+        return Some(parsed.timestamp_millis());
+    }
+    // A naive datetime (the SDK sends one without an offset) is taken as UTC.
+    chrono::NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|naive| naive.and_utc().timestamp_millis())
+}
+
+/// Renders epoch milliseconds as the wire's RFC 3339 (`…T…Z`, microsecond precision).
+pub fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// An opaque page cursor: the sort key of the last item returned.
+pub fn encode_cursor(key: &str) -> String {
+    format!("page_{}", URL_SAFE_NO_PAD.encode(key))
+}
+
+/// Decodes a cursor made by [`encode_cursor`]; a foreign or corrupt one is a 400.
+pub fn decode_cursor(cursor: &str) -> ApiResult<String> {
+    cursor
+        .strip_prefix("page_")
+        .and_then(|encoded| URL_SAFE_NO_PAD.decode(encoded).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| ApiError::invalid(format!("page: invalid or expired cursor {cursor:?}")))
+}
+
+/// The `{"data":…,"next_page":…}` page of cursor-paginated lists. `rows` holds up to
+/// `limit + 1` items; the extra one only says whether another page exists.
+pub fn cursor_page<T>(
+    mut rows: Vec<T>,
+    limit: i64,
+    key: impl Fn(&T) -> String,
+    render: impl Fn(&T) -> serde_json::Value,
+) -> serde_json::Value {
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next_page = if more { rows.last().map(|last| encode_cursor(&key(last))) } else { None };
+    serde_json::json!({ "data": rows.iter().map(render).collect::<Vec<_>>(), "next_page": next_page })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracketed_lists_and_bounds_parse() {
+        let uri: Uri = "/x?statuses%5B%5D=idle&statuses%5B%5D=running&created_at%5Bgte%5D=2026-01-01T00%3A00%3A00%2B00%3A00&limit=5"
+            .parse()
+            .unwrap();
+        let query = Query::from_uri(&uri);
+        assert_eq!(query.list("statuses"), ["idle", "running"]);
+        assert_eq!(query.datetime_ms("created_at[gte]").unwrap(), Some(1_767_225_600_000));
+        assert_eq!(query.int("limit", 1, 100).unwrap(), Some(5));
+        assert!(query.int("limit", 10, 100).is_err());
+    }
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        assert_eq!(decode_cursor(&encode_cursor("agent_01")).unwrap(), "agent_01");
+        assert!(decode_cursor("nonsense").is_err());
+    }
+}

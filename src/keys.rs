@@ -1,0 +1,114 @@
+//! `agentd keys …`: API key management for operators. Keys are stored hashed; a new
+//! key is printed once, alone on stdout, and never again.
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+
+use crate::config::Settings;
+use crate::roles::connect_store;
+
+/// Key management commands.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create an API key for a workspace (created if missing) and print it once.
+    Create {
+        /// Workspace name.
+        #[arg(long)]
+        workspace: String,
+        /// Organization name (rate limits are per organization).
+        #[arg(long, default_value = "default")]
+        organization: String,
+        /// A label shown by `keys list`.
+        #[arg(long, default_value = "cli")]
+        name: String,
+    },
+    /// List keys (never their secrets).
+    List {
+        /// Only keys of this workspace (name or id).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by id (`apikey_…`); it stops authenticating at once.
+    Revoke {
+        /// The key id.
+        key_id: String,
+    },
+}
+
+/// Runs a keys command against AGENTD_DATABASE_URL, or the `agentd dev` database in
+/// the data dir when none is configured (said on stderr).
+pub async fn run(settings: Settings, command: KeysCommand) -> Result<()> {
+    let url = match settings.database_url.clone() {
+        Some(url) => url,
+        None => {
+            let data_dir = settings.data_dir();
+            std::fs::create_dir_all(&data_dir).with_context(|| {
+                format!("cannot create the data directory {} (check AGENTD_DATA_DIR)", data_dir.display())
+            })?;
+            let url = format!("sqlite://{}", data_dir.join("agentd.db").display());
+            eprintln!("agentd keys: no AGENTD_DATABASE_URL; using the dev database {url}");
+            url
+        }
+    };
+    let store = connect_store(&url).await?;
+    if url.starts_with("sqlite:") {
+        store.migrate().await.context("migrating the dev database failed")?;
+    }
+    let store: &dyn agentd_schema::Store = store.as_ref();
+    match command {
+        KeysCommand::Create { workspace, organization, name } => {
+            let workspace = store.ensure_workspace(&organization, &workspace).await?;
+            let secret = agentd_schema::ids::new_secret("sk-agentd");
+            let info = store.insert_api_key(&workspace.id, &name, &secret).await?;
+            eprintln!("created {} for workspace {} ({}); it is shown only now", info.id, workspace.name, workspace.id);
+            println!("{secret}");
+        }
+        KeysCommand::List { workspace, json } => {
+            let filter = match workspace {
+                Some(named) => {
+                    Some(store.find_workspace(&named).await?.with_context(|| format!("no workspace {named:?}"))?)
+                }
+                None => None,
+            };
+            let keys = store.list_api_keys(filter.as_ref().map(|w| w.id.as_str())).await?;
+            let mut rows = Vec::new();
+            for key in keys {
+                let workspace = store.find_workspace(&key.workspace_id).await?.map(|w| w.name).unwrap_or_default();
+                rows.push(serde_json::json!({
+                    "id": key.id,
+                    "workspace_id": key.workspace_id,
+                    "workspace": workspace,
+                    "name": key.name,
+                    "hint": key.hint,
+                    "created_at": key.created_at_ms,
+                    "revoked_at": key.revoked_at_ms,
+                }));
+            }
+            if json {
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                println!("{:<34} {:<16} {:<12} {:<8} STATE", "ID", "WORKSPACE", "NAME", "HINT");
+                for row in rows {
+                    let state = if row["revoked_at"].is_null() { "active" } else { "revoked" };
+                    println!(
+                        "{:<34} {:<16} {:<12} …{:<7} {state}",
+                        row["id"].as_str().unwrap_or_default(),
+                        row["workspace"].as_str().unwrap_or_default(),
+                        row["name"].as_str().unwrap_or_default(),
+                        row["hint"].as_str().unwrap_or_default(),
+                    );
+                }
+            }
+        }
+        KeysCommand::Revoke { key_id } => {
+            if !store.revoke_api_key(&key_id).await? {
+                bail!("no active key {key_id}");
+            }
+            eprintln!("revoked {key_id}");
+        }
+    }
+    Ok(())
+}
