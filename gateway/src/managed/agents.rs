@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::agent_config::{CONFIG_FIELDS, normalize};
 use super::body;
-use super::query::{Query, cursor_page, decode_cursor, rfc3339};
+use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -237,8 +237,4 @@ pub async fn versions(
     load(state.backends.store.as_ref(), &tenant, &id).await?;
     let rows = state.backends.store.list_resource_versions(&id, after, limit + 1, true).await?;
     Ok(Json(cursor_page(rows, limit, |(version, _)| version.to_string(), |(_, body)| body.clone())))
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

@@ -4,6 +4,7 @@
 mod agent_config;
 pub mod agents;
 pub mod body;
+pub mod environments;
 pub mod models;
 pub mod query;
 
@@ -22,6 +23,12 @@ pub fn router() -> Router<AppState> {
         .route("/agents/{agent_id}/archive", post(agents::archive))
         .route("/agents/{agent_id}/disable", post(agents::disable))
         .route("/agents/{agent_id}/versions", get(agents::versions))
+        .route("/environments", post(environments::create).get(environments::list))
+        .route(
+            "/environments/{environment_id}",
+            get(environments::retrieve).post(environments::update).delete(environments::delete),
+        )
+        .route("/environments/{environment_id}/archive", post(environments::archive))
         .route_layer(middleware::from_fn(beta::require_managed_agents));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));

@@ -86,6 +86,11 @@ pub fn rfc3339(ms: i64) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
+/// Wall-clock time in epoch milliseconds, for wire timestamps.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
 /// An opaque page cursor: the sort key of the last item returned.
 pub fn encode_cursor(key: &str) -> String {
     format!("page_{}", URL_SAFE_NO_PAD.encode(key))
