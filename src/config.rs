@@ -100,6 +100,11 @@ pub struct Settings {
     /// "default" (stored hashed; idempotent). Never logged.
     #[arg(long, global = true, env = "AGENTD_BOOTSTRAP_API_KEY", value_name = "KEY", hide_env_values = true)]
     pub bootstrap_api_key: Option<String>,
+
+    /// 32-byte key (base64 or hex) sealing write-only secrets at rest with AES-256-GCM;
+    /// required by the gateway [dev: generated into the data dir]. Never logged.
+    #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
 }
 
 impl Settings {
@@ -132,6 +137,7 @@ impl Settings {
             rate_limit_create: self.rate_limit_create.or(file.rate_limit_create),
             rate_limit_read: self.rate_limit_read.or(file.rate_limit_read),
             bootstrap_api_key: self.bootstrap_api_key.or(file.bootstrap_api_key),
+            secret_key: self.secret_key.or(file.secret_key),
         }
     }
 

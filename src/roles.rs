@@ -15,6 +15,7 @@ use agentd_proto::queue::jetstream::JetStreamQueue;
 use agentd_proto::queue::memory::MemoryQueue;
 use agentd_proto::{Bus, Lifecycle, Queue};
 use agentd_schema::outbox::{RelayConfig, run_relay};
+use agentd_schema::secrets::SecretBox;
 use agentd_schema::sql::redact_url;
 use agentd_schema::{Clock, ConnectOptions, SqlStore, Store, SystemClock};
 use anyhow::{Context, Result, bail};
@@ -63,7 +64,12 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let dev_key = dev_api_key(store.as_ref(), &data_dir).await?;
     bootstrap_key(store.as_ref(), &settings).await?;
     let limiter: Arc<dyn Limiter> = Arc::new(MemoryLimiter::new(settings.limits()?));
-    let process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
+    let secrets = match settings.secret_key.as_deref() {
+        Some(key) => SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?,
+        None => dev_secret_box(&data_dir)?,
+    };
+    let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
+    process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     let bound = process.serve_api().await?;
     if let Some(grpc) = process.settings.grpc_addr {
@@ -93,7 +99,14 @@ pub async fn gateway(settings: Settings) -> Result<()> {
         RedisLimiter::connect(&redis_url, &settings.redis_prefix(), settings.limits()?).await.with_context(|| {
             format!("cannot use Redis at {} for rate limits (check AGENTD_REDIS_URL)", redact_url(&redis_url))
         })?;
-    let process = Process::new(settings, store, Some(queue), Some(bus), Some(Arc::new(limiter)));
+    let Some(secret_key) = settings.secret_key.as_deref() else {
+        bail!(
+            "agentd gateway needs a key for secrets at rest: set AGENTD_SECRET_KEY to 32 random bytes, base64 (e.g. `openssl rand -base64 32`)"
+        );
+    };
+    let secrets = SecretBox::from_encoded(secret_key).context("AGENTD_SECRET_KEY")?;
+    let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(Arc::new(limiter)));
+    process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
     process.serve_api().await?;
@@ -137,6 +150,20 @@ fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> 
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)?.write_all(contents.as_bytes())
+}
+
+/// The secret key of `agentd dev`: generated once into the data dir (mode 0600).
+fn dev_secret_box(data_dir: &std::path::Path) -> Result<SecretBox> {
+    let path = data_dir.join("secret-key");
+    let key = match std::fs::read_to_string(&path) {
+        Ok(key) if !key.trim().is_empty() => key.trim().to_owned(),
+        _ => {
+            let key = SecretBox::generate_key();
+            write_private(&path, &key).with_context(|| format!("cannot write {}", path.display()))?;
+            key
+        }
+    };
+    SecretBox::from_encoded(&key).with_context(|| format!("{} holds no valid key", path.display()))
 }
 
 /// Seeds `AGENTD_BOOTSTRAP_API_KEY` for workspace "default" (idempotent).
@@ -209,6 +236,7 @@ struct Process {
     backends: Backends,
     lifecycle: Arc<Lifecycle>,
     limiter: Option<Arc<dyn Limiter>>,
+    secrets: Option<Arc<SecretBox>>,
     clock: Arc<dyn Clock>,
     /// Fires after draining, when listeners and background tasks must stop.
     stop: CancellationToken,
@@ -232,6 +260,7 @@ impl Process {
             backends,
             lifecycle: Lifecycle::new(),
             limiter,
+            secrets: None,
             clock: Arc::new(SystemClock),
             stop: CancellationToken::new(),
             tasks: std::sync::Mutex::new(Vec::new()),
@@ -255,7 +284,8 @@ impl Process {
     /// listener). Returns the bound API address.
     async fn serve_api(&self) -> Result<SocketAddr> {
         let limiter = self.limiter.clone().context("this role serves no API")?;
-        let state = AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), limiter };
+        let secrets = self.secrets.clone().context("this role serves no API")?;
+        let state = AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), limiter, secrets };
         match self.settings.ops_addr {
             Some(ops_addr) => {
                 let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());

@@ -32,6 +32,8 @@ pub struct AppState {
     pub lifecycle: Arc<Lifecycle>,
     /// Per-organization request buckets.
     pub limiter: Arc<dyn Limiter>,
+    /// Seals write-only secrets (vault credentials) at rest.
+    pub secrets: Arc<agentd_schema::secrets::SecretBox>,
 }
 
 impl AppState {
@@ -52,15 +54,13 @@ pub fn api(state: AppState) -> Router {
         .merge(managed)
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
-    let flat: Router = Router::new().nest("/v1", v1).with_state(state);
-    let projected = tower::util::MapRequestLayer::new(workspace_path::project).layer(flat.clone());
-    Router::new().route_service("/v1/workspaces/{workspace}/{*rest}", projected).merge(flat)
+    Router::new().nest("/v1", v1).with_state(state)
 }
 
 /// The whole gateway: API plus operations routes on one listener.
 pub fn app(state: AppState) -> Router {
     let ops = ops::router(state.ops());
-    layered(api(state).merge(ops))
+    projected(layered(api(state).merge(ops)))
 }
 
 /// Only the operations routes, for a separate listener (`AGENTD_OPS_ADDR`).
@@ -70,7 +70,13 @@ pub fn ops_app(backends: Backends, lifecycle: Arc<Lifecycle>) -> Router {
 
 /// Only the public API routes, for when operations live on their own listener.
 pub fn api_app(state: AppState) -> Router {
-    layered(api(state))
+    projected(layered(api(state)))
+}
+
+/// Serves `/v1/workspaces/{workspace}/{rest}` by the flat routes: the URI is rewritten
+/// before any routing happens, so handlers see exactly the flat request.
+fn projected(inner: Router) -> Router {
+    Router::new().fallback_service(tower::util::MapRequestLayer::new(workspace_path::project).layer(inner))
 }
 
 fn layered(router: Router) -> Router {

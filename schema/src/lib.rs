@@ -6,6 +6,7 @@ pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod outbox;
+pub mod secrets;
 pub mod sql;
 pub mod store;
 

@@ -167,6 +167,7 @@ fn production(role: &str, database_url: &str, redis: &str, stream: &str) -> Laun
         .env("AGENTD_NATS_STREAM", stream)
         .env("AGENTD_NATS_CONSUMER", format!("{stream}_workers"))
         .env("AGENTD_REDIS_PREFIX", stream)
+        .env("AGENTD_SECRET_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
 }
 
 async fn delete_stream(stream: &str) {

@@ -235,7 +235,9 @@ pub fn classify(method: &Method, path: &str) -> Option<OperationClass> {
     if method != Method::POST {
         return None;
     }
-    let segments: Vec<&str> = path.trim_start_matches("/v1/").trim_end_matches('/').split('/').collect();
+    // Inside the `/v1` nest the prefix is already stripped; accept both forms.
+    let relative = path.strip_prefix("/v1").unwrap_or(path);
+    let segments: Vec<&str> = relative.trim_start_matches('/').trim_end_matches('/').split('/').collect();
     match segments.as_slice() {
         [collection] if CREATE_COLLECTIONS.contains(collection) => Some(OperationClass::Create),
         [collection, _, child] if NESTED_CREATES.contains(&(*collection, *child)) => Some(OperationClass::Create),
@@ -288,6 +290,7 @@ mod tests {
     fn classification_follows_the_collections() {
         assert_eq!(classify(&Method::GET, "/v1/agents/agent_1"), Some(OperationClass::Read));
         assert_eq!(classify(&Method::POST, "/v1/agents"), Some(OperationClass::Create));
+        assert_eq!(classify(&Method::POST, "/agents"), Some(OperationClass::Create), "as seen inside the /v1 nest");
         assert_eq!(classify(&Method::POST, "/v1/vaults/vlt_1/credentials"), Some(OperationClass::Create));
         assert_eq!(classify(&Method::POST, "/v1/agents/agent_1"), None, "updates are not metered");
         assert_eq!(classify(&Method::POST, "/v1/agents/agent_1/archive"), None);

@@ -4,9 +4,12 @@
 mod agent_config;
 pub mod agents;
 pub mod body;
+pub mod credentials;
 pub mod environments;
+mod mcp_probe;
 pub mod models;
 pub mod query;
+pub mod vaults;
 
 use axum::Router;
 use axum::middleware;
@@ -29,6 +32,19 @@ pub fn router() -> Router<AppState> {
             get(environments::retrieve).post(environments::update).delete(environments::delete),
         )
         .route("/environments/{environment_id}/archive", post(environments::archive))
+        .route("/vaults", post(vaults::create).get(vaults::list))
+        .route("/vaults/{vault_id}", get(vaults::retrieve).post(vaults::update).delete(vaults::delete))
+        .route("/vaults/{vault_id}/archive", post(vaults::archive))
+        .route("/vaults/{vault_id}/credentials", post(credentials::create).get(credentials::list))
+        .route(
+            "/vaults/{vault_id}/credentials/{credential_id}",
+            get(credentials::retrieve).post(credentials::update).delete(credentials::delete),
+        )
+        .route("/vaults/{vault_id}/credentials/{credential_id}/archive", post(credentials::archive))
+        .route(
+            "/vaults/{vault_id}/credentials/{credential_id}/mcp_oauth_validate",
+            post(credentials::mcp_oauth_validate),
+        )
         .route_layer(middleware::from_fn(beta::require_managed_agents));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));

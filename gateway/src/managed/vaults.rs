@@ -1,0 +1,159 @@
+//! Vaults: named groups of credentials that sessions use to reach MCP servers and
+//! outbound APIs. See `credentials.rs` for the credentials themselves.
+
+use agentd_schema::{ListQuery, NewResource, Resource, Store};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::{Extension, Json};
+use serde_json::{Map, Value, json};
+
+use super::body::{self, as_object};
+use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+
+pub(super) const KIND: &str = "vault";
+
+fn render(resource: &Resource) -> Value {
+    let mut vault = resource.body.clone();
+    vault["updated_at"] = json!(rfc3339(resource.updated_at_ms));
+    vault["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
+    vault
+}
+
+/// Loads a vault of the caller's workspace or answers 404.
+pub(super) async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resource> {
+    store
+        .get_resource(&tenant.workspace_id, KIND, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("vault not found: {id}")))
+}
+
+/// `POST /v1/vaults`.
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    body::only_known(&request, &["display_name", "metadata"], "")?;
+    let metadata = match request.get("metadata") {
+        None | Some(Value::Null) => Map::new(),
+        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
+    };
+    let id = agentd_schema::ids::new_id("vlt");
+    let now = rfc3339(now_ms());
+    let vault = json!({
+        "type": "vault",
+        "id": id,
+        "display_name": body::string(request.get("display_name"), "display_name", 1, 255)?,
+        "metadata": metadata,
+        "created_at": now,
+        "updated_at": now,
+        "archived_at": null,
+    });
+    let resource = state
+        .backends
+        .store
+        .create_resource(NewResource {
+            id,
+            workspace_id: tenant.workspace_id,
+            kind: KIND.into(),
+            parent_id: None,
+            body: vault,
+            versioned: false,
+        })
+        .await?;
+    Ok(Json(render(&resource)))
+}
+
+/// `GET /v1/vaults/{vault_id}`.
+pub async fn retrieve(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(render(&load(state.backends.store.as_ref(), &tenant, &id).await?)))
+}
+
+/// `POST /v1/vaults/{vault_id}`.
+pub async fn update(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    body::only_known(&request, &["display_name", "metadata"], "")?;
+    let store = state.backends.store.as_ref();
+    let current = load(store, &tenant, &id).await?;
+    if current.archived_at_ms.is_some() {
+        return Err(ApiError::invalid(format!("vault {id} is archived")));
+    }
+    let mut vault = current.body.as_object().cloned().unwrap_or_default();
+    match request.get("display_name") {
+        None | Some(Value::Null) => {}
+        value => {
+            vault.insert("display_name".into(), json!(body::string(value, "display_name", 1, 255)?));
+        }
+    }
+    if let Some(patch) = request.get("metadata") {
+        let merged = body::patch_metadata(current.body.get("metadata").unwrap_or(&Value::Null), patch, "metadata")?;
+        vault.insert("metadata".into(), merged);
+    }
+    vault.insert("updated_at".into(), json!(rfc3339(now_ms())));
+    let updated =
+        store.update_resource(&tenant.workspace_id, KIND, &id, current.version, Value::Object(vault), false).await?;
+    Ok(Json(render(&updated)))
+}
+
+/// `GET /v1/vaults`: newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
+    let rows = state
+        .backends
+        .store
+        .list_resources(
+            &tenant.workspace_id,
+            KIND,
+            &ListQuery {
+                after_id: query.string("page").map(decode_cursor).transpose()?,
+                limit: limit + 1,
+                descending: true,
+                include_archived: query.bool("include_archived")?.unwrap_or(false),
+                ..ListQuery::default()
+            },
+        )
+        .await?;
+    Ok(Json(cursor_page(rows, limit, |r| r.id.clone(), render)))
+}
+
+/// `POST /v1/vaults/{vault_id}/archive`.
+pub async fn archive(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    load(state.backends.store.as_ref(), &tenant, &id).await?;
+    Ok(Json(render(&state.backends.store.archive_resource(&tenant.workspace_id, KIND, &id).await?)))
+}
+
+/// `DELETE /v1/vaults/{vault_id}`: the vault and every credential in it.
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let store = state.backends.store.as_ref();
+    load(store, &tenant, &id).await?;
+    super::credentials::delete_all(store, &tenant, &id).await?;
+    store.delete_resource(&tenant.workspace_id, KIND, &id).await?;
+    Ok(Json(json!({ "id": id, "type": "vault_deleted" })))
+}

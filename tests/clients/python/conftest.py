@@ -1,0 +1,88 @@
+"""Fixtures of the official-client suite (the machinery lives in harness.py).
+
+`agentd` is parametrized over the two modes, ``dev`` and ``prod``, and started once per
+session; `launch` starts extra deployments for a single test. See harness.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import anthropic
+import httpx
+import pytest
+
+from harness import RECORDER, Deployment, Recorder, pick_model, start_deployment, unique
+
+# ---------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="session")
+def recorder() -> Recorder:
+    return RECORDER
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secret_audit() -> Iterator[None]:
+    """At the end of the session: no written secret in any recorded response."""
+    yield
+    if not RECORDER.exchanges:
+        return
+    assert RECORDER.secrets, "the suite registered no secret: the audit would prove nothing"
+    leaks = RECORDER.leaks()
+    assert not leaks, "secret values appeared in responses:\n" + "\n".join(leaks[:50])
+
+
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def agentd(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """The shared server of one mode, for the whole session."""
+    deployment = start_deployment(request.param, tmp_path_factory.mktemp(f"agentd-{request.param}"))
+    try:
+        yield deployment
+    finally:
+        deployment.close()
+
+
+@pytest.fixture
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Deployment]]:
+    """Starts extra deployments for one test: launch("dev"|"prod", create_limit=…, …)."""
+    started: list[Deployment] = []
+
+    def _launch(mode: str, **options: Any) -> Deployment:
+        deployment = start_deployment(mode, tmp_path_factory.mktemp(f"agentd-{mode}-extra"), **options)
+        started.append(deployment)
+        return deployment
+
+    try:
+        yield _launch
+    finally:
+        for deployment in reversed(started):
+            deployment.close()
+
+
+@pytest.fixture
+def client(agentd: Deployment) -> anthropic.Anthropic:
+    """The SDK on the shared server with the bootstrap key (workspace "default")."""
+    return agentd.client()
+
+
+@pytest.fixture
+def http(agentd: Deployment) -> httpx.Client:
+    return agentd.http()
+
+
+@pytest.fixture(scope="session")
+def model_id(agentd: Deployment) -> str:
+    """A model of the server's catalog (agents are created with it)."""
+    return pick_model(agentd.client())
+
+
+@pytest.fixture
+def workspace_client(agentd: Deployment) -> Callable[[], anthropic.Anthropic]:
+    """A client for a brand-new, empty workspace of organization "default"."""
+
+    def _make() -> anthropic.Anthropic:
+        return agentd.client(agentd.create_key(unique("ws")))
+
+    return _make
