@@ -153,6 +153,12 @@ pub struct Session {
     pub status: String,
     /// The wire body (agent snapshot, metadata, …).
     pub body: Value,
+    /// The agent the session was created from, for list filters.
+    pub agent_id: Option<String>,
+    /// That agent's version.
+    pub agent_version: Option<i64>,
+    /// Cumulative token usage, a projection of committed `span.model_request_end` events.
+    pub usage: Value,
     /// The next event sequence number.
     pub next_seq: i64,
     /// Creation time, epoch ms.
@@ -174,6 +180,64 @@ pub struct NewSession {
     pub status: String,
     /// The wire body.
     pub body: Value,
+    /// The agent it was created from.
+    pub agent_id: Option<String>,
+    /// That agent's version.
+    pub agent_version: Option<i64>,
+}
+
+/// A page request over sessions.
+#[derive(Debug, Clone, Default)]
+pub struct SessionQuery {
+    /// Only these statuses (any when empty).
+    pub statuses: Vec<String>,
+    /// Only sessions of this agent.
+    pub agent_id: Option<String>,
+    /// Only this version of `agent_id`.
+    pub agent_version: Option<i64>,
+    /// Creation time bounds, epoch ms: `(gt, gte, lt, lte)`.
+    pub created: TimeBounds,
+    /// Include archived sessions.
+    pub include_archived: bool,
+    /// Return ids strictly after this one in the listing order.
+    pub after_id: Option<String>,
+    /// Return ids strictly before this one in the listing order (the page is still
+    /// returned in listing order).
+    pub before_id: Option<String>,
+    /// At most this many rows.
+    pub limit: i64,
+    /// Newest first when true.
+    pub descending: bool,
+}
+
+/// Exclusive and inclusive bounds on a time column, epoch ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeBounds {
+    /// Strictly after.
+    pub gt: Option<i64>,
+    /// At or after.
+    pub gte: Option<i64>,
+    /// Strictly before.
+    pub lt: Option<i64>,
+    /// At or before.
+    pub lte: Option<i64>,
+}
+
+/// A page request over a session's events.
+#[derive(Debug, Clone, Default)]
+pub struct EventQuery {
+    /// Only events of this thread.
+    pub thread_id: Option<String>,
+    /// Only these types (any when empty).
+    pub types: Vec<String>,
+    /// `processed_at` bounds.
+    pub processed: TimeBounds,
+    /// Events with `seq` strictly past this one in the listing order.
+    pub after_seq: Option<i64>,
+    /// At most this many rows.
+    pub limit: i64,
+    /// Newest first when true.
+    pub descending: bool,
 }
 
 /// An event to append to a session's history.
@@ -348,6 +412,16 @@ pub struct Submitted {
     pub outbox: OutboxMessage,
 }
 
+/// What settling an attempt committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    /// The committed events.
+    pub events: Vec<StoredEvent>,
+    /// The run's status afterwards: `Pending` when input arrived during the attempt
+    /// (the caller should claim it again), else what was asked for.
+    pub status: RunStatus,
+}
+
 /// How an attempt ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {
@@ -482,6 +556,28 @@ pub trait Store: Send + Sync + 'static {
     /// Events of a session with `seq > after_seq`, ascending, at most `limit`.
     async fn list_events(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<StoredEvent>>;
 
+    /// Events of a session filtered and paged as `query` says.
+    async fn query_events(&self, session_id: &str, query: &EventQuery) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Replaces a session's wire body and commits `events` (e.g. `session.updated`) in
+    /// one transaction.
+    async fn update_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        body: Value,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<(Session, Vec<StoredEvent>)>;
+
+    /// Lists sessions of a workspace.
+    async fn list_sessions(&self, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>>;
+
+    /// Marks a session archived (idempotent).
+    async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session>;
+
+    /// Deletes a session with its threads, events and runs; `false` if it did not exist.
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+
     // --- runs and fencing ----------------------------------------------------------
 
     /// Life of a turn, step 2, in one transaction: append the input events, make the
@@ -503,12 +599,7 @@ pub trait Store: Send + Sync + 'static {
     async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;
 
     /// Commits final events and settles the attempt in one fenced transaction.
-    async fn settle(
-        &self,
-        claim: &Claim,
-        events: Vec<NewEvent>,
-        settlement: Settlement,
-    ) -> StoreResult<Vec<StoredEvent>>;
+    async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled>;
 
     // --- outbox and idempotency ----------------------------------------------------
 

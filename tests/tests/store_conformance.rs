@@ -57,6 +57,8 @@ async fn session(store: &dyn Store) -> (String, String) {
             workspace_id: workspace.id.clone(),
             status: "idle".into(),
             body: json!({ "title": "t" }),
+            agent_id: None,
+            agent_version: None,
         })
         .await
         .unwrap();
@@ -388,3 +390,132 @@ fn agent_event(thread: &str, text: &str) -> NewEvent {
         body: json!({ "type": "agent.message", "content": [{ "type": "text", "text": text }] }),
     }
 }
+
+fn status_event(thread: &str, kind: &str) -> NewEvent {
+    NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: thread.to_owned(),
+        kind: kind.into(),
+        body: json!({ "type": kind }),
+    }
+}
+
+conformance!(status_and_usage_follow_committed_events, |store, _clock| async move {
+    let (workspace, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let held = claim(store.as_ref(), &run, "worker-a").await;
+    let usage = |input: i64, output: i64| NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: session.clone(),
+        kind: "span.model_request_end".into(),
+        body: json!({ "type": "span.model_request_end", "model_usage": {
+            "input_tokens": input, "output_tokens": output, "cache_read_input_tokens": 1, "cache_creation_input_tokens": 2 } }),
+    };
+    store.commit(&held, vec![status_event(&session, "session.status_running"), usage(10, 5)]).await.unwrap();
+    let running = store.get_session(&workspace, &session).await.unwrap().unwrap();
+    assert_eq!(running.status, "running");
+    store
+        .settle(&held, vec![usage(3, 4), status_event(&session, "session.status_idle")], Settlement::Awaiting)
+        .await
+        .unwrap();
+    let idle = store.get_session(&workspace, &session).await.unwrap().unwrap();
+    assert_eq!(idle.status, "idle");
+    assert_eq!(idle.usage["input_tokens"], 13);
+    assert_eq!(idle.usage["output_tokens"], 9);
+    assert_eq!(idle.usage["cache_read_input_tokens"], 2);
+    assert_eq!(idle.usage["cache_creation"]["ephemeral_5m_input_tokens"], 4);
+});
+
+conformance!(input_during_an_attempt_keeps_the_run_runnable, |store, _clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let held = claim(store.as_ref(), &run, "worker-a").await;
+    // New input while the attempt runs bumps the generation past the claimed one.
+    submit(store.as_ref(), &session, "and another thing").await;
+    let settled = store.settle(&held, vec![], Settlement::Awaiting).await.unwrap();
+    assert_eq!(settled.status, agentd_schema::RunStatus::Pending, "unconsumed input must not be parked");
+    let again = claim(store.as_ref(), &run, "worker-a").await;
+    let mut consumed = again.clone();
+    consumed.generation = store.get_run(&run).await.unwrap().unwrap().generation;
+    let settled = store.settle(&consumed, vec![], Settlement::Awaiting).await.unwrap();
+    assert_eq!(settled.status, agentd_schema::RunStatus::Awaiting);
+});
+
+conformance!(events_filter_by_type_time_thread_and_order, |store, clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    store
+        .append_events(&session, vec![event(&session, "a"), status_event(&session, "session.status_idle")])
+        .await
+        .unwrap();
+    clock.advance(1_000);
+    let later = clock.now_ms();
+    store
+        .append_events(&session, vec![event(&session, "b"), status_event("sthr_child", "session.thread_status_idle")])
+        .await
+        .unwrap();
+    let all = |q: agentd_schema::EventQuery| {
+        let store = store.clone();
+        let session = session.clone();
+        async move { store.query_events(&session, &q).await.unwrap().into_iter().map(|e| e.seq).collect::<Vec<_>>() }
+    };
+    let base = agentd_schema::EventQuery { limit: 100, ..Default::default() };
+    assert_eq!(all(base.clone()).await, [1, 2, 3, 4]);
+    assert_eq!(all(agentd_schema::EventQuery { descending: true, ..base.clone() }).await, [4, 3, 2, 1]);
+    assert_eq!(all(agentd_schema::EventQuery { types: vec!["user.message".into()], ..base.clone() }).await, [1, 3]);
+    let since = agentd_schema::TimeBounds { gte: Some(later), ..Default::default() };
+    assert_eq!(all(agentd_schema::EventQuery { processed: since, ..base.clone() }).await, [3, 4]);
+    assert_eq!(all(agentd_schema::EventQuery { thread_id: Some(session.clone()), ..base.clone() }).await, [1, 2, 3]);
+    assert_eq!(all(agentd_schema::EventQuery { after_seq: Some(2), limit: 1, ..base.clone() }).await, [3]);
+    assert_eq!(all(agentd_schema::EventQuery { after_seq: Some(3), descending: true, ..base }).await, [2, 1]);
+});
+
+conformance!(sessions_list_filter_page_both_ways_and_delete, |store, clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        clock.advance(10);
+        let id = format!("sesn_{n:02}");
+        store
+            .create_session(NewSession {
+                id: id.clone(),
+                workspace_id: workspace.id.clone(),
+                status: if n % 2 == 0 { "idle".into() } else { "running".into() },
+                body: json!({}),
+                agent_id: Some(if n < 2 { "agent_a".into() } else { "agent_b".into() }),
+                agent_version: Some(n),
+            })
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let list = |q: agentd_schema::SessionQuery| {
+        let store = store.clone();
+        let ws = workspace.id.clone();
+        async move { store.list_sessions(&ws, &q).await.unwrap().into_iter().map(|s| s.id).collect::<Vec<_>>() }
+    };
+    let base = agentd_schema::SessionQuery { limit: 10, descending: true, ..Default::default() };
+    assert_eq!(list(base.clone()).await, ["sesn_03", "sesn_02", "sesn_01", "sesn_00"]);
+    assert_eq!(
+        list(agentd_schema::SessionQuery { statuses: vec!["idle".into()], ..base.clone() }).await,
+        ["sesn_02", "sesn_00"]
+    );
+    assert_eq!(
+        list(agentd_schema::SessionQuery { agent_id: Some("agent_a".into()), ..base.clone() }).await,
+        ["sesn_01", "sesn_00"]
+    );
+    let page = agentd_schema::SessionQuery { limit: 2, ..base.clone() };
+    assert_eq!(
+        list(agentd_schema::SessionQuery { after_id: Some("sesn_02".into()), ..page.clone() }).await,
+        ["sesn_01", "sesn_00"]
+    );
+    assert_eq!(
+        list(agentd_schema::SessionQuery { before_id: Some("sesn_01".into()), ..page }).await,
+        ["sesn_03", "sesn_02"]
+    );
+    store.archive_session(&workspace.id, "sesn_00").await.unwrap();
+    assert_eq!(list(base.clone()).await.len(), 3, "archived sessions are hidden by default");
+    store.append_events("sesn_01", vec![event("sesn_01", "x")]).await.unwrap();
+    assert!(store.delete_session(&workspace.id, "sesn_01").await.unwrap());
+    assert!(!store.delete_session(&workspace.id, "sesn_01").await.unwrap());
+    assert!(store.list_events("sesn_01", 0, 10).await.unwrap().is_empty(), "events go with the session");
+});

@@ -248,6 +248,32 @@ impl Store for SqlStore {
         sessions::list_events(self, session_id, after_seq, limit).await
     }
 
+    async fn query_events(&self, session_id: &str, query: &EventQuery) -> StoreResult<Vec<StoredEvent>> {
+        sessions::query_events(self, session_id, query).await
+    }
+
+    async fn update_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        body: Value,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<(Session, Vec<StoredEvent>)> {
+        sessions::update(self, workspace_id, id, body, events).await
+    }
+
+    async fn list_sessions(&self, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>> {
+        sessions::list(self, workspace_id, query).await
+    }
+
+    async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session> {
+        sessions::archive(self, workspace_id, id).await
+    }
+
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        sessions::delete(self, workspace_id, id).await
+    }
+
     async fn submit(&self, submission: Submission) -> StoreResult<Submitted> {
         runs::submit(self, submission).await
     }
@@ -265,15 +291,10 @@ impl Store for SqlStore {
     }
 
     async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
-        runs::commit(self, claim, events, None).await
+        Ok(runs::commit(self, claim, events, None).await?.events)
     }
 
-    async fn settle(
-        &self,
-        claim: &Claim,
-        events: Vec<NewEvent>,
-        settlement: Settlement,
-    ) -> StoreResult<Vec<StoredEvent>> {
+    async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled> {
         runs::commit(self, claim, events, Some(settlement)).await
     }
 

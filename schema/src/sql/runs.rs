@@ -9,7 +9,7 @@ use super::{SqlStore, flag, sessions};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{
-    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, Settlement, StoredEvent, Submission, Submitted,
+    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, Settled, Settlement, Submission, Submitted,
 };
 
 /// The outbox topic of run submissions.
@@ -192,7 +192,7 @@ pub(super) async fn commit(
     claim: &Claim,
     events: Vec<NewEvent>,
     settlement: Option<Settlement>,
-) -> StoreResult<Vec<StoredEvent>> {
+) -> StoreResult<Settled> {
     let now = store.now();
     let mut tx = store.pool.begin().await?;
     // Lock order session → run (see allocate_seq.sql); a fenced outcome rolls the
@@ -208,27 +208,31 @@ pub(super) async fn commit(
         tx.rollback().await?;
         return Err(fenced(claim));
     }
+    let mut status = RunStatus::Leased;
     if let Some(settlement) = settlement {
-        let (status, outcome) = match settlement {
+        let (asked, outcome) = match settlement {
             Settlement::Awaiting => (RunStatus::Awaiting, None),
             Settlement::Done { outcome } => (RunStatus::Done, Some(outcome)),
         };
         let settled = sqlx::query(include_str!("../../queries/settle_run.sql"))
             .bind(&claim.run_id)
             .bind(claim.epoch)
-            .bind(status.as_str())
+            .bind(asked.as_str())
             .bind(outcome)
             .bind(now)
+            .bind(claim.generation)
             .fetch_optional(&mut *tx)
             .await?;
-        if settled.is_none() {
+        let Some(settled) = settled else {
             // Unreachable while the fence holds the row; never commit half a settlement.
             tx.rollback().await?;
             return Err(fenced(claim));
-        }
+        };
+        let text: String = settled.try_get("status")?;
+        status = RunStatus::parse(&text).ok_or_else(|| StoreError::Backend(format!("unknown run status {text:?}")))?;
     }
     tx.commit().await?;
-    Ok(stored)
+    Ok(Settled { events: stored, status })
 }
 
 fn fenced(claim: &Claim) -> StoreError {

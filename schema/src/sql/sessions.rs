@@ -1,13 +1,17 @@
-//! Sessions and their committed event history.
+//! Sessions and their committed event history. Two projections are kept in step with
+//! the history by the transaction that commits it: the session's `status` (from
+//! `session.status_*` events) and its cumulative `usage` (from
+//! `span.model_request_end` events).
 
+use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{SqlStore, json};
 use crate::error::{StoreError, StoreResult};
-use crate::store::{NewEvent, NewSession, Session, StoredEvent};
+use crate::store::{EventQuery, NewEvent, NewSession, Session, SessionQuery, StoredEvent, TimeBounds};
 
-const SESSION_COLUMNS: &str = "id, workspace_id, status, body, next_seq, created_at_ms, updated_at_ms, archived_at_ms";
+const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms";
 const EVENT_COLUMNS: &str = "session_id, seq, event_id, thread_id, type, body, processed_at_ms";
 
 fn session(row: &AnyRow) -> StoreResult<Session> {
@@ -16,6 +20,9 @@ fn session(row: &AnyRow) -> StoreResult<Session> {
         workspace_id: row.try_get("workspace_id")?,
         status: row.try_get("status")?,
         body: json(row, "body")?,
+        agent_id: row.try_get("agent_id")?,
+        agent_version: row.try_get("agent_version")?,
+        usage: json(row, "usage")?,
         next_seq: row.try_get("next_seq")?,
         created_at_ms: row.try_get("created_at_ms")?,
         updated_at_ms: row.try_get("updated_at_ms")?,
@@ -39,13 +46,15 @@ pub(super) async fn create(store: &SqlStore, new: NewSession) -> StoreResult<Ses
     let now = store.now();
     let mut tx = store.pool.begin().await?;
     let row = sqlx::query(&format!(
-        "INSERT INTO sessions (id, workspace_id, status, body, next_seq, created_at_ms, updated_at_ms) \
-         VALUES ($1, $2, $3, $4, 1, $5, $5) RETURNING {SESSION_COLUMNS}"
+        "INSERT INTO sessions (id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, '{{}}', 1, $7, $7) RETURNING {SESSION_COLUMNS}"
     ))
     .bind(&new.id)
     .bind(&new.workspace_id)
     .bind(&new.status)
     .bind(new.body.to_string())
+    .bind(&new.agent_id)
+    .bind(new.agent_version)
     .bind(now)
     .fetch_one(&mut *tx)
     .await?;
@@ -70,9 +79,33 @@ pub(super) async fn get(store: &SqlStore, workspace_id: &str, id: &str) -> Store
     row.as_ref().map(session).transpose()
 }
 
+/// The session status a committed event moves the session to, if any.
+fn status_of(kind: &str) -> Option<&'static str> {
+    match kind {
+        "session.status_running" => Some("running"),
+        "session.status_idle" => Some("idle"),
+        "session.status_rescheduled" => Some("rescheduling"),
+        "session.status_terminated" => Some("terminated"),
+        _ => None,
+    }
+}
+
+/// Adds one `span.model_request_end`'s `model_usage` to a cumulative usage object.
+fn add_usage(total: &mut Value, model_usage: &Value) {
+    let field = |usage: &Value, key: &str| usage[key].as_i64().unwrap_or(0);
+    for key in ["input_tokens", "output_tokens", "cache_read_input_tokens"] {
+        total[key] = json!(field(total, key) + field(model_usage, key));
+    }
+    let created = field(model_usage, "cache_creation_input_tokens");
+    let previous = total["cache_creation"]["ephemeral_5m_input_tokens"].as_i64().unwrap_or(0);
+    total["cache_creation"] =
+        json!({ "ephemeral_5m_input_tokens": previous + created, "ephemeral_1h_input_tokens": 0 });
+}
+
 /// Appends `events` inside the caller's transaction, numbering them from the session's
-/// counter. Must be the transaction's first write to the session row (lock order:
-/// session, then run; see `queries/allocate_seq.sql`).
+/// counter and updating the status and usage projections. Must be the transaction's
+/// first write to the session row (lock order: session, then run; see
+/// `queries/allocate_seq.sql`).
 pub(super) async fn append(
     tx: &mut Transaction<'_, Any>,
     session_id: &str,
@@ -83,17 +116,19 @@ pub(super) async fn append(
         return Ok(Vec::new());
     }
     let count = events.len() as i64;
-    let next: Option<i64> = sqlx::query(include_str!("../../queries/allocate_seq.sql"))
+    let allocated = sqlx::query(include_str!("../../queries/allocate_seq.sql"))
         .bind(session_id)
         .bind(count)
         .bind(now)
         .fetch_optional(&mut **tx)
-        .await?
-        .map(|row| row.try_get("next_seq"))
-        .transpose()?;
-    let Some(next) = next else {
+        .await?;
+    let Some(allocated) = allocated else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     };
+    let next: i64 = allocated.try_get("next_seq")?;
+    let mut usage = json(&allocated, "usage")?;
+    let mut status = None;
+    let mut usage_changed = false;
     let mut stored = Vec::with_capacity(events.len());
     for (offset, new) in events.into_iter().enumerate() {
         let seq = next - count + offset as i64;
@@ -110,6 +145,14 @@ pub(super) async fn append(
         .bind(now)
         .execute(&mut **tx)
         .await?;
+        // Only the primary thread's status is the session's status.
+        if new.thread_id == session_id {
+            status = status_of(&new.kind).or(status);
+        }
+        if new.kind == "span.model_request_end" {
+            add_usage(&mut usage, &new.body["model_usage"]);
+            usage_changed = true;
+        }
         stored.push(StoredEvent {
             session_id: session_id.to_owned(),
             seq,
@@ -120,6 +163,14 @@ pub(super) async fn append(
             processed_at_ms: now,
         });
     }
+    if status.is_some() || usage_changed {
+        sqlx::query("UPDATE sessions SET status = COALESCE($2, status), usage = $3 WHERE id = $1")
+            .bind(session_id)
+            .bind(status)
+            .bind(usage.to_string())
+            .execute(&mut **tx)
+            .await?;
+    }
     Ok(stored)
 }
 
@@ -129,13 +180,148 @@ pub(super) async fn list_events(
     after_seq: i64,
     limit: i64,
 ) -> StoreResult<Vec<StoredEvent>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {EVENT_COLUMNS} FROM session_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-    ))
-    .bind(session_id)
-    .bind(after_seq)
-    .bind(limit.max(0))
-    .fetch_all(&store.pool)
-    .await?;
+    let query = EventQuery { after_seq: Some(after_seq), limit, ..EventQuery::default() };
+    query_events(store, session_id, &query).await
+}
+
+/// `$n IS NULL OR column op $n` for each bound, numbered from `first`.
+fn time_filter(column: &str, first: usize) -> String {
+    format!(
+        "AND (${a} IS NULL OR {column} > ${a}) AND (${b} IS NULL OR {column} >= ${b}) \
+         AND (${c} IS NULL OR {column} < ${c}) AND (${d} IS NULL OR {column} <= ${d})",
+        a = first,
+        b = first + 1,
+        c = first + 2,
+        d = first + 3
+    )
+}
+
+fn bind_bounds<'q>(
+    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    bounds: &TimeBounds,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    query.bind(bounds.gt).bind(bounds.gte).bind(bounds.lt).bind(bounds.lte)
+}
+
+pub(super) async fn query_events(
+    store: &SqlStore,
+    session_id: &str,
+    query: &EventQuery,
+) -> StoreResult<Vec<StoredEvent>> {
+    let (order, after_op) = if query.descending { ("DESC", "<") } else { ("ASC", ">") };
+    // Types are few and fixed-vocabulary; they are bound as parameters, never inlined.
+    let types: Vec<String> = (0..query.types.len()).map(|i| format!("${}", 9 + i)).collect();
+    let type_filter = if types.is_empty() { String::new() } else { format!("AND type IN ({})", types.join(", ")) };
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM session_events \
+         WHERE session_id = $1 AND ($2 IS NULL OR thread_id = $2) AND ($3 IS NULL OR seq {after_op} $3) {} {type_filter} \
+         ORDER BY seq {order} LIMIT $4",
+        time_filter("processed_at_ms", 5)
+    );
+    let mut statement =
+        sqlx::query(&sql).bind(session_id).bind(&query.thread_id).bind(query.after_seq).bind(query.limit.max(0));
+    statement = bind_bounds(statement, &query.processed);
+    for kind in &query.types {
+        statement = statement.bind(kind);
+    }
+    let rows = statement.fetch_all(&store.pool).await?;
     rows.iter().map(event).collect()
+}
+
+pub(super) async fn update(
+    store: &SqlStore,
+    workspace_id: &str,
+    id: &str,
+    body: Value,
+    events: Vec<NewEvent>,
+) -> StoreResult<(Session, Vec<StoredEvent>)> {
+    let now = store.now();
+    let mut tx = store.pool.begin().await?;
+    let stored = append(&mut tx, id, events, now).await?;
+    let row = sqlx::query(&format!(
+        "UPDATE sessions SET body = $3, updated_at_ms = $4 WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .bind(body.to_string())
+    .bind(now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
+    };
+    tx.commit().await?;
+    Ok((session(&row)?, stored))
+}
+
+pub(super) async fn list(store: &SqlStore, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>> {
+    // `before_id` pages backwards: scan in the opposite order, then flip the page.
+    let backwards = query.before_id.is_some() && query.after_id.is_none();
+    let descending = query.descending != backwards;
+    let (order, cursor_op) = if descending { ("DESC", "<") } else { ("ASC", ">") };
+    let cursor = if backwards { &query.before_id } else { &query.after_id };
+    // Parameters: $1..$6 fixed, $7..$10 the creation bounds, then one per status.
+    let statuses: Vec<String> = (0..query.statuses.len()).map(|i| format!("${}", 11 + i)).collect();
+    let status_filter =
+        if statuses.is_empty() { String::new() } else { format!("AND status IN ({})", statuses.join(", ")) };
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions \
+         WHERE workspace_id = $1 AND ($2 IS NULL OR agent_id = $2) AND ($3 IS NULL OR agent_version = $3) \
+           AND ($4 = 1 OR archived_at_ms IS NULL) AND ($5 IS NULL OR id {cursor_op} $5) {} {status_filter} \
+         ORDER BY id {order} LIMIT $6",
+        time_filter("created_at_ms", 7)
+    );
+    let mut statement = sqlx::query(&sql)
+        .bind(workspace_id)
+        .bind(&query.agent_id)
+        .bind(query.agent_version)
+        .bind(i64::from(query.include_archived))
+        .bind(cursor)
+        .bind(query.limit.max(0));
+    statement = bind_bounds(statement, &query.created);
+    for status in &query.statuses {
+        statement = statement.bind(status);
+    }
+    let rows = statement.fetch_all(&store.pool).await?;
+    let mut sessions: Vec<Session> = rows.iter().map(session).collect::<StoreResult<_>>()?;
+    if backwards {
+        sessions.reverse();
+    }
+    Ok(sessions)
+}
+
+pub(super) async fn archive(store: &SqlStore, workspace_id: &str, id: &str) -> StoreResult<Session> {
+    let row = sqlx::query(&format!(
+        "UPDATE sessions SET archived_at_ms = COALESCE(archived_at_ms, $3), updated_at_ms = $3 \
+         WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .bind(store.now())
+    .fetch_optional(&store.pool)
+    .await?;
+    match row {
+        Some(row) => session(&row),
+        None => Err(StoreError::NotFound { what: "session", id: id.to_owned() }),
+    }
+}
+
+pub(super) async fn delete(store: &SqlStore, workspace_id: &str, id: &str) -> StoreResult<bool> {
+    let mut tx = store.pool.begin().await?;
+    let owned = sqlx::query("SELECT id FROM sessions WHERE id = $1 AND workspace_id = $2")
+        .bind(id)
+        .bind(workspace_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+    if !owned {
+        return Ok(false);
+    }
+    // Children first and explicitly: SQLite enforces cascades only with foreign_keys on.
+    for table in ["session_events", "runs", "session_threads"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1")).bind(id).execute(&mut *tx).await?;
+    }
+    sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(true)
 }
