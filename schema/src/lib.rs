@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod clock;
 pub mod error;
 pub mod ids;
+pub mod live;
 pub mod outbox;
 pub mod secrets;
 pub mod sql;

@@ -28,13 +28,32 @@ fn client() -> Option<reqwest::Client> {
     reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()).build().ok()
 }
 
-async fn capture(response: reqwest::Response, scrub: &[&str]) -> Value {
+/// Every spelling in which a secret we sent could come back in a response body: as
+/// sent, percent-encoded (form bodies), and base64 (Basic credentials, alone or as
+/// `client_id:secret`).
+fn spellings(secrets: &[&str], client_id: &str) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    let mut out = Vec::new();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        out.push((*secret).to_owned());
+        out.push(form_urlencoded::byte_serialize(secret.as_bytes()).collect());
+        out.push(STANDARD.encode(secret));
+        out.push(STANDARD.encode(format!("{client_id}:{secret}")));
+    }
+    // Longest first, so a spelling that contains another is scrubbed whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+async fn capture(response: reqwest::Response, scrub: &[String]) -> Value {
     let status = response.status().as_u16();
     let content_type =
         response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let mut body = response.text().await.unwrap_or_default();
-    for secret in scrub.iter().filter(|s| !s.is_empty()) {
-        body = body.replace(secret, "[redacted]");
+    for secret in scrub {
+        body = body.replace(secret.as_str(), "[redacted]");
     }
     let truncated = body.len() > MAX_BODY;
     if truncated {
@@ -71,7 +90,7 @@ pub async fn initialize(server: &str, token: &str) -> Outcome {
         Ok(response) if response.status().is_success() => Outcome::Ok,
         Ok(response) => {
             let unauthorized = response.status().as_u16() == 401;
-            Outcome::Rejected { http_response: capture(response, &[token]).await, unauthorized }
+            Outcome::Rejected { http_response: capture(response, &spellings(&[token], "")).await, unauthorized }
         }
         Err(_) => Outcome::Unreachable,
     }
@@ -107,7 +126,8 @@ pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Value {
     match sent {
         Ok(response) if response.status().is_success() => json!({ "status": "succeeded", "http_response": null }),
         Ok(response) => {
-            json!({ "status": "failed", "http_response": capture(response, &[&refresh_token, &client_secret]).await })
+            let scrub = spellings(&[&refresh_token, &client_secret], client_id);
+            json!({ "status": "failed", "http_response": capture(response, &scrub).await })
         }
         Err(_) => json!({ "status": "connect_error", "http_response": null }),
     }

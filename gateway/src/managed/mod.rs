@@ -4,11 +4,14 @@
 mod agent_config;
 pub mod agents;
 pub mod body;
+mod content;
 pub mod credentials;
 pub mod environments;
+pub mod events;
 mod mcp_probe;
 pub mod models;
 pub mod query;
+pub mod sessions;
 pub mod vaults;
 
 use axum::Router;
@@ -32,6 +35,16 @@ pub fn router() -> Router<AppState> {
             get(environments::retrieve).post(environments::update).delete(environments::delete),
         )
         .route("/environments/{environment_id}/archive", post(environments::archive))
+        .route("/sessions", post(sessions::create).get(sessions::list))
+        .route("/sessions/{session_id}", get(sessions::retrieve).post(sessions::update).delete(sessions::delete))
+        .route("/sessions/{session_id}/archive", post(sessions::archive))
+        .route("/sessions/{session_id}/events", post(events::send).get(events::list))
+        .route("/sessions/{session_id}/events/stream", get(events::stream))
+        .route("/sessions/{session_id}/threads", get(events::threads))
+        .route("/sessions/{session_id}/threads/{thread_id}", get(events::thread))
+        .route("/sessions/{session_id}/threads/{thread_id}/archive", post(events::archive_thread))
+        .route("/sessions/{session_id}/threads/{thread_id}/events", get(events::thread_events))
+        .route("/sessions/{session_id}/threads/{thread_id}/stream", get(events::thread_stream))
         .route("/vaults", post(vaults::create).get(vaults::list))
         .route("/vaults/{vault_id}", get(vaults::retrieve).post(vaults::update).delete(vaults::delete))
         .route("/vaults/{vault_id}/archive", post(vaults::archive))

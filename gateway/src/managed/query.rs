@@ -5,7 +5,7 @@
 use axum::http::Uri;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::DateTime;
 
 use crate::error::{ApiError, ApiResult};
 
@@ -81,10 +81,7 @@ fn parse_datetime_ms(raw: &str) -> Option<i64> {
         .map(|naive| naive.and_utc().timestamp_millis())
 }
 
-/// Renders epoch milliseconds as the wire's RFC 3339 (`…T…Z`, microsecond precision).
-pub fn rfc3339(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(SecondsFormat::Micros, true)
-}
+pub use agentd_schema::live::rfc3339;
 
 /// Wall-clock time in epoch milliseconds, for wire timestamps.
 pub fn now_ms() -> i64 {

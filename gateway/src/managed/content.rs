@@ -1,0 +1,183 @@
+//! Validation of the content blocks and event bodies clients send. Every failure is a
+//! 400 naming the field; accepted bodies are stored as sent (minus unknown keys).
+
+use serde_json::{Map, Value, json};
+
+use super::body::{self, as_object, join, tag};
+use crate::error::{ApiError, ApiResult};
+
+/// Which block types a field accepts.
+#[derive(Debug, Clone, Copy)]
+pub enum Blocks {
+    /// `user.message`: text, image, document, redacted.
+    Message,
+    /// Tool results: text, image, document, search_result.
+    ToolResult,
+    /// `system.message`: text only.
+    System,
+}
+
+impl Blocks {
+    fn allowed(self) -> &'static [&'static str] {
+        match self {
+            Blocks::Message => &["text", "image", "document", "redacted"],
+            Blocks::ToolResult => &["text", "image", "document", "search_result"],
+            Blocks::System => &["text"],
+        }
+    }
+}
+
+/// A content array of `kind` blocks; `required` rejects absent or empty arrays.
+pub fn blocks(value: Option<&Value>, path: &str, kind: Blocks, required: bool) -> ApiResult<Value> {
+    if required && value.is_none_or(|v| v.as_array().is_none_or(|a| a.is_empty())) {
+        return Err(ApiError::invalid(format!("{path}: at least one content block is required")));
+    }
+    let items = body::array(value, path, 1000)?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let bpath = format!("{path}[{i}]");
+        let map = as_object(item, &bpath)?;
+        let block_type = tag(map, &bpath)?;
+        if !kind.allowed().contains(&block_type) {
+            return Err(ApiError::invalid(format!(
+                "{bpath}.type: {block_type:?} is not allowed here (expected one of {:?})",
+                kind.allowed()
+            )));
+        }
+        match block_type {
+            "text" => {
+                body::only_known(map, &["type", "text"], &bpath)?;
+                body::string(map.get("text"), &join(&bpath, "text"), 0, 1_000_000)?;
+            }
+            "image" => {
+                body::only_known(map, &["type", "source"], &bpath)?;
+                source(map.get("source"), &join(&bpath, "source"), &["base64", "url", "file"])?;
+            }
+            "document" => {
+                body::only_known(map, &["type", "source", "title", "context"], &bpath)?;
+                source(map.get("source"), &join(&bpath, "source"), &["base64", "text", "url", "file"])?;
+            }
+            "redacted" => body::only_known(map, &["type"], &bpath)?,
+            _ => {
+                body::only_known(map, &["type", "source", "title", "content", "citations"], &bpath)?;
+                body::string(map.get("source"), &join(&bpath, "source"), 1, 4096)?;
+                body::string(map.get("title"), &join(&bpath, "title"), 0, 4096)?;
+                blocks(map.get("content"), &join(&bpath, "content"), Blocks::System, false)?;
+            }
+        }
+        out.push(Value::Object(map.clone()));
+    }
+    Ok(Value::Array(out))
+}
+
+fn source(value: Option<&Value>, path: &str, kinds: &[&str]) -> ApiResult<()> {
+    let map = as_object(value.unwrap_or(&Value::Null), path)?;
+    let kind = tag(map, path)?;
+    if !kinds.contains(&kind) {
+        return Err(ApiError::invalid(format!("{path}.type: must be one of {kinds:?}, got {kind:?}")));
+    }
+    let field = match kind {
+        "base64" | "text" => "data",
+        "url" => "url",
+        _ => "file_id",
+    };
+    body::string(map.get(field), &join(path, field), 1, 50_000_000)?;
+    Ok(())
+}
+
+/// Validates one event a client sends and returns its stored body (without `id`).
+pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> {
+    let map = as_object(value, path)?;
+    let kind = tag(map, path)?;
+    let mut out = Map::new();
+    out.insert("type".into(), json!(kind));
+    match kind {
+        "user.message" => {
+            body::only_known(map, &["type", "content"], path)?;
+            out.insert("content".into(), blocks(map.get("content"), &join(path, "content"), Blocks::Message, true)?);
+        }
+        "system.message" => {
+            body::only_known(map, &["type", "content"], path)?;
+            out.insert("content".into(), blocks(map.get("content"), &join(path, "content"), Blocks::System, true)?);
+        }
+        "user.interrupt" => {
+            body::only_known(map, &["type", "session_thread_id"], path)?;
+            if let Some(thread) =
+                body::optional_string(map.get("session_thread_id"), &join(path, "session_thread_id"), 256)?
+            {
+                out.insert("session_thread_id".into(), json!(thread));
+            }
+        }
+        "user.tool_confirmation" => {
+            body::only_known(map, &["type", "tool_use_id", "result", "deny_message"], path)?;
+            out.insert(
+                "tool_use_id".into(),
+                json!(body::string(map.get("tool_use_id"), &join(path, "tool_use_id"), 1, 256)?),
+            );
+            let result = body::string(map.get("result"), &join(path, "result"), 1, 8)?;
+            if result != "allow" && result != "deny" {
+                return Err(ApiError::invalid(format!("{path}.result: must be allow or deny, got {result:?}")));
+            }
+            let deny_message = body::optional_string(map.get("deny_message"), &join(path, "deny_message"), 10_000)?;
+            if deny_message.is_some() && result != "deny" {
+                return Err(ApiError::invalid(format!("{path}.deny_message: only allowed when result is deny")));
+            }
+            out.insert("result".into(), json!(result));
+            out.insert("deny_message".into(), json!(deny_message));
+        }
+        "user.custom_tool_result" | "user.tool_result" => {
+            let id_field = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
+            body::only_known(map, &["type", id_field, "content", "is_error"], path)?;
+            out.insert(id_field.into(), json!(body::string(map.get(id_field), &join(path, id_field), 1, 256)?));
+            out.insert(
+                "content".into(),
+                blocks(map.get("content"), &join(path, "content"), Blocks::ToolResult, false)?,
+            );
+            out.insert(
+                "is_error".into(),
+                json!(body::optional_bool(map.get("is_error"), &join(path, "is_error"))?.unwrap_or(false)),
+            );
+        }
+        "user.define_outcome" => {
+            body::only_known(map, &["type", "description", "rubric", "max_iterations"], path)?;
+            out.insert(
+                "description".into(),
+                json!(body::string(map.get("description"), &join(path, "description"), 1, 100_000)?),
+            );
+            let rubric_path = join(path, "rubric");
+            let rubric = as_object(map.get("rubric").unwrap_or(&Value::Null), &rubric_path)?;
+            match tag(rubric, &rubric_path)? {
+                "text" => {
+                    body::only_known(rubric, &["type", "content"], &rubric_path)?;
+                    body::string(rubric.get("content"), &join(&rubric_path, "content"), 1, 100_000)?;
+                }
+                "file" => {
+                    body::only_known(rubric, &["type", "file_id"], &rubric_path)?;
+                    body::string(rubric.get("file_id"), &join(&rubric_path, "file_id"), 1, 256)?;
+                }
+                other => {
+                    return Err(ApiError::invalid(format!("{rubric_path}.type: must be text or file, got {other:?}")));
+                }
+            }
+            out.insert("rubric".into(), Value::Object(rubric.clone()));
+            let iterations = match map.get("max_iterations") {
+                None | Some(Value::Null) => 3,
+                Some(Value::Number(n)) if n.as_i64().is_some_and(|n| (1..=20).contains(&n)) => n.as_i64().unwrap_or(3),
+                Some(other) => {
+                    return Err(ApiError::invalid(format!(
+                        "{path}.max_iterations: must be an integer from 1 to 20, got {other}"
+                    )));
+                }
+            };
+            out.insert("max_iterations".into(), json!(iterations));
+            out.insert("outcome_id".into(), json!(agentd_schema::ids::new_id("outc")));
+        }
+        other => {
+            return Err(ApiError::invalid(format!(
+                "{path}.type: unknown event type {other:?} (expected user.message, user.interrupt, user.tool_confirmation, \
+                 user.custom_tool_result, user.tool_result, user.define_outcome or system.message)"
+            )));
+        }
+    }
+    Ok(out)
+}

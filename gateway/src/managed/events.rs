@@ -1,0 +1,601 @@
+//! Session events: send (validated, committed, submitted to the run), list, and the
+//! live SSE stream; plus the thread routes over the same history.
+//!
+//! The stream is subscribe-then-backfill: it subscribes to the session's bus channel,
+//! then reads what was committed since it opened, then forwards live notifications,
+//! de-duplicating by sequence number and filling any gap from the store. It works on
+//! any gateway replica, whichever worker commits.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::time::Duration;
+
+use agentd_proto::BusItem;
+use agentd_proto::v1::{LiveEvent, live_event};
+use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, Submission, TimeBounds, live};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::{Extension, Json};
+use futures::{Stream, StreamExt};
+use prost::Message;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::body;
+use super::content;
+use super::query::{Query, cursor_page, decode_cursor, rfc3339};
+use super::sessions::load;
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+
+/// Retry budget of a run created by a submission.
+const MAX_ATTEMPTS: i64 = 5;
+/// Event types that make the thread's run runnable.
+const RUN_INPUTS: &[&str] = &[
+    "user.message",
+    "user.custom_tool_result",
+    "user.tool_result",
+    "user.tool_confirmation",
+    "user.define_outcome",
+    "system.message",
+];
+/// Every type `events.list?types[]=` accepts.
+const EVENT_TYPES: &[&str] = &[
+    "user.message",
+    "user.interrupt",
+    "user.tool_confirmation",
+    "user.custom_tool_result",
+    "user.tool_result",
+    "user.define_outcome",
+    "system.message",
+    "agent.message",
+    "agent.thinking",
+    "agent.tool_use",
+    "agent.tool_result",
+    "agent.mcp_tool_use",
+    "agent.mcp_tool_result",
+    "agent.custom_tool_use",
+    "agent.thread_message_received",
+    "agent.thread_message_sent",
+    "agent.thread_context_compacted",
+    "session.error",
+    "session.status_rescheduled",
+    "session.status_running",
+    "session.status_idle",
+    "session.status_terminated",
+    "session.thread_created",
+    "session.thread_status_running",
+    "session.thread_status_idle",
+    "session.thread_status_terminated",
+    "session.thread_status_rescheduled",
+    "session.updated",
+    "session.usage",
+    "span.model_request_start",
+    "span.model_request_end",
+    "span.outcome_evaluation_start",
+    "span.outcome_evaluation_ongoing",
+    "span.outcome_evaluation_end",
+    "workflow_run.created",
+    "workflow_run.status_running",
+    "workflow_run.status_idle",
+    "workflow_run.status_ended",
+    "workflow_run.error",
+    "workflow_run.phase_started",
+    "workflow_run.phase_ended",
+];
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Life of a turn, steps 2–3: commit the input with the run and its outbox row in one
+/// transaction, then publish the submission and the committed events. A failed publish
+/// is left to the outbox relay.
+pub async fn submit_and_publish(
+    state: &AppState,
+    session_id: &str,
+    events: Vec<NewEvent>,
+) -> ApiResult<Vec<StoredEvent>> {
+    let (Some(queue), Some(bus)) = (&state.backends.queue, &state.backends.bus) else {
+        return Err(ApiError::Unavailable("durable ingress is not configured on this process".to_owned()));
+    };
+    let store = state.backends.store.as_ref();
+    let submitted = store
+        .submit(Submission {
+            session_id: session_id.to_owned(),
+            thread_id: session_id.to_owned(),
+            events,
+            max_attempts: MAX_ATTEMPTS,
+            trace_context: Vec::new(),
+        })
+        .await?;
+    if let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &submitted.outbox).await {
+        tracing::warn!(%error, run = %submitted.run_id, "submission publish deferred to the outbox relay");
+    }
+    live::publish_committed(bus.as_ref(), &submitted.events).await;
+    Ok(submitted.events)
+}
+
+/// Tool calls of a session and what has answered them so far.
+#[derive(Default)]
+struct ToolLedger {
+    /// tool use id → (event type, evaluated permission)
+    uses: HashMap<String, (String, Option<String>)>,
+    /// (answer type, tool use id) → the stored answer
+    answers: HashMap<(String, String), StoredEvent>,
+}
+
+async fn tool_ledger(state: &AppState, session_id: &str) -> ApiResult<ToolLedger> {
+    let types = [
+        "agent.custom_tool_use",
+        "agent.tool_use",
+        "agent.mcp_tool_use",
+        "user.custom_tool_result",
+        "user.tool_result",
+        "user.tool_confirmation",
+    ];
+    let events = state
+        .backends
+        .store
+        .query_events(
+            session_id,
+            &EventQuery {
+                types: types.iter().map(|t| (*t).to_owned()).collect(),
+                limit: 100_000,
+                ..EventQuery::default()
+            },
+        )
+        .await?;
+    let mut ledger = ToolLedger::default();
+    for event in events {
+        match event.kind.as_str() {
+            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => {
+                let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
+                ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
+            }
+            kind => {
+                let key = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
+                let id = event.body[key].as_str().unwrap_or_default().to_owned();
+                ledger.answers.insert((kind.to_owned(), id), event);
+            }
+        }
+    }
+    Ok(ledger)
+}
+
+/// `POST /v1/sessions/{session_id}/events`.
+pub async fn send(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    body::only_known(&request, &["events"], "")?;
+    let store = state.backends.store.as_ref();
+    let session = load(store, &tenant, &id).await?;
+    if session.archived_at_ms.is_some() {
+        return Err(ApiError::invalid(format!("session {id} is archived and accepts no events")));
+    }
+    if session.status == "terminated" {
+        return Err(ApiError::invalid(format!("session {id} is terminated and accepts no events")));
+    }
+    let items = body::array(request.get("events"), "events", 50)?;
+    if items.is_empty() {
+        return Err(ApiError::invalid("events: at least one event is required"));
+    }
+    let mut parsed = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        parsed.push(content::client_event(item, &format!("events[{i}]"))?);
+    }
+    for (i, event) in parsed.iter().enumerate() {
+        if event["type"] != "system.message" {
+            continue;
+        }
+        let follows = i.checked_sub(1).and_then(|p| parsed[p]["type"].as_str());
+        let valid = i == parsed.len() - 1
+            && matches!(follows, Some("user.message" | "user.tool_result" | "user.custom_tool_result"));
+        if !valid {
+            return Err(ApiError::invalid(format!(
+                "events[{i}]: a system.message must be the final event and immediately follow the user.message, \
+                 user.tool_result or user.custom_tool_result it accompanies"
+            )));
+        }
+    }
+    let needs_ledger = parsed.iter().any(|e| {
+        matches!(e["type"].as_str(), Some("user.custom_tool_result" | "user.tool_result" | "user.tool_confirmation"))
+    });
+    let mut ledger = if needs_ledger { tool_ledger(&state, &id).await? } else { ToolLedger::default() };
+    let self_hosted = if parsed.iter().any(|e| e["type"] == "user.tool_result") {
+        let environment = session.body["environment_id"].as_str().unwrap_or_default();
+        store
+            .get_resource(&tenant.workspace_id, "environment", environment)
+            .await?
+            .is_some_and(|env| env.body["config"]["type"] == "self_hosted")
+    } else {
+        false
+    };
+    // Each output slot is either a new event to commit or an earlier answer echoed again.
+    let mut slots: Vec<Result<NewEvent, StoredEvent>> = Vec::with_capacity(parsed.len());
+    for (i, event) in parsed.into_iter().enumerate() {
+        let kind = event["type"].as_str().unwrap_or_default().to_owned();
+        let answer_key = match kind.as_str() {
+            "user.custom_tool_result" => Some(("custom_tool_use_id", &["agent.custom_tool_use"][..])),
+            "user.tool_result" => Some(("tool_use_id", &["agent.tool_use"][..])),
+            "user.tool_confirmation" => Some(("tool_use_id", &["agent.tool_use", "agent.mcp_tool_use"][..])),
+            _ => None,
+        };
+        if let Some((field, kinds)) = answer_key {
+            let use_id = event[field].as_str().unwrap_or_default().to_owned();
+            let Some((use_kind, permission)) = ledger.uses.get(&use_id) else {
+                return Err(ApiError::invalid(format!(
+                    "events[{i}].{field}: no open tool call {use_id} in this session"
+                )));
+            };
+            if !kinds.contains(&use_kind.as_str()) {
+                return Err(ApiError::invalid(format!(
+                    "events[{i}].{field}: {use_id} is an {use_kind}, which {kind} cannot answer"
+                )));
+            }
+            if kind == "user.tool_confirmation" && permission.as_deref() != Some("ask") {
+                return Err(ApiError::invalid(format!(
+                    "events[{i}].tool_use_id: {use_id} does not await a confirmation"
+                )));
+            }
+            if kind == "user.tool_result" && !self_hosted {
+                return Err(ApiError::invalid(format!(
+                    "events[{i}]: user.tool_result is only valid on self_hosted environments"
+                )));
+            }
+            // A repeated answer is idempotent: echo the first, commit nothing.
+            if let Some(earlier) = ledger.answers.get(&(kind.clone(), use_id.clone())) {
+                slots.push(Err(earlier.clone()));
+                continue;
+            }
+            let new = new_event(&id, event);
+            ledger.answers.insert(
+                (kind, use_id),
+                StoredEvent {
+                    session_id: id.clone(),
+                    seq: 0,
+                    event_id: new.event_id.clone(),
+                    thread_id: id.clone(),
+                    kind: new.kind.clone(),
+                    body: new.body.clone(),
+                    processed_at_ms: 0,
+                },
+            );
+            slots.push(Ok(new));
+            continue;
+        }
+        slots.push(Ok(new_event(&id, event)));
+    }
+    let fresh: Vec<NewEvent> = slots.iter().filter_map(|s| s.as_ref().ok().cloned()).collect();
+    let drives_run = fresh.iter().any(|e| RUN_INPUTS.contains(&e.kind.as_str()));
+    let committed = if fresh.is_empty() {
+        Vec::new()
+    } else if drives_run {
+        submit_and_publish(&state, &id, fresh).await?
+    } else {
+        let stored = store.append_events(&id, fresh).await?;
+        if let Some(bus) = &state.backends.bus {
+            live::publish_committed(bus.as_ref(), &stored).await;
+        }
+        stored
+    };
+    let by_id: HashMap<&str, &StoredEvent> = committed.iter().map(|e| (e.event_id.as_str(), e)).collect();
+    let data: Vec<Value> = slots
+        .iter()
+        .map(|slot| match slot {
+            Ok(new) => by_id.get(new.event_id.as_str()).map_or(Value::Null, |e| live::render(e)),
+            Err(earlier) => live::render(earlier),
+        })
+        .collect();
+    Ok(Json(json!({ "data": data })))
+}
+
+fn new_event(session_id: &str, body: serde_json::Map<String, Value>) -> NewEvent {
+    NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: session_id.to_owned(),
+        kind: body["type"].as_str().unwrap_or_default().to_owned(),
+        body: Value::Object(body),
+    }
+}
+
+async fn list_events(
+    state: &AppState,
+    session: &Session,
+    thread: Option<String>,
+    uri: &Uri,
+    full: bool,
+) -> ApiResult<Value> {
+    let query = Query::from_uri(uri);
+    let limit = query.int("limit", 1, 1000)?.unwrap_or(if full { 20 } else { 1000 });
+    let after_seq = match query.string("page").map(decode_cursor).transpose()? {
+        Some(cursor) => Some(cursor.parse::<i64>().map_err(|_| ApiError::invalid("page: invalid or expired cursor"))?),
+        None => None,
+    };
+    let mut types = Vec::new();
+    let mut processed = TimeBounds::default();
+    let mut descending = false;
+    if full {
+        for kind in query.list("types") {
+            if !EVENT_TYPES.contains(&kind) {
+                return Err(ApiError::invalid(format!("types[]: unknown event type {kind:?}")));
+            }
+            types.push(kind.to_owned());
+        }
+        processed = TimeBounds {
+            gt: query.datetime_ms("created_at[gt]")?,
+            gte: query.datetime_ms("created_at[gte]")?,
+            lt: query.datetime_ms("created_at[lt]")?,
+            lte: query.datetime_ms("created_at[lte]")?,
+        };
+        descending = query.descending(false)?;
+    }
+    let rows = state
+        .backends
+        .store
+        .query_events(
+            &session.id,
+            &EventQuery { thread_id: thread, types, processed, after_seq, limit: limit + 1, descending },
+        )
+        .await?;
+    Ok(cursor_page(rows, limit, |e| e.seq.to_string(), live::render))
+}
+
+/// `GET /v1/sessions/{session_id}/events`: ascending by default.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
+    Ok(Json(list_events(&state, &session, None, &uri, true).await?))
+}
+
+/// `GET /v1/sessions/{session_id}/events/stream`.
+pub async fn stream(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
+    open_stream(state, session, None, uri).await
+}
+
+async fn open_stream(
+    state: AppState,
+    session: Session,
+    thread: Option<String>,
+    uri: Uri,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let query = Query::from_uri(&uri);
+    let mut deltas = HashSet::new();
+    for kind in query.list("event_deltas") {
+        if kind != "agent.message" && kind != "agent.thinking" {
+            return Err(ApiError::invalid(format!(
+                "event_deltas[]: must be agent.message or agent.thinking, got {kind:?}"
+            )));
+        }
+        deltas.insert(kind.to_owned());
+    }
+    let bus =
+        state.backends.bus.clone().ok_or_else(|| ApiError::Unavailable("live streams need the bus".to_owned()))?;
+    // Everything committed after this point reaches the client: history up to the
+    // high-water mark is the client's to list; later events come live or from the store.
+    let high_water = session.next_seq - 1;
+    let subscription = bus.subscribe(&live::session_channel(&session.id)).await.map_err(|error| {
+        tracing::warn!(%error, "cannot subscribe to the live bus");
+        ApiError::Unavailable("the live bus is unavailable; retry shortly".to_owned())
+    })?;
+    let (tx, rx) = mpsc::channel::<Event>(256);
+    let forwarder = Forwarder { state, session_id: session.id, thread, deltas, last_seq: high_water, tx };
+    tokio::spawn(forwarder.run(subscription));
+    metrics::gauge!("agentd_sse_connections").increment(1.0);
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keepalive")))
+}
+
+/// Moves one stream's events from the bus (and the store, for gaps) to the client.
+struct Forwarder {
+    state: AppState,
+    session_id: String,
+    thread: Option<String>,
+    deltas: HashSet<String>,
+    last_seq: i64,
+    tx: mpsc::Sender<Event>,
+}
+
+impl Forwarder {
+    async fn run(mut self, mut subscription: agentd_proto::Subscription) {
+        let _gauge = GaugeGuard;
+        if self.fill_from_store().await.is_err() {
+            return;
+        }
+        while let Some(item) = subscription.next().await {
+            let delivered = match item {
+                BusItem::Gap => self.fill_from_store().await,
+                BusItem::Message(bytes) => match LiveEvent::decode(bytes.as_ref()) {
+                    Ok(message) => self.forward(message).await,
+                    Err(error) => {
+                        tracing::warn!(%error, "undecodable live event");
+                        Ok(true)
+                    }
+                },
+            };
+            if !matches!(delivered, Ok(true)) {
+                return;
+            }
+        }
+    }
+
+    /// Forwards one live message; `Ok(false)` ends the stream.
+    async fn forward(&mut self, message: LiveEvent) -> Result<bool, ()> {
+        let on_thread = self.thread.as_deref().is_none_or(|thread| thread == message.thread_id);
+        match message.kind {
+            Some(live_event::Kind::Committed(committed)) => {
+                if committed.seq <= self.last_seq {
+                    return Ok(true);
+                }
+                if committed.seq > self.last_seq + 1 {
+                    // Something between was not seen live: the store has it.
+                    self.fill_from_store().await?;
+                    if committed.seq <= self.last_seq {
+                        return Ok(true);
+                    }
+                }
+                self.last_seq = committed.seq;
+                if on_thread {
+                    let body: Value = serde_json::from_str(&committed.body_json).unwrap_or(Value::Null);
+                    self.send(&body).await?;
+                }
+                Ok(true)
+            }
+            Some(live_event::Kind::Preview(preview)) => {
+                if on_thread && self.deltas.contains(&preview.event_type) {
+                    let body: Value = serde_json::from_str(&preview.body_json).unwrap_or(Value::Null);
+                    self.send(&body).await?;
+                }
+                Ok(true)
+            }
+            Some(live_event::Kind::Terminal(terminal)) => {
+                let body: Value = serde_json::from_str(&terminal.body_json).unwrap_or(Value::Null);
+                let _ = self.send(&body).await;
+                Ok(false)
+            }
+            None => Ok(true),
+        }
+    }
+
+    /// Sends everything committed after `last_seq`, from the store.
+    async fn fill_from_store(&mut self) -> Result<bool, ()> {
+        loop {
+            let query = EventQuery { after_seq: Some(self.last_seq), limit: 500, ..EventQuery::default() };
+            let events = match self.state.backends.store.query_events(&self.session_id, &query).await {
+                Ok(events) => events,
+                Err(error) => {
+                    tracing::warn!(%error, "stream cannot read history; closing it so the client reconnects");
+                    return Err(());
+                }
+            };
+            let done = events.len() < 500;
+            for event in events {
+                self.last_seq = event.seq;
+                if self.thread.as_deref().is_none_or(|thread| thread == event.thread_id) {
+                    self.send(&live::render(&event)).await?;
+                }
+            }
+            if done {
+                return Ok(true);
+            }
+        }
+    }
+
+    async fn send(&self, body: &Value) -> Result<(), ()> {
+        let kind = body["type"].as_str().unwrap_or("message");
+        let mut event = Event::default().event(kind).data(body.to_string());
+        if let Some(id) = body["id"].as_str() {
+            event = event.id(id);
+        }
+        self.tx.send(event).await.map_err(|_| ())
+    }
+}
+
+struct GaugeGuard;
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        metrics::gauge!("agentd_sse_connections").decrement(1.0);
+    }
+}
+
+/// The primary thread of a session as a `session_thread`.
+fn primary_thread(session: &Session) -> Value {
+    let mut agent = session.body["agent"].clone();
+    if let Some(map) = agent.as_object_mut() {
+        map.remove("multiagent");
+    }
+    json!({
+        "type": "session_thread",
+        "id": session.id,
+        "session_id": session.id,
+        "agent": agent,
+        "status": session.status,
+        "parent_thread_id": null,
+        "archived_at": session.archived_at_ms.map(rfc3339),
+        "created_at": rfc3339(session.created_at_ms),
+        "updated_at": rfc3339(session.updated_at_ms),
+        "stats": null,
+        "usage": null,
+        "workflow_run_id": null,
+    })
+}
+
+async fn load_thread(state: &AppState, tenant: &Tenant, session_id: &str, thread_id: &str) -> ApiResult<Session> {
+    let session = load(state.backends.store.as_ref(), tenant, session_id).await?;
+    if thread_id != session.id {
+        return Err(ApiError::NotFound(format!("thread not found: {thread_id} in session {session_id}")));
+    }
+    Ok(session)
+}
+
+/// `GET /v1/sessions/{session_id}/threads`.
+pub async fn threads(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    query.int("limit", 1, 1000)?;
+    let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
+    let statuses = query.list("statuses");
+    let thread = primary_thread(&session);
+    let data = if statuses.is_empty() || statuses.contains(&session.status.as_str()) { vec![thread] } else { vec![] };
+    Ok(Json(json!({ "data": data, "next_page": null })))
+}
+
+/// `GET /v1/sessions/{session_id}/threads/{thread_id}`.
+pub async fn thread(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((id, thread_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(primary_thread(&load_thread(&state, &tenant, &id, &thread_id).await?)))
+}
+
+/// `POST /v1/sessions/{session_id}/threads/{thread_id}/archive`.
+pub async fn archive_thread(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((id, thread_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    load_thread(&state, &tenant, &id, &thread_id).await?;
+    Err(ApiError::invalid(format!("thread {thread_id} is the session's primary thread; archive the session instead")))
+}
+
+/// `GET /v1/sessions/{session_id}/threads/{thread_id}/events`.
+pub async fn thread_events(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((id, thread_id)): Path<(String, String)>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let session = load_thread(&state, &tenant, &id, &thread_id).await?;
+    Ok(Json(list_events(&state, &session, Some(thread_id), &uri, false).await?))
+}
+
+/// `GET /v1/sessions/{session_id}/threads/{thread_id}/stream`.
+pub async fn thread_stream(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((id, thread_id)): Path<(String, String)>,
+    uri: Uri,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let session = load_thread(&state, &tenant, &id, &thread_id).await?;
+    open_stream(state, session, Some(thread_id), uri).await
+}

@@ -1,0 +1,535 @@
+//! Sessions: create (snapshotting the agent), retrieve, update (emitting
+//! `session.updated` with only what changed), list with bidirectional pages, archive
+//! and delete (which ends open streams with `session.deleted`).
+
+use agentd_schema::{NewEvent, NewSession, Session, SessionQuery, Store, TimeBounds};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::{Extension, Json};
+use serde_json::{Map, Value, json};
+
+use super::agent_config::{self, normalize};
+use super::body::{self, as_object, join, tag};
+use super::content;
+use super::events::submit_and_publish;
+use super::query::{Query, decode_cursor, encode_cursor, now_ms, rfc3339};
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+
+const CREATE_FIELDS: &[&str] =
+    &["agent", "environment_id", "budget", "initial_events", "metadata", "resources", "title", "vault_ids"];
+const UPDATE_FIELDS: &[&str] = &["agent", "budget", "metadata", "title", "vault_ids"];
+const SNAPSHOT_FIELDS: &[&str] = &[
+    "id",
+    "type",
+    "version",
+    "name",
+    "description",
+    "system",
+    "model",
+    "tools",
+    "mcp_servers",
+    "skills",
+    "multiagent",
+    "execution_identity",
+];
+
+/// The wire session: the stored body plus the projections kept by the store.
+pub fn render(session: &Session) -> Value {
+    let mut out = session.body.clone();
+    out["status"] = json!(session.status);
+    out["usage"] = session.usage.clone();
+    out["updated_at"] = json!(rfc3339(session.updated_at_ms));
+    out["archived_at"] = json!(session.archived_at_ms.map(rfc3339));
+    let duration = (now_ms() - session.created_at_ms).max(0) as f64 / 1000.0;
+    out["stats"] = json!({ "duration_seconds": duration, "active_seconds": null });
+    out
+}
+
+/// Loads a session of the caller's workspace or answers 404.
+pub async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Session> {
+    store
+        .get_session(&tenant.workspace_id, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("session not found: {id}")))
+}
+
+/// Resolves the `agent` of a create request to the snapshot the session keeps.
+async fn agent_snapshot(store: &dyn Store, tenant: &Tenant, value: Option<&Value>) -> ApiResult<Value> {
+    let (id, version, overrides) = match value {
+        Some(Value::String(id)) => (id.clone(), None, Map::new()),
+        Some(Value::Object(map)) => {
+            let kind = tag(map, "agent")?;
+            let allowed: &[&str] = match kind {
+                "agent" => &["type", "id", "version"],
+                "agent_with_overrides" => {
+                    &["type", "id", "version", "model", "system", "tools", "mcp_servers", "skills"]
+                }
+                other => {
+                    return Err(ApiError::invalid(format!(
+                        "agent.type: must be agent or agent_with_overrides, got {other:?}"
+                    )));
+                }
+            };
+            body::only_known(map, allowed, "agent")?;
+            let version = match map.get("version") {
+                None | Some(Value::Null) => None,
+                Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v >= 1) => n.as_i64(),
+                Some(other) => {
+                    return Err(ApiError::invalid(format!("agent.version: expected an integer ≥ 1, got {other}")));
+                }
+            };
+            let overrides: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| !["type", "id", "version"].contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            (body::string(map.get("id"), "agent.id", 1, 256)?, version, overrides)
+        }
+        None | Some(Value::Null) => return Err(ApiError::invalid("agent: required")),
+        Some(other) => {
+            return Err(ApiError::invalid(format!("agent: expected a string or object, got {}", body::kind(other))));
+        }
+    };
+    let resource = store
+        .get_resource(&tenant.workspace_id, "agent", &id)
+        .await?
+        .ok_or_else(|| ApiError::invalid(format!("agent: no agent {id} in this workspace")))?;
+    if resource.archived_at_ms.is_some() {
+        return Err(ApiError::invalid(format!("agent: agent {id} is archived and cannot start sessions")));
+    }
+    if resource.body.get("disabled_at").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::invalid(format!("agent: agent {id} is disabled and cannot start sessions")));
+    }
+    let mut agent = match version {
+        None => resource.body.clone(),
+        Some(version) => store
+            .get_resource_version(&id, version)
+            .await?
+            .ok_or_else(|| ApiError::invalid(format!("agent.version: agent {id} has no version {version}")))?,
+    };
+    if !overrides.is_empty() {
+        let mut config: Map<String, Value> = agent_config::CONFIG_FIELDS
+            .iter()
+            .filter_map(|f| agent.get(*f).map(|v| ((*f).to_owned(), v.clone())))
+            .collect();
+        config.extend(overrides);
+        let resolved = normalize(&config).map_err(|e| ApiError::invalid(format!("agent: {e}")))?;
+        for (key, value) in resolved {
+            agent[key] = value;
+        }
+    }
+    let snapshot: Map<String, Value> =
+        SNAPSHOT_FIELDS.iter().map(|f| ((*f).to_owned(), agent.get(*f).cloned().unwrap_or(Value::Null))).collect();
+    Ok(Value::Object(snapshot))
+}
+
+/// `budget`: `{"type":"limit","max_list_cost":{"amount":"<canonical positive integer>","currency":"USD"}}`.
+fn budget(value: &Value, agent: &Value) -> ApiResult<Value> {
+    let map = as_object(value, "budget")?;
+    body::only_known(map, &["type", "max_list_cost"], "budget")?;
+    if tag(map, "budget")? != "limit" {
+        return Err(ApiError::invalid("budget.type: must be \"limit\""));
+    }
+    let cost = as_object(map.get("max_list_cost").unwrap_or(&Value::Null), "budget.max_list_cost")?;
+    body::only_known(cost, &["amount", "currency"], "budget.max_list_cost")?;
+    let amount = body::string(cost.get("amount"), "budget.max_list_cost.amount", 1, 30)?;
+    let canonical = amount.chars().all(|c| c.is_ascii_digit()) && !amount.starts_with('0');
+    if !canonical {
+        return Err(ApiError::invalid(format!(
+            "budget.max_list_cost.amount: must be a positive integer string in minor units with no leading zeros, got {amount:?}"
+        )));
+    }
+    let currency = body::string(cost.get("currency"), "budget.max_list_cost.currency", 1, 8)?;
+    if currency != "USD" {
+        return Err(ApiError::invalid(format!(
+            "budget.max_list_cost.currency: only USD is supported, got {currency:?}"
+        )));
+    }
+    let model = agent["model"]["id"].as_str().unwrap_or_default();
+    if agentd_schema::catalog::find(model).is_none() {
+        return Err(ApiError::invalid_with_code(
+            "model_not_budgetable",
+            format!("budget: model {model} has no list price"),
+        ));
+    }
+    Ok(json!({ "type": "limit", "max_list_cost": { "amount": amount, "currency": "USD" } }))
+}
+
+fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets::SecretBox) -> ApiResult<Value> {
+    let now = rfc3339(now_ms());
+    let mut out = Vec::new();
+    for (i, item) in body::array(value, "resources", 100)?.iter().enumerate() {
+        let path = format!("resources[{i}]");
+        let map = as_object(item, &path)?;
+        let id = agentd_schema::ids::new_id("sres");
+        let resource = match tag(map, &path)? {
+            "file" => {
+                body::only_known(map, &["type", "file_id", "mount_path"], &path)?;
+                let file_id = body::string(map.get("file_id"), &join(&path, "file_id"), 1, 256)?;
+                let mount = body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), 1024)?
+                    .unwrap_or_else(|| format!("/mnt/session/uploads/{file_id}"));
+                json!({ "type": "file", "id": id, "file_id": file_id, "mount_path": mount, "created_at": now, "updated_at": now })
+            }
+            "github_repository" => {
+                body::only_known(map, &["type", "url", "authorization_token", "checkout", "mount_path"], &path)?;
+                let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
+                let repo =
+                    url.trim_end_matches('/').trim_end_matches(".git").rsplit('/').next().unwrap_or("repo").to_owned();
+                let mount = body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), 1024)?
+                    .unwrap_or_else(|| format!("/workspace/{repo}"));
+                let mut resource = json!({
+                    "type": "github_repository", "id": id, "url": url, "mount_path": mount,
+                    "checkout": map.get("checkout").cloned().unwrap_or(Value::Null), "created_at": now, "updated_at": now,
+                });
+                // Write-only: sealed, never rendered (see `render_resources`).
+                if let Some(token) =
+                    body::optional_string(map.get("authorization_token"), &join(&path, "authorization_token"), 4096)?
+                {
+                    resource["_sealed"] = json!(secrets.seal(&id, &json!({ "authorization_token": token })));
+                }
+                resource
+            }
+            "memory_store" => {
+                body::only_known(map, &["type", "memory_store_id", "access", "instructions"], &path)?;
+                let store_id = body::string(map.get("memory_store_id"), &join(&path, "memory_store_id"), 1, 256)?;
+                json!({
+                    "type": "memory_store", "memory_store_id": store_id,
+                    "access": map.get("access").and_then(Value::as_str).unwrap_or("read_write"),
+                    "instructions": body::optional_string(map.get("instructions"), &join(&path, "instructions"), 4096)?,
+                    "description": "", "name": null, "mount_path": null,
+                })
+            }
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "{path}.type: must be file, github_repository or memory_store, got {other:?}"
+                )));
+            }
+        };
+        out.push(resource);
+    }
+    Ok(Value::Array(out))
+}
+
+/// Removes sealed fields from a session's resources before rendering.
+fn without_secrets(mut body: Value) -> Value {
+    if let Some(resources) = body["resources"].as_array_mut() {
+        for resource in resources {
+            if let Some(map) = resource.as_object_mut() {
+                map.remove("_sealed");
+            }
+        }
+    }
+    body
+}
+
+/// `POST /v1/sessions`.
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    body::only_known(&request, CREATE_FIELDS, "")?;
+    let store = state.backends.store.as_ref();
+    let agent = agent_snapshot(store, &tenant, request.get("agent")).await?;
+    let environment_id = body::string(request.get("environment_id"), "environment_id", 1, 256)?;
+    let environment =
+        store.get_resource(&tenant.workspace_id, "environment", &environment_id).await?.ok_or_else(|| {
+            ApiError::invalid(format!("environment_id: no environment {environment_id} in this workspace"))
+        })?;
+    if environment.archived_at_ms.is_some() {
+        return Err(ApiError::invalid_with_code(
+            "environment_archived",
+            format!("environment_id: environment {environment_id} is archived"),
+        ));
+    }
+    let mut vault_ids = Vec::new();
+    for (i, id) in body::array(request.get("vault_ids"), "vault_ids", 50)?.iter().enumerate() {
+        let id = id.as_str().ok_or_else(|| ApiError::invalid(format!("vault_ids[{i}]: expected a string")))?;
+        if store.get_resource(&tenant.workspace_id, "vault", id).await?.is_none() {
+            return Err(ApiError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));
+        }
+        vault_ids.push(json!(id));
+    }
+    let budget = match request.get("budget") {
+        None | Some(Value::Null) => Value::Null,
+        Some(value) => budget(value, &agent)?,
+    };
+    let metadata = match request.get("metadata") {
+        None | Some(Value::Null) => Map::new(),
+        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
+    };
+    let mut initial = Vec::new();
+    for (i, event) in body::array(request.get("initial_events"), "initial_events", 50)?.iter().enumerate() {
+        let path = format!("initial_events[{i}]");
+        let stored = content::client_event(event, &path)?;
+        let kind = stored["type"].as_str().unwrap_or_default().to_owned();
+        if kind != "user.message" && kind != "user.define_outcome" {
+            return Err(ApiError::invalid(format!(
+                "{path}.type: initial events may only be user.message or user.define_outcome"
+            )));
+        }
+        initial.push(stored);
+    }
+    let id = agentd_schema::ids::new_id("sesn");
+    let now = rfc3339(now_ms());
+    let outcome_evaluations: Vec<Value> = initial
+        .iter()
+        .filter(|e| e["type"] == "user.define_outcome")
+        .map(|e| {
+            json!({ "type": "outcome_evaluation", "outcome_id": e["outcome_id"], "description": e["description"],
+                    "iteration": 0, "result": "pending", "explanation": null, "completed_at": null })
+        })
+        .collect();
+    let session_body = json!({
+        "type": "session",
+        "id": id,
+        "agent": agent,
+        "environment_id": environment_id,
+        "metadata": metadata,
+        "title": body::optional_string(request.get("title"), "title", 1024)?,
+        "vault_ids": vault_ids,
+        "budget": budget,
+        "resources": resources(request.get("resources"), &state.secrets)?,
+        "outcome_evaluations": outcome_evaluations,
+        "deployment_id": null,
+        "created_at": now,
+    });
+    let session = store
+        .create_session(NewSession {
+            id: id.clone(),
+            workspace_id: tenant.workspace_id.clone(),
+            status: "idle".into(),
+            agent_id: agent["id"].as_str().map(str::to_owned),
+            agent_version: agent["version"].as_i64(),
+            body: session_body,
+        })
+        .await?;
+    if !initial.is_empty() {
+        let events = initial
+            .into_iter()
+            .map(|body| NewEvent {
+                event_id: agentd_schema::ids::new_id("sevt"),
+                thread_id: id.clone(),
+                kind: body["type"].as_str().unwrap_or_default().to_owned(),
+                body: Value::Object(body),
+            })
+            .collect();
+        submit_and_publish(&state, &id, events).await?;
+    }
+    let session = load(store, &tenant, &session.id).await?;
+    Ok(Json(without_secrets(render(&session))))
+}
+
+/// `GET /v1/sessions/{session_id}`.
+pub async fn retrieve(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(without_secrets(render(&load(state.backends.store.as_ref(), &tenant, &id).await?))))
+}
+
+/// `POST /v1/sessions/{session_id}`: tri-state update; a change commits `session.updated`.
+pub async fn update(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let request = body::object(&bytes)?;
+    body::only_known(&request, UPDATE_FIELDS, "")?;
+    let store = state.backends.store.as_ref();
+    let current = load(store, &tenant, &id).await?;
+    if current.archived_at_ms.is_some() {
+        return Err(ApiError::invalid(format!("session {id} is archived")));
+    }
+    if request.contains_key("vault_ids") {
+        return Err(ApiError::invalid("vault_ids: updating vault_ids is not supported yet"));
+    }
+    let mut next = current.body.clone();
+    let mut changed = Map::new();
+    if let Some(agent) = request.get("agent") {
+        let map = as_object(agent, "agent")?;
+        body::only_known(map, &["tools", "mcp_servers"], "agent")?;
+        if current.status == "running" {
+            return Err(ApiError::invalid("agent: cannot be updated while the session is running"));
+        }
+        let mut config: Map<String, Value> = agent_config::CONFIG_FIELDS
+            .iter()
+            .filter_map(|f| current.body["agent"].get(*f).map(|v| ((*f).to_owned(), v.clone())))
+            .collect();
+        for (key, value) in map {
+            config.insert(key.clone(), value.clone());
+        }
+        let resolved = normalize(&config).map_err(|e| ApiError::invalid(format!("agent: {e}")))?;
+        let mut agent_next = current.body["agent"].clone();
+        agent_next["tools"] = resolved["tools"].clone();
+        agent_next["mcp_servers"] = resolved["mcp_servers"].clone();
+        if agent_next != current.body["agent"] {
+            changed.insert("agent".into(), agent_next.clone());
+            next["agent"] = agent_next;
+        }
+    }
+    if let Some(value) = request.get("budget") {
+        let stored = &current.body["budget"];
+        let updated = match value {
+            Value::Null => Value::Null,
+            value => {
+                if stored.is_null() {
+                    return Err(ApiError::invalid_with_code(
+                        "budget_create_only",
+                        "budget: a budget can only be set when the session is created",
+                    ));
+                }
+                let updated = budget(value, &current.body["agent"])?;
+                let amount =
+                    |b: &Value| b["max_list_cost"]["amount"].as_str().and_then(|a| a.parse::<u128>().ok()).unwrap_or(0);
+                let consumed =
+                    current.usage["list_cost"]["amount"].as_str().and_then(|a| a.parse::<u128>().ok()).unwrap_or(0);
+                if amount(&updated) <= consumed {
+                    return Err(ApiError::invalid_with_code(
+                        "budget_not_raised",
+                        "budget: max_list_cost must stay above the list cost already consumed",
+                    ));
+                }
+                updated
+            }
+        };
+        if &updated != stored {
+            changed.insert("budget".into(), updated.clone());
+            next["budget"] = updated;
+        }
+    }
+    if let Some(patch) = request.get("metadata") {
+        let merged = body::patch_metadata(&current.body["metadata"], patch, "metadata")?;
+        if merged != current.body["metadata"] {
+            if merged.as_object().is_some_and(|m| !m.is_empty()) {
+                changed.insert("metadata".into(), merged.clone());
+            }
+            next["metadata"] = merged;
+        }
+    }
+    if let Some(title) = request.get("title") {
+        let title = json!(body::optional_string(Some(title), "title", 1024)?);
+        if title != current.body["title"] {
+            changed.insert("title".into(), title.clone());
+            next["title"] = title;
+        }
+    }
+    let metadata_cleared = next["metadata"] != current.body["metadata"] && !changed.contains_key("metadata");
+    if changed.is_empty() && !metadata_cleared {
+        return Ok(Json(without_secrets(render(&current))));
+    }
+    let mut event = Map::new();
+    event.insert("type".into(), json!("session.updated"));
+    event.extend(changed);
+    let events = vec![NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: id.clone(),
+        kind: "session.updated".into(),
+        body: Value::Object(event),
+    }];
+    let (session, stored) = store.update_session(&tenant.workspace_id, &id, next, events).await?;
+    if let Some(bus) = &state.backends.bus {
+        agentd_schema::live::publish_committed(bus.as_ref(), &stored).await;
+    }
+    Ok(Json(without_secrets(render(&session))))
+}
+
+/// `GET /v1/sessions`: newest first by default, pages both ways.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    let limit = query.int("limit", 1, 1000)?.unwrap_or(20);
+    let descending = query.descending(true)?;
+    let (after_id, before_id) = match query.string("page").map(decode_cursor).transpose()? {
+        None => (None, None),
+        Some(cursor) => match cursor.split_once(':') {
+            Some(("n", id)) => (Some(id.to_owned()), None),
+            Some(("p", id)) => (None, Some(id.to_owned())),
+            _ => return Err(ApiError::invalid("page: invalid or expired cursor")),
+        },
+    };
+    let statuses: Vec<String> = query.list("statuses").into_iter().map(str::to_owned).collect();
+    for status in &statuses {
+        if !["idle", "running", "rescheduling", "terminated"].contains(&status.as_str()) {
+            return Err(ApiError::invalid(format!("statuses[]: unknown status {status:?}")));
+        }
+    }
+    let agent_id = query.string("agent_id").map(str::to_owned);
+    let agent_version = query.int("agent_version", 1, i64::MAX)?;
+    let session_query = SessionQuery {
+        statuses,
+        agent_version: agent_version.filter(|_| agent_id.is_some()),
+        agent_id,
+        created: TimeBounds {
+            gt: query.datetime_ms("created_at[gt]")?,
+            gte: query.datetime_ms("created_at[gte]")?,
+            lt: query.datetime_ms("created_at[lt]")?,
+            lte: query.datetime_ms("created_at[lte]")?,
+        },
+        include_archived: query.bool("include_archived")?.unwrap_or(false),
+        after_id: after_id.clone(),
+        before_id: before_id.clone(),
+        limit: limit + 1,
+        descending,
+    };
+    let mut rows = state.backends.store.list_sessions(&tenant.workspace_id, &session_query).await?;
+    let more = rows.len() as i64 > limit;
+    let (next_page, prev_page);
+    if before_id.is_some() {
+        // Paging backwards: the extra row lies before the page; rows after it exist
+        // (we came from there).
+        if more {
+            rows.remove(0);
+        }
+        next_page = rows.last().map(|last| encode_cursor(&format!("n:{}", last.id)));
+        prev_page = rows.first().filter(|_| more).map(|first| encode_cursor(&format!("p:{}", first.id)));
+    } else {
+        rows.truncate(limit as usize);
+        next_page = rows.last().filter(|_| more).map(|last| encode_cursor(&format!("n:{}", last.id)));
+        prev_page = rows.first().filter(|_| after_id.is_some()).map(|first| encode_cursor(&format!("p:{}", first.id)));
+    }
+    Ok(Json(json!({
+        "data": rows.iter().map(|s| without_secrets(render(s))).collect::<Vec<_>>(),
+        "next_page": next_page,
+        "prev_page": prev_page,
+    })))
+}
+
+/// `POST /v1/sessions/{session_id}/archive`.
+pub async fn archive(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let session = state.backends.store.archive_session(&tenant.workspace_id, &id).await?;
+    Ok(Json(without_secrets(render(&session))))
+}
+
+/// `DELETE /v1/sessions/{session_id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    if !state.backends.store.delete_session(&tenant.workspace_id, &id).await? {
+        return Err(ApiError::NotFound(format!("session not found: {id}")));
+    }
+    if let Some(bus) = &state.backends.bus {
+        let event = json!({
+            "type": "session.deleted",
+            "id": agentd_schema::ids::new_id("sevt"),
+            "processed_at": rfc3339(now_ms()),
+        });
+        agentd_schema::live::publish_terminal(bus.as_ref(), &id, &event).await;
+    }
+    Ok(Json(json!({ "id": id, "type": "session_deleted" })))
+}

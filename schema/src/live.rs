@@ -1,0 +1,83 @@
+//! Committed history on the live bus. After every commit the committer publishes each
+//! event on its session's channel; streams forward them and fill any gap from the
+//! store, which stays authoritative. Publishing is best-effort: a lost notification
+//! costs a stream one store read, never an event.
+
+use agentd_proto::v1::{Committed, LiveEvent, Preview, Terminal, live_event};
+use agentd_proto::{Bus, BusError};
+use bytes::Bytes;
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::store::StoredEvent;
+
+/// The bus channel of a session's live traffic.
+pub fn session_channel(session_id: &str) -> String {
+    format!("session.{session_id}")
+}
+
+/// RFC 3339 with microseconds and `Z`, as the wire expects.
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// The wire form of a committed event: its body plus `id` and `processed_at`.
+pub fn render(event: &StoredEvent) -> Value {
+    let mut body = event.body.clone();
+    body["id"] = json!(event.event_id);
+    body["processed_at"] = json!(rfc3339(event.processed_at_ms));
+    body
+}
+
+/// Publishes committed events in order. Failures are logged, not returned: history is
+/// already committed and streams recover from the store.
+pub async fn publish_committed(bus: &dyn Bus, events: &[StoredEvent]) {
+    for event in events {
+        let message = LiveEvent {
+            session_id: event.session_id.clone(),
+            thread_id: event.thread_id.clone(),
+            kind: Some(live_event::Kind::Committed(Committed {
+                seq: event.seq,
+                event_id: event.event_id.clone(),
+                body_json: render(event).to_string(),
+            })),
+        };
+        if let Err(error) = publish(bus, &event.session_id, &message).await {
+            tracing::warn!(%error, session = %event.session_id, "live notification lost; streams will read the store");
+            return;
+        }
+    }
+}
+
+/// Publishes a preview frame (`event_start` / `event_delta`) of `event_type`.
+pub async fn publish_preview(bus: &dyn Bus, session_id: &str, thread_id: &str, event_type: &str, frame: &Value) {
+    let message = LiveEvent {
+        session_id: session_id.to_owned(),
+        thread_id: thread_id.to_owned(),
+        kind: Some(live_event::Kind::Preview(Preview {
+            body_json: frame.to_string(),
+            event_type: event_type.to_owned(),
+        })),
+    };
+    if let Err(error) = publish(bus, session_id, &message).await {
+        tracing::debug!(%error, "preview dropped");
+    }
+}
+
+/// Publishes the last event of a deleted session; streams forward it and end.
+pub async fn publish_terminal(bus: &dyn Bus, session_id: &str, body: &Value) {
+    let message = LiveEvent {
+        session_id: session_id.to_owned(),
+        thread_id: session_id.to_owned(),
+        kind: Some(live_event::Kind::Terminal(Terminal { body_json: body.to_string() })),
+    };
+    if let Err(error) = publish(bus, session_id, &message).await {
+        tracing::warn!(%error, session = %session_id, "session.deleted notification lost");
+    }
+}
+
+async fn publish(bus: &dyn Bus, session_id: &str, message: &LiveEvent) -> Result<(), BusError> {
+    bus.publish(&session_channel(session_id), Bytes::from(message.encode_to_vec())).await
+}
