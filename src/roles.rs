@@ -18,6 +18,9 @@ use agentd_schema::outbox::{RelayConfig, run_relay};
 use agentd_schema::secrets::SecretBox;
 use agentd_schema::sql::redact_url;
 use agentd_schema::{Clock, ConnectOptions, SqlStore, Store, SystemClock};
+use agentd_worker::consumer::ConsumerConfig;
+use agentd_worker::providers::Registry;
+use agentd_worker::run::RunContext;
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::serve::ListenerExt;
@@ -71,6 +74,8 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
+    // No Anthropic endpoint configured: Claude models answer from the scripted model.
+    process.start_consumer(Registry::from_env(true));
     let bound = process.serve_api().await?;
     if let Some(grpc) = process.settings.grpc_addr {
         process.serve_grpc(grpc, "agentd.dev").await?;
@@ -118,6 +123,7 @@ pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
     let process = Process::new(settings, store, Some(queue), Some(bus), None);
     process.start_relay();
+    process.start_consumer(Registry::from_env(false));
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations routes, on the ops address if given.
     let addr = process.settings.ops_addr.unwrap_or_else(|| process.settings.http_addr());
@@ -277,6 +283,21 @@ impl Process {
         };
         let store: Arc<dyn Store> = self.store.clone();
         let task = tokio::spawn(run_relay(store, queue, self.clock.clone(), RelayConfig::default(), self.stop.clone()));
+        self.track(task);
+    }
+
+    /// Starts pulling submissions and driving runs (dev and worker roles).
+    fn start_consumer(&self, providers: Registry) {
+        let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return };
+        let store: Arc<dyn Store> = self.store.clone();
+        let ctx = RunContext { store, bus, providers };
+        let task = tokio::spawn(agentd_worker::consumer::run(
+            ctx,
+            queue,
+            ConsumerConfig::new(),
+            self.lifecycle.clone(),
+            self.stop.clone(),
+        ));
         self.track(task);
     }
 

@@ -548,6 +548,9 @@ pub trait Store: Send + Sync + 'static {
     /// Reads a session of a workspace.
     async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Session>>;
 
+    /// Reads a session by id alone, for workers (which hold a claim, not a workspace).
+    async fn load_session(&self, id: &str) -> StoreResult<Option<Session>>;
+
     /// Appends events outside any run (e.g. `session.updated`); sequence numbers are
     /// allocated by the database. Idempotent per event id: a repeated id is a `Conflict`
     /// and nothing of the batch is written.

@@ -1,4 +1,8 @@
-//! The agentd worker: pulls run submissions, claims runs with epoch fencing and drives
-//! the agent loop. The consumer and the agent loop arrive with the sessions issue; the
-//! worker role currently serves readiness, metrics, drain, gRPC health and the outbox
-//! relay (see `src/roles.rs`).
+//! The agentd worker: pulls run submissions, claims runs with epoch fencing, drives
+//! the agent loop (a state machine over committed history, `agent_loop`) with model
+//! providers (`providers`), and commits every step under its claim (`run`).
+
+pub mod agent_loop;
+pub mod consumer;
+pub mod providers;
+pub mod run;

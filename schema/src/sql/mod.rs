@@ -237,6 +237,10 @@ impl Store for SqlStore {
         sessions::get(self, workspace_id, id).await
     }
 
+    async fn load_session(&self, id: &str) -> StoreResult<Option<Session>> {
+        sessions::load(self, id).await
+    }
+
     async fn append_events(&self, session_id: &str, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
         let mut tx = self.pool.begin().await?;
         let stored = sessions::append(&mut tx, session_id, events, self.now()).await?;

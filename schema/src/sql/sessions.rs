@@ -79,6 +79,14 @@ pub(super) async fn get(store: &SqlStore, workspace_id: &str, id: &str) -> Store
     row.as_ref().map(session).transpose()
 }
 
+pub(super) async fn load(store: &SqlStore, id: &str) -> StoreResult<Option<Session>> {
+    let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(&store.pool)
+        .await?;
+    row.as_ref().map(session).transpose()
+}
+
 /// The session status a committed event moves the session to, if any.
 fn status_of(kind: &str) -> Option<&'static str> {
     match kind {

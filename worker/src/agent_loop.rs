@@ -1,0 +1,597 @@
+//! The agent loop as a state machine: committed history in, the next action out.
+//! No IO happens here; `run.rs` performs the actions and feeds the results back as
+//! committed history. Because the input is only committed history, a replay after a
+//! crash decides the same thing again and never repeats a committed step.
+
+use std::collections::{HashMap, HashSet};
+
+use agentd_schema::StoredEvent;
+use serde_json::{Value, json};
+
+use crate::providers::{Block, Message, ModelRequest, Role, ToolSpec};
+
+/// Where the session's built-in tools run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environment {
+    /// Our runner executes them (not available yet: calls end the turn with an error).
+    Cloud,
+    /// The customer's worker executes them and answers with `user.tool_result`.
+    SelfHosted,
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Commit `before`, then run a model request.
+    CallModel {
+        /// Events to commit first (status changes, synthetic tool results).
+        before: Vec<Value>,
+        /// The request.
+        request: ModelRequest,
+    },
+    /// Commit these events (ending with `session.status_idle`) and park the run.
+    Idle {
+        /// The events.
+        events: Vec<Value>,
+    },
+    /// Nothing to do: park the run without committing.
+    Park,
+}
+
+/// How a tool call is handled, from the agent's tool configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolClass {
+    /// A custom tool: the client answers with `user.custom_tool_result`.
+    Custom,
+    /// A built-in toolset tool with its resolved permission policy.
+    Builtin {
+        /// `always_allow`, `always_ask` or `auto`.
+        policy: String,
+    },
+    /// Not a tool of this agent.
+    Unknown,
+}
+
+/// The sandbox tools of `agent_toolset_20260401` offered to the model, with schemas.
+const BUILTIN_TOOLS: &[(&str, &str, &str)] = &[
+    (
+        "bash",
+        "Run a shell command in the session's sandbox.",
+        r#"{"type":"object","properties":{"command":{"type":"string"},"restart":{"type":"boolean"},"timeout_ms":{"type":"integer"}}}"#,
+    ),
+    (
+        "read",
+        "Read a file.",
+        r#"{"type":"object","properties":{"file_path":{"type":"string"},"view_range":{"type":"array","items":{"type":"integer"}}},"required":["file_path"]}"#,
+    ),
+    (
+        "write",
+        "Write a file.",
+        r#"{"type":"object","properties":{"file_path":{"type":"string"},"content":{"type":"string"}},"required":["file_path","content"]}"#,
+    ),
+    (
+        "edit",
+        "Replace text in a file.",
+        r#"{"type":"object","properties":{"file_path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["file_path","old_string","new_string"]}"#,
+    ),
+    (
+        "glob",
+        "Find files by pattern.",
+        r#"{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"]}"#,
+    ),
+    (
+        "grep",
+        "Search file contents by regex.",
+        r#"{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"]}"#,
+    ),
+];
+
+/// Classifies a tool name against the agent's `tools`.
+pub fn classify(agent: &Value, name: &str) -> ToolClass {
+    for tool in agent["tools"].as_array().into_iter().flatten() {
+        match tool["type"].as_str() {
+            Some("custom") if tool["name"] == name => return ToolClass::Custom,
+            Some("agent_toolset_20260401") if BUILTIN_TOOLS.iter().any(|(n, _, _)| *n == name) => {
+                let config = tool["configs"].as_array().into_iter().flatten().find(|c| c["name"] == name);
+                let enabled = config
+                    .and_then(|c| c["enabled"].as_bool())
+                    .or(tool["default_config"]["enabled"].as_bool())
+                    .unwrap_or(true);
+                if !enabled {
+                    return ToolClass::Unknown;
+                }
+                let policy = config
+                    .and_then(|c| c["permission_policy"]["type"].as_str())
+                    .or(tool["default_config"]["permission_policy"]["type"].as_str())
+                    .unwrap_or("always_allow");
+                return ToolClass::Builtin { policy: policy.to_owned() };
+            }
+            _ => {}
+        }
+    }
+    ToolClass::Unknown
+}
+
+/// The tools offered to the model.
+pub fn tool_specs(agent: &Value) -> Vec<ToolSpec> {
+    let mut specs = Vec::new();
+    for tool in agent["tools"].as_array().into_iter().flatten() {
+        match tool["type"].as_str() {
+            Some("custom") => specs.push(ToolSpec {
+                name: tool["name"].as_str().unwrap_or_default().to_owned(),
+                description: tool["description"].as_str().unwrap_or_default().to_owned(),
+                input_schema: tool["input_schema"].clone(),
+            }),
+            Some("agent_toolset_20260401") => {
+                for (name, description, schema) in BUILTIN_TOOLS {
+                    if classify(agent, name) != ToolClass::Unknown {
+                        specs.push(ToolSpec {
+                            name: (*name).to_owned(),
+                            description: (*description).to_owned(),
+                            input_schema: serde_json::from_str(schema).unwrap_or_default(),
+                        });
+                    }
+                }
+            }
+            // MCP toolsets need the MCP client (a later issue); their tools are not offered.
+            _ => {}
+        }
+    }
+    specs
+}
+
+/// The `agent.tool_use` body for a built-in tool call under `policy`.
+pub fn builtin_tool_use(name: &str, input: Value, policy: &str) -> Value {
+    let (permission, evaluation) = match policy {
+        "always_allow" => ("allow", json!({ "type": "always_allow" })),
+        "always_ask" => ("ask", json!({ "type": "always_ask" })),
+        // No per-call judge yet: `auto` asks, and says it could not decide.
+        _ => (
+            "ask",
+            json!({ "type": "auto", "evaluated_permission": { "type": "ask", "reason_code": "indeterminate" } }),
+        ),
+    };
+    json!({ "type": "agent.tool_use", "name": name, "input": input, "evaluated_permission": permission, "evaluation": evaluation })
+}
+
+fn text_blocks(content: &Value) -> Vec<Block> {
+    content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|block| match block["type"].as_str() {
+            Some("text") => Block::Text(block["text"].as_str().unwrap_or_default().to_owned()),
+            _ => Block::Raw(block.clone()),
+        })
+        .collect()
+}
+
+fn result_content(content: &Value) -> Value {
+    match content.as_array() {
+        Some(blocks) if !blocks.is_empty() => content.clone(),
+        _ => json!([{ "type": "text", "text": "(no output)" }]),
+    }
+}
+
+/// Builds the model conversation from committed history. Input committed while a
+/// model request was running (mid-turn messages, early tool results) is placed after
+/// that request's output, where the model will read it.
+pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, Vec<Message>) {
+    let mut system: Vec<String> =
+        agent["system"].as_str().filter(|s| !s.is_empty()).map(str::to_owned).into_iter().collect();
+    let mut messages: Vec<Message> = Vec::new();
+    let mut deferred: Vec<&StoredEvent> = Vec::new();
+    let mut in_request = false;
+    for event in history {
+        match event.kind.as_str() {
+            "span.model_request_start" => in_request = true,
+            "span.model_request_end" => {
+                in_request = false;
+                for held in deferred.drain(..) {
+                    add(&mut messages, &mut system, held);
+                }
+            }
+            kind if in_request && (kind.starts_with("user.") || kind == "system.message") => deferred.push(event),
+            _ => add(&mut messages, &mut system, event),
+        }
+    }
+    for held in deferred {
+        add(&mut messages, &mut system, held);
+    }
+    let system = (!system.is_empty()).then(|| system.join("\n\n"));
+    (system, messages)
+}
+
+fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEvent) {
+    let mut push = |role: Role, blocks: Vec<Block>| {
+        if blocks.is_empty() {
+            return;
+        }
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(Message { role, content: blocks }),
+        }
+    };
+    let body = &event.body;
+    match event.kind.as_str() {
+        "user.message" => push(Role::User, text_blocks(&body["content"])),
+        "system.message" => system.extend(text_blocks(&body["content"]).into_iter().filter_map(|b| match b {
+            Block::Text(t) => Some(t),
+            _ => None,
+        })),
+        "agent.message" => push(Role::Assistant, text_blocks(&body["content"])),
+        "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" => push(
+            Role::Assistant,
+            vec![Block::ToolUse {
+                id: event.event_id.clone(),
+                name: body["name"].as_str().unwrap_or_default().to_owned(),
+                input: if body["input"].is_object() { body["input"].clone() } else { json!({}) },
+            }],
+        ),
+        "user.custom_tool_result" | "user.tool_result" | "agent.tool_result" | "agent.mcp_tool_result" => {
+            let id_field = match event.kind.as_str() {
+                "user.custom_tool_result" => "custom_tool_use_id",
+                "agent.mcp_tool_result" => "mcp_tool_use_id",
+                _ => "tool_use_id",
+            };
+            push(
+                Role::User,
+                vec![Block::ToolResult {
+                    tool_use_id: body[id_field].as_str().unwrap_or_default().to_owned(),
+                    content: result_content(&body["content"]),
+                    is_error: body["is_error"].as_bool().unwrap_or(false),
+                }],
+            );
+        }
+        _ => {}
+    }
+}
+
+/// Decides the next step of a thread from its committed history.
+pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) -> Decision {
+    let mut uses: Vec<(&str, &str, Option<&str>)> = Vec::new();
+    let mut answered: HashSet<&str> = HashSet::new();
+    let mut confirmations: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
+    let mut last_model_start: Option<usize> = None;
+    let mut last_model_end: Option<usize> = None;
+    let mut last_input: Option<usize> = None;
+    let mut last_interrupt: Option<usize> = None;
+    let mut last_idle: Option<(usize, &Value)> = None;
+    let mut running = false;
+    for (i, event) in history.iter().enumerate() {
+        let body = &event.body;
+        match event.kind.as_str() {
+            "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" => {
+                uses.push((event.event_id.as_str(), event.kind.as_str(), body["evaluated_permission"].as_str()));
+            }
+            "user.custom_tool_result" => {
+                answered.insert(body["custom_tool_use_id"].as_str().unwrap_or_default());
+                last_input = Some(i);
+            }
+            "user.tool_result" | "agent.tool_result" => {
+                answered.insert(body["tool_use_id"].as_str().unwrap_or_default());
+                last_input = Some(i);
+            }
+            "agent.mcp_tool_result" => {
+                answered.insert(body["mcp_tool_use_id"].as_str().unwrap_or_default());
+                last_input = Some(i);
+            }
+            "user.tool_confirmation" => {
+                let id = body["tool_use_id"].as_str().unwrap_or_default();
+                confirmations.insert(id, (body["result"].as_str().unwrap_or("deny"), body["deny_message"].as_str()));
+                last_input = Some(i);
+            }
+            "user.message" | "system.message" | "user.define_outcome" => last_input = Some(i),
+            "user.interrupt" => last_interrupt = Some(i),
+            "span.model_request_start" => last_model_start = Some(i),
+            "span.model_request_end" => last_model_end = Some(i),
+            "session.status_idle" => {
+                last_idle = Some((i, &body["stop_reason"]));
+                running = false;
+            }
+            "session.status_running" => running = true,
+            _ => {}
+        }
+    }
+    let mut before = Vec::new();
+    let mut blocking = Vec::new();
+    let mut unexecutable = Vec::new();
+    for (id, kind, permission) in &uses {
+        if answered.contains(id) {
+            continue;
+        }
+        if *kind == "agent.custom_tool_use" {
+            blocking.push(*id);
+            continue;
+        }
+        if *permission == Some("ask") {
+            match confirmations.get(id) {
+                None => {
+                    blocking.push(*id);
+                    continue;
+                }
+                Some(("deny", message)) => {
+                    let text = message.unwrap_or("The user denied this tool call.");
+                    before.push(json!({
+                        "type": "agent.tool_result", "tool_use_id": id, "is_error": true,
+                        "content": [{ "type": "text", "text": text }],
+                    }));
+                    continue;
+                }
+                Some(_) => {}
+            }
+        }
+        match (*kind, environment) {
+            ("agent.tool_use", Environment::SelfHosted) => blocking.push(*id),
+            _ => unexecutable.push(*id),
+        }
+    }
+    if !unexecutable.is_empty() {
+        let mut events = before;
+        for id in &unexecutable {
+            events.push(json!({
+                "type": "agent.tool_result", "tool_use_id": id, "is_error": true,
+                "content": [{ "type": "text", "text": "this tool cannot run here: no environment runner is available" }],
+            }));
+        }
+        events.push(json!({
+            "type": "session.error",
+            "error": {
+                "type": "unknown_error",
+                "message": "built-in and MCP tool calls need an environment runner, which this deployment does not provide yet; the turn ended",
+                "retry_status": { "type": "exhausted" },
+            },
+        }));
+        events.push(idle(json!({ "type": "retries_exhausted" })));
+        return Decision::Idle { events };
+    }
+    if !blocking.is_empty() {
+        let stop = json!({ "type": "requires_action", "event_ids": blocking });
+        let already = last_idle.is_some_and(|(i, reason)| *reason == stop && last_input.is_none_or(|input| input < i));
+        if already && before.is_empty() {
+            return Decision::Park;
+        }
+        let mut events = before;
+        events.push(idle(stop));
+        return Decision::Idle { events };
+    }
+    // Input is consumed by a model request only if it was committed before that
+    // request started; anything later (mid-turn input, tool results) is still pending.
+    let pending_input =
+        !before.is_empty() || last_input.is_some_and(|input| last_model_start.is_none_or(|start| input > start));
+    let interrupted = last_interrupt.is_some_and(|interrupt| last_input.is_none_or(|input| interrupt > input));
+    if pending_input && !interrupted {
+        if !running {
+            before.insert(0, json!({ "type": "session.status_running" }));
+        }
+        let (system, messages) = conversation(agent, history);
+        let mut request = ModelRequest {
+            model: agent["model"]["id"].as_str().unwrap_or_default().to_owned(),
+            system,
+            messages,
+            tools: tool_specs(agent),
+            max_tokens: 8192,
+        };
+        // Synthetic results committed with this step are part of the request too.
+        for event in &before {
+            if event["type"] == "agent.tool_result" {
+                request.messages.push(Message {
+                    role: Role::User,
+                    content: vec![Block::ToolResult {
+                        tool_use_id: event["tool_use_id"].as_str().unwrap_or_default().to_owned(),
+                        content: event["content"].clone(),
+                        is_error: true,
+                    }],
+                });
+            }
+        }
+        return Decision::CallModel { before, request };
+    }
+    let idle_after_last_step = last_idle.is_some_and(|(i, _)| {
+        last_model_end.is_none_or(|end| i > end) && last_interrupt.is_none_or(|interrupt| i > interrupt)
+    });
+    if running || (!idle_after_last_step && (last_model_end.is_some() || interrupted)) {
+        return Decision::Idle { events: vec![idle(json!({ "type": "end_turn" }))] };
+    }
+    Decision::Park
+}
+
+fn idle(stop_reason: Value) -> Value {
+    json!({ "type": "session.status_idle", "stop_reason": stop_reason, "stop_details": null })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(events: &[Value]) -> Vec<StoredEvent> {
+        events
+            .iter()
+            .enumerate()
+            .map(|(i, body)| StoredEvent {
+                session_id: "sesn_1".into(),
+                seq: i as i64 + 1,
+                event_id: body["id"].as_str().map_or_else(|| format!("sevt_{i}"), str::to_owned),
+                thread_id: "sesn_1".into(),
+                kind: body["type"].as_str().unwrap_or_default().to_owned(),
+                body: body.clone(),
+                processed_at_ms: 0,
+            })
+            .collect()
+    }
+
+    fn agent() -> Value {
+        json!({
+            "model": { "id": "claude-sonnet-4-5" },
+            "system": "be brief",
+            "tools": [
+                { "type": "custom", "name": "lookup", "description": "d", "input_schema": { "type": "object" } },
+                { "type": "agent_toolset_20260401", "default_config": { "enabled": true, "permission_policy": { "type": "always_ask" } },
+                  "configs": [{ "name": "read", "enabled": true, "permission_policy": { "type": "always_allow" } }] }
+            ]
+        })
+    }
+
+    fn user(text: &str) -> Value {
+        json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] })
+    }
+
+    #[test]
+    fn new_input_calls_the_model_after_marking_the_session_running() {
+        let decision = decide(&agent(), Environment::Cloud, &history(&[user("hi")]));
+        let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
+        assert_eq!(before, vec![json!({ "type": "session.status_running" })]);
+        assert_eq!(request.system.as_deref(), Some("be brief"));
+        assert_eq!(request.messages.len(), 1);
+        let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        assert!(names.contains(&"lookup") && names.contains(&"bash") && names.contains(&"read"), "{names:?}");
+    }
+
+    #[test]
+    fn a_finished_model_turn_idles_with_end_turn_once() {
+        let turn = [
+            user("hi"),
+            json!({"type":"session.status_running"}),
+            json!({"type":"span.model_request_start"}),
+            json!({"type":"agent.message","content":[{"type":"text","text":"hello"}]}),
+            json!({"type":"span.model_request_end"}),
+        ];
+        let decision = decide(&agent(), Environment::Cloud, &history(&turn));
+        assert_eq!(decision, Decision::Idle { events: vec![idle(json!({ "type": "end_turn" }))] });
+        let mut done = turn.to_vec();
+        done.push(idle(json!({ "type": "end_turn" })));
+        assert_eq!(decide(&agent(), Environment::Cloud, &history(&done)), Decision::Park);
+    }
+
+    #[test]
+    fn custom_tools_block_until_every_call_is_answered() {
+        let mut events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            json!({"type":"agent.custom_tool_use","id":"t1","name":"lookup","input":{}}),
+            json!({"type":"agent.custom_tool_use","id":"t2","name":"lookup","input":{}}),
+            json!({"type":"span.model_request_end"}),
+        ];
+        let Decision::Idle { events: idle_events } = decide(&agent(), Environment::Cloud, &history(&events)) else {
+            panic!()
+        };
+        assert_eq!(idle_events[0]["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1", "t2"] }));
+        events.extend(idle_events);
+        events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t1","content":[]}));
+        let Decision::Idle { events: again } = decide(&agent(), Environment::Cloud, &history(&events)) else {
+            panic!()
+        };
+        assert_eq!(again[0]["stop_reason"]["event_ids"], json!(["t2"]), "fewer answers re-idle with the remainder");
+        events.extend(again);
+        events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t2","content":[]}));
+        let decision = decide(&agent(), Environment::Cloud, &history(&events));
+        let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
+        assert_eq!(before, vec![json!({ "type": "session.status_running" })]);
+        assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
+    }
+
+    #[test]
+    fn a_denied_confirmation_appends_a_synthetic_error_result_and_continues() {
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            builtin_tool_use("bash", json!({"command":"ls"}), "always_ask")
+                .as_object()
+                .map(|m| {
+                    let mut m = m.clone();
+                    m.insert("id".into(), json!("t1"));
+                    Value::Object(m)
+                })
+                .unwrap(),
+            json!({"type":"span.model_request_end"}),
+            idle(json!({"type":"requires_action","event_ids":["t1"]})),
+            json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"deny","deny_message":"no"}),
+        ];
+        let Decision::CallModel { before, .. } = decide(&agent(), Environment::Cloud, &history(&events)) else {
+            panic!()
+        };
+        assert_eq!(before[0]["type"], "session.status_running");
+        assert_eq!(before[1]["type"], "agent.tool_result");
+        assert_eq!(before[1]["is_error"], true);
+        assert_eq!(before[1]["content"][0]["text"], "no");
+    }
+
+    #[test]
+    fn an_allowed_builtin_call_on_cloud_ends_the_turn_with_an_error() {
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            builtin_tool_use("read", json!({"file_path":"a"}), "always_allow")
+                .as_object()
+                .map(|m| {
+                    let mut m = m.clone();
+                    m.insert("id".into(), json!("t1"));
+                    Value::Object(m)
+                })
+                .unwrap(),
+            json!({"type":"span.model_request_end"}),
+        ];
+        let Decision::Idle { events } = decide(&agent(), Environment::Cloud, &history(&events)) else { panic!() };
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["agent.tool_result", "session.error", "session.status_idle"]);
+        assert_eq!(events[2]["stop_reason"]["type"], "retries_exhausted");
+    }
+
+    #[test]
+    fn self_hosted_builtin_calls_wait_for_the_clients_result() {
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            builtin_tool_use("read", json!({"file_path":"a"}), "always_allow")
+                .as_object()
+                .map(|m| {
+                    let mut m = m.clone();
+                    m.insert("id".into(), json!("t1"));
+                    Value::Object(m)
+                })
+                .unwrap(),
+            json!({"type":"span.model_request_end"}),
+        ];
+        let Decision::Idle { events } = decide(&agent(), Environment::SelfHosted, &history(&events)) else { panic!() };
+        assert_eq!(events[0]["stop_reason"]["event_ids"], json!(["t1"]));
+    }
+
+    #[test]
+    fn input_that_arrived_during_a_request_is_consumed_by_the_next_one() {
+        let events = vec![
+            user("one"),
+            json!({"type":"session.status_running"}),
+            json!({"type":"span.model_request_start"}),
+            user("two"),
+            json!({"type":"agent.message","content":[{"type":"text","text":"re: one"}]}),
+            json!({"type":"span.model_request_end"}),
+        ];
+        let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else {
+            panic!()
+        };
+        assert!(before.is_empty(), "already running");
+        let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User], "user two follows the reply it missed");
+        assert_eq!(request.messages[2].content, vec![Block::Text("two".into())]);
+    }
+
+    #[test]
+    fn an_interrupt_after_the_last_input_idles_instead_of_calling_the_model() {
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            json!({"type":"span.model_request_start"}),
+            json!({"type":"user.interrupt"}),
+            json!({"type":"span.model_request_end"}),
+        ];
+        assert_eq!(
+            decide(&agent(), Environment::Cloud, &history(&events)),
+            Decision::Idle { events: vec![idle(json!({"type":"end_turn"}))] }
+        );
+        let mut events = events;
+        events.push(idle(json!({"type":"end_turn"})));
+        assert_eq!(decide(&agent(), Environment::Cloud, &history(&events)), Decision::Park);
+        events.push(user("again"));
+        assert!(matches!(decide(&agent(), Environment::Cloud, &history(&events)), Decision::CallModel { .. }));
+    }
+}

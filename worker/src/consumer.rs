@@ -1,0 +1,202 @@
+//! The submission consumer: fetches run submissions from the queue, claims each run
+//! with a fresh epoch, drives it, and acks the message only after the run settled.
+//! While a run is driven, a heartbeat renews the lease (< lease/2) and tells the
+//! queue the message is still in progress. A crash leaves the message unacked and the
+//! lease to expire, so another worker recovers the run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_proto::v1::RunSubmission;
+use agentd_proto::{Delivery, Lifecycle, Queue};
+use agentd_schema::{ClaimOutcome, RunStatus, StoreError};
+use prost::Message;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::run::{AttemptEnd, RunContext, drive};
+
+/// Consumer settings.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// Unique per process: the lease owner.
+    pub owner: String,
+    /// Lease length; renewed every third of it.
+    pub lease: Duration,
+    /// Runs driven at once by this process.
+    pub max_concurrent_runs: usize,
+}
+
+impl ConsumerConfig {
+    /// Defaults with a fresh owner id.
+    pub fn new() -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "agentd".into());
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        Self {
+            owner: format!("{host}-{}-{}", std::process::id(), &suffix[..8]),
+            lease: Duration::from_secs(30),
+            max_concurrent_runs: 256,
+        }
+    }
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Runs the consumer until draining starts (or `stop` fires), then waits for the runs
+/// in flight to settle.
+pub async fn run(
+    ctx: RunContext,
+    queue: Arc<dyn Queue>,
+    config: ConsumerConfig,
+    lifecycle: Arc<Lifecycle>,
+    stop: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(config.max_concurrent_runs));
+    let config = Arc::new(config);
+    tracing::info!(owner = %config.owner, "worker consuming submissions");
+    loop {
+        let available = tokio::select! {
+            () = lifecycle.draining() => break,
+            () = stop.cancelled() => break,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => { drop(permit); permits.available_permits().clamp(1, 32) }
+                Err(_) => break,
+            },
+        };
+        let fetched = tokio::select! {
+            () = lifecycle.draining() => break,
+            () = stop.cancelled() => break,
+            fetched = queue.fetch(available, Duration::from_secs(1)) => fetched,
+        };
+        let deliveries = match fetched {
+            Ok(deliveries) => deliveries,
+            Err(error) => {
+                tracing::warn!(%error, "cannot fetch submissions; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for delivery in deliveries {
+            let Ok(permit) = permits.clone().acquire_owned().await else { break };
+            let ctx = ctx.clone();
+            let config = config.clone();
+            tokio::spawn(async move {
+                handle(&ctx, &config, delivery).await;
+                drop(permit);
+            });
+        }
+    }
+    // Let in-flight runs settle: the role's drain deadline bounds this.
+    let _ = permits.acquire_many(config.max_concurrent_runs as u32).await;
+    tracing::info!("worker stopped consuming; in-flight runs settled");
+}
+
+async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
+    let submission = match RunSubmission::decode(delivery.payload.as_ref()) {
+        Ok(submission) => submission,
+        Err(error) => {
+            tracing::error!(%error, msg_id = %delivery.msg_id, "undecodable submission dropped");
+            let _ = delivery.ack().await;
+            return;
+        }
+    };
+    let lease_ms = config.lease.as_millis() as i64;
+    loop {
+        let outcome = ctx.store.claim_run(&submission.run_id, &config.owner, lease_ms).await;
+        let label = match &outcome {
+            Ok(ClaimOutcome::Claimed(c)) if c.attempts > 0 => "reclaimed",
+            Ok(ClaimOutcome::Claimed(_)) => "claimed",
+            Ok(ClaimOutcome::Held { .. }) => "held",
+            Ok(ClaimOutcome::ThreadBusy) => "thread_busy",
+            Ok(ClaimOutcome::Stale) => "stale",
+            Err(_) => "error",
+        };
+        metrics::counter!("agentd_claims_total", "outcome" => label).increment(1);
+        let claim = match outcome {
+            Ok(ClaimOutcome::Claimed(claim)) => claim,
+            Ok(ClaimOutcome::Stale) => {
+                let _ = delivery.ack().await;
+                return;
+            }
+            Ok(ClaimOutcome::ThreadBusy) => {
+                let _ = delivery.nak(Duration::from_millis(500)).await;
+                return;
+            }
+            Ok(ClaimOutcome::Held { lease_until_ms }) => {
+                let now = agentd_schema::Clock::now_ms(&agentd_schema::SystemClock);
+                let wait = (lease_until_ms - now).clamp(200, 5_000) as u64 + rand::random_range(0..200);
+                let _ = delivery.nak(Duration::from_millis(wait)).await;
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, run = %submission.run_id, "cannot claim; retrying later");
+                let _ = delivery.nak(Duration::from_secs(2)).await;
+                return;
+            }
+        };
+        let span = tracing::info_span!("run", run = %claim.run_id, session = %claim.session_id, epoch = claim.epoch);
+        let cancel = CancellationToken::new();
+        let started = std::time::Instant::now();
+        // The attempt updates its copy's consumed generation; the heartbeat keeps the
+        // claim as minted.
+        let mut driven = claim.clone();
+        let end = {
+            let driving = tracing::Instrument::instrument(drive(ctx, &mut driven, cancel.clone()), span);
+            let heartbeat = heartbeat(ctx, &claim, &delivery, config.lease, &cancel);
+            tokio::select! {
+                end = driving => end,
+                () = heartbeat => AttemptEnd::Fenced,
+            }
+        };
+        metrics::histogram!("agentd_run_attempt_duration_seconds").record(started.elapsed().as_secs_f64());
+        match end {
+            AttemptEnd::Settled(RunStatus::Pending) => continue,
+            AttemptEnd::Settled(_) => {
+                metrics::counter!("agentd_runs_settled_total").increment(1);
+                let _ = delivery.ack().await;
+                return;
+            }
+            AttemptEnd::Fenced => {
+                metrics::counter!("agentd_fencing_rejections_total").increment(1);
+                tracing::info!(run = %claim.run_id, "fenced out: another worker owns the run");
+                let _ = delivery.ack().await;
+                return;
+            }
+            AttemptEnd::Abandoned(why) => {
+                tracing::warn!(run = %claim.run_id, %why, "attempt abandoned; the lease will expire and the run be recovered");
+                let _ = delivery.nak(config.lease).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Renews the lease every third of it and marks the message in progress. Returns when
+/// the lease is lost (after cancelling the attempt).
+async fn heartbeat(
+    ctx: &RunContext,
+    claim: &agentd_schema::Claim,
+    delivery: &Delivery,
+    lease: Duration,
+    cancel: &CancellationToken,
+) {
+    let every = lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match ctx.store.renew_lease(claim, lease.as_millis() as i64).await {
+            Ok(_) => {}
+            Err(StoreError::Fenced { .. }) => {
+                cancel.cancel();
+                return;
+            }
+            Err(error) => tracing::warn!(%error, run = %claim.run_id, "lease renewal failed; will retry"),
+        }
+        if let Err(error) = delivery.in_progress().await {
+            tracing::debug!(%error, "in-progress ack failed");
+        }
+    }
+}

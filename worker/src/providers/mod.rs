@@ -1,0 +1,278 @@
+//! Model providers: one streaming interface over the Anthropic Messages API, any
+//! OpenAI-compatible Chat Completions server, and the offline `scripted` model.
+//!
+//! A provider turns a [`ModelRequest`] into a stream of [`ModelEvent`]s. Errors say
+//! whether a retry may help; the agent loop maps them to `session.error` kinds.
+
+pub mod anthropic;
+pub mod openai;
+pub mod scripted;
+mod sse;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The user (and tool results).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One block of a conversation message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// Plain text.
+    Text(String),
+    /// A content block passed through as the wire JSON (images, documents).
+    Raw(Value),
+    /// A tool call the model made.
+    ToolUse {
+        /// Call id (the committed event's id).
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+    },
+    /// The answer to a tool call.
+    ToolResult {
+        /// The call it answers.
+        tool_use_id: String,
+        /// Result content blocks (wire JSON).
+        content: Value,
+        /// Whether the tool failed.
+        is_error: bool,
+    },
+}
+
+/// One conversation turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Speaker.
+    pub role: Role,
+    /// Content.
+    pub content: Vec<Block>,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// Name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of its input.
+    pub input_schema: Value,
+}
+
+/// One model request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// Model id as the provider knows it.
+    pub model: String,
+    /// System prompt (agent system prompt plus mid-conversation system messages).
+    pub system: Option<String>,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Callable tools.
+    pub tools: Vec<ToolSpec>,
+    /// Output cap.
+    pub max_tokens: u64,
+}
+
+/// Token usage of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens (excluding cache reads and writes).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Tokens read from the prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Tokens written to the prompt cache.
+    pub cache_creation_input_tokens: u64,
+}
+
+/// The kind of a content block being streamed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockKind {
+    /// Text.
+    Text,
+    /// Extended thinking (only its existence is surfaced).
+    Thinking,
+    /// A tool call.
+    ToolUse {
+        /// Provider's call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+}
+
+/// One streamed model event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A content block opens at `index`.
+    BlockStart {
+        /// Block position in the response.
+        index: usize,
+        /// What it is.
+        kind: BlockKind,
+    },
+    /// Text appended to the text block at `index`.
+    TextDelta {
+        /// Block position.
+        index: usize,
+        /// Fragment.
+        text: String,
+    },
+    /// JSON fragment of the tool input at `index`.
+    InputDelta {
+        /// Block position.
+        index: usize,
+        /// Partial JSON.
+        json: String,
+    },
+    /// The block at `index` is complete.
+    BlockStop {
+        /// Block position.
+        index: usize,
+    },
+    /// Usage so far (providers may report it more than once; the last wins per field).
+    Usage(Usage),
+    /// The response is complete.
+    Done {
+        /// Provider stop reason (`end_turn`, `tool_use`, `max_tokens`, `refusal`, …).
+        stop_reason: String,
+    },
+}
+
+/// What kind of failure a provider reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 529 / overloaded.
+    Overloaded,
+    /// 429.
+    RateLimited,
+    /// Anything else.
+    RequestFailed,
+}
+
+impl ErrorKind {
+    /// The `session.error` type.
+    pub fn wire_type(self) -> &'static str {
+        match self {
+            ErrorKind::Overloaded => "model_overloaded_error",
+            ErrorKind::RateLimited => "model_rate_limited_error",
+            ErrorKind::RequestFailed => "model_request_failed_error",
+        }
+    }
+}
+
+/// A provider failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    /// Classification.
+    pub kind: ErrorKind,
+    /// Whether repeating the request may succeed (429, 529, 5xx, connection resets).
+    pub retryable: bool,
+    /// What happened (no secrets).
+    pub message: String,
+}
+
+impl ProviderError {
+    /// Classifies an HTTP status.
+    pub fn from_status(status: u16, detail: &str) -> Self {
+        let (kind, retryable) = match status {
+            429 => (ErrorKind::RateLimited, true),
+            529 => (ErrorKind::Overloaded, true),
+            500..=599 => (ErrorKind::RequestFailed, true),
+            _ => (ErrorKind::RequestFailed, false),
+        };
+        Self { kind, retryable, message: format!("model provider answered {status}: {detail}") }
+    }
+
+    /// A transport failure (connect, reset, timeout): retryable.
+    pub fn transport(error: impl std::fmt::Display) -> Self {
+        Self {
+            kind: ErrorKind::RequestFailed,
+            retryable: true,
+            message: format!("model provider unreachable: {error}"),
+        }
+    }
+}
+
+/// A stream of model events.
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ProviderError>>;
+
+/// A model provider.
+#[async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// Starts a streamed request; the stream ends after `Done` or an error.
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;
+
+    /// A short name for logs and metrics.
+    fn name(&self) -> &'static str;
+}
+
+/// Routes model ids to providers.
+#[derive(Clone)]
+pub struct Registry {
+    anthropic: Option<Arc<dyn Provider>>,
+    openai: Option<Arc<dyn Provider>>,
+    scripted: Option<Arc<dyn Provider>>,
+}
+
+impl Registry {
+    /// Providers from the conventional variables (`ANTHROPIC_API_KEY`,
+    /// `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`). `allow_scripted`
+    /// (agentd dev) routes Claude models to the scripted model when no Anthropic
+    /// endpoint is configured.
+    pub fn from_env(allow_scripted: bool) -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let anthropic = (var("ANTHROPIC_API_KEY").is_some() || var("ANTHROPIC_BASE_URL").is_some()).then(|| {
+            Arc::new(anthropic::Anthropic::new(
+                var("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
+                var("ANTHROPIC_API_KEY"),
+            )) as Arc<dyn Provider>
+        });
+        let openai = (var("OPENAI_API_KEY").is_some() || var("OPENAI_BASE_URL").is_some()).then(|| {
+            Arc::new(openai::OpenAi::new(
+                var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                var("OPENAI_API_KEY"),
+            )) as Arc<dyn Provider>
+        });
+        let scripted = allow_scripted.then(|| Arc::new(scripted::Scripted) as Arc<dyn Provider>);
+        Self { anthropic, openai, scripted }
+    }
+
+    /// The provider and provider-side model id for `model`, or why there is none.
+    pub fn route(&self, model: &str) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+        let unconfigured = |what: &str| ProviderError {
+            kind: ErrorKind::RequestFailed,
+            retryable: false,
+            message: format!("no provider is configured for model {model}: set {what}"),
+        };
+        if let Some(name) = model.strip_prefix("openai/") {
+            return self
+                .openai
+                .clone()
+                .map(|p| (p, name.to_owned()))
+                .ok_or_else(|| unconfigured("OPENAI_API_KEY or OPENAI_BASE_URL"));
+        }
+        if let Some(provider) = &self.anthropic {
+            return Ok((provider.clone(), model.to_owned()));
+        }
+        self.scripted
+            .clone()
+            .map(|p| (p, model.to_owned()))
+            .ok_or_else(|| unconfigured("ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL"))
+    }
+}

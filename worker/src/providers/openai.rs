@@ -1,0 +1,197 @@
+//! OpenAI-compatible Chat Completions with streaming and tools (vLLM, Ollama,
+//! LiteLLM, OpenAI itself): `POST {base}/chat/completions`, `stream: true`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::sse::frames;
+use super::{Block, BlockKind, Message, ModelEvent, ModelRequest, ModelStream, Provider, ProviderError, Role, Usage};
+
+/// The OpenAI-compatible provider.
+pub struct OpenAi {
+    base_url: String,
+    api_key: Option<String>,
+    http: reqwest::Client,
+}
+
+impl OpenAi {
+    /// A provider for `base_url` (e.g. `https://api.openai.com/v1`).
+    pub fn new(base_url: String, api_key: Option<String>) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .build()
+            .unwrap_or_default();
+        Self { base_url: base_url.trim_end_matches('/').to_owned(), api_key, http }
+    }
+}
+
+fn text_of(content: &Value) -> String {
+    content
+        .as_array()
+        .map(|blocks| blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default()
+}
+
+/// Chat messages: tool calls become `tool_calls`, tool results `role: tool` messages.
+fn messages(request: &ModelRequest) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Some(system) = &request.system {
+        out.push(json!({ "role": "system", "content": system }));
+    }
+    for Message { role, content } in &request.messages {
+        let mut text = Vec::new();
+        let mut calls = Vec::new();
+        for block in content {
+            match block {
+                Block::Text(t) => text.push(t.clone()),
+                Block::Raw(raw) => text.push(raw["text"].as_str().unwrap_or("[attachment]").to_owned()),
+                Block::ToolUse { id, name, input } => calls.push(json!({
+                    "id": id, "type": "function", "function": { "name": name, "arguments": input.to_string() }
+                })),
+                Block::ToolResult { tool_use_id, content, .. } => {
+                    out.push(json!({ "role": "tool", "tool_call_id": tool_use_id, "content": text_of(content) }));
+                }
+            }
+        }
+        let role = match role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        if !text.is_empty() || !calls.is_empty() {
+            let mut message = json!({ "role": role, "content": text.join("\n") });
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(calls);
+            }
+            out.push(message);
+        }
+    }
+    out
+}
+
+/// The request body (public for tests of the wire shape).
+pub fn body(request: &ModelRequest) -> Value {
+    let mut body = json!({
+        "model": request.model,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+        "max_tokens": request.max_tokens,
+        "messages": messages(request),
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.input_schema } }))
+            .collect();
+    }
+    body
+}
+
+/// Tracks which response blocks are open: text at 0, tool call `i` at `1 + i`.
+#[derive(Default)]
+struct Blocks {
+    text_open: bool,
+    tools: BTreeMap<u64, bool>,
+}
+
+#[async_trait]
+impl Provider for OpenAi {
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let mut http = self.http.post(format!("{}/chat/completions", self.base_url)).json(&body(&request));
+        if let Some(key) = &self.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(ProviderError::transport)?;
+        let status = response.status().as_u16();
+        if status >= 400 {
+            let text = response.text().await.unwrap_or_default();
+            let detail = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| text.chars().take(200).collect());
+            return Err(ProviderError::from_status(status, &detail));
+        }
+        let mut blocks = Blocks::default();
+        let mut finish: Option<String> = None;
+        let events = frames(response.bytes_stream().boxed()).flat_map(move |frame| {
+            let mut out: Vec<Result<ModelEvent, ProviderError>> = Vec::new();
+            match frame {
+                Err(error) => out.push(Err(ProviderError::transport(error))),
+                Ok(frame) if frame.data.trim() == "[DONE]" => {
+                    if blocks.text_open {
+                        out.push(Ok(ModelEvent::BlockStop { index: 0 }));
+                        blocks.text_open = false;
+                    }
+                    for (i, open) in blocks.tools.iter_mut() {
+                        if *open {
+                            out.push(Ok(ModelEvent::BlockStop { index: 1 + *i as usize }));
+                            *open = false;
+                        }
+                    }
+                    let reason = match finish.as_deref() {
+                        Some("tool_calls") => "tool_use",
+                        Some("length") => "max_tokens",
+                        _ => "end_turn",
+                    };
+                    out.push(Ok(ModelEvent::Done { stop_reason: reason.to_owned() }));
+                }
+                Ok(frame) => {
+                    let data: Value = serde_json::from_str(&frame.data).unwrap_or(Value::Null);
+                    if let Some(error) = data.get("error") {
+                        let message = error["message"].as_str().unwrap_or("stream error");
+                        out.push(Err(ProviderError::from_status(500, message)));
+                    }
+                    if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
+                        let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
+                        out.push(Ok(ModelEvent::Usage(Usage {
+                            input_tokens: u["prompt_tokens"].as_u64().unwrap_or(0).saturating_sub(cached),
+                            output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+                            cache_read_input_tokens: cached,
+                            cache_creation_input_tokens: 0,
+                        })));
+                    }
+                    let choice = &data["choices"][0];
+                    if let Some(reason) = choice["finish_reason"].as_str() {
+                        finish = Some(reason.to_owned());
+                    }
+                    let delta = &choice["delta"];
+                    if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                        if !blocks.text_open {
+                            blocks.text_open = true;
+                            out.push(Ok(ModelEvent::BlockStart { index: 0, kind: BlockKind::Text }));
+                        }
+                        out.push(Ok(ModelEvent::TextDelta { index: 0, text: text.to_owned() }));
+                    }
+                    for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                        let i = call["index"].as_u64().unwrap_or(0);
+                        let index = 1 + i as usize;
+                        if let std::collections::btree_map::Entry::Vacant(slot) = blocks.tools.entry(i) {
+                            slot.insert(true);
+                            out.push(Ok(ModelEvent::BlockStart {
+                                index,
+                                kind: BlockKind::ToolUse {
+                                    id: call["id"].as_str().unwrap_or_default().to_owned(),
+                                    name: call["function"]["name"].as_str().unwrap_or_default().to_owned(),
+                                },
+                            }));
+                        }
+                        if let Some(args) = call["function"]["arguments"].as_str().filter(|a| !a.is_empty()) {
+                            out.push(Ok(ModelEvent::InputDelta { index, json: args.to_owned() }));
+                        }
+                    }
+                }
+            }
+            futures::stream::iter(out)
+        });
+        Ok(events.boxed())
+    }
+
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+}

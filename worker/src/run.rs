@@ -1,0 +1,422 @@
+//! Driving one claimed run: decide from committed history, act, commit under the
+//! claim, repeat until the thread parks. Every write is fenced by the claim's epoch; a
+//! fenced write means another worker owns the run, and this attempt stops at once
+//! without writing anything else.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_proto::v1::{LiveEvent, live_event};
+use agentd_proto::{Bus, BusItem};
+use agentd_schema::{Claim, EventQuery, NewEvent, RunStatus, Settlement, Store, StoreError, StoredEvent, live};
+use futures::StreamExt;
+use prost::Message;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_loop::{self, Decision, Environment, ToolClass};
+use crate::providers::{BlockKind, ModelEvent, ModelRequest, ProviderError, Registry, Usage};
+
+/// Retries of a retryable provider failure before the turn ends.
+const PROVIDER_RETRIES: u32 = 3;
+
+/// What a run needs from its process.
+#[derive(Clone)]
+pub struct RunContext {
+    /// Committed truth.
+    pub store: Arc<dyn Store>,
+    /// Live previews and commit notifications.
+    pub bus: Arc<dyn Bus>,
+    /// Model providers.
+    pub providers: Registry,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// Settled; `Pending` means input arrived meanwhile and the run should be claimed again.
+    Settled(RunStatus),
+    /// Another worker owns the run now; nothing more was written.
+    Fenced,
+    /// The attempt could not continue (store unavailable, …); the lease will expire and
+    /// the run will be recovered.
+    Abandoned(String),
+}
+
+enum Stop {
+    Fenced,
+    Abandoned(String),
+}
+
+impl From<StoreError> for Stop {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Fenced { .. } => Stop::Fenced,
+            other => Stop::Abandoned(other.to_string()),
+        }
+    }
+}
+
+/// Drives a claimed run until it parks, is fenced, or cannot continue. `cancel` fires
+/// when the lease is lost.
+pub async fn drive(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken) -> AttemptEnd {
+    match attempt(ctx, claim, cancel).await {
+        Ok(status) => AttemptEnd::Settled(status),
+        Err(Stop::Fenced) => AttemptEnd::Fenced,
+        Err(Stop::Abandoned(why)) => AttemptEnd::Abandoned(why),
+    }
+}
+
+async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken) -> Result<RunStatus, Stop> {
+    let store = ctx.store.as_ref();
+    let Some(session) = store.load_session(&claim.session_id).await? else {
+        // The session was deleted: nothing to do, and nothing to write.
+        return Ok(RunStatus::Done);
+    };
+    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+    let environment = match store.get_resource(&session.workspace_id, "environment", environment_id).await? {
+        Some(env) if env.body["config"]["type"] == "self_hosted" => Environment::SelfHosted,
+        _ => Environment::Cloud,
+    };
+    let agent = session.body["agent"].clone();
+    let interrupts = watch_interrupts(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &cancel).await;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(Stop::Fenced);
+        }
+        // Read the generation before the history: input committed after this read has
+        // a higher generation and keeps the run runnable when we settle.
+        let run = store.get_run(&claim.run_id).await?.ok_or_else(|| Stop::Abandoned("run vanished".into()))?;
+        claim.generation = run.generation;
+        let history = store
+            .query_events(
+                &claim.session_id,
+                &EventQuery { thread_id: Some(claim.thread_id.clone()), limit: i64::MAX / 2, ..EventQuery::default() },
+            )
+            .await?;
+        match agent_loop::decide(&agent, environment, &history) {
+            Decision::Park => return settle(ctx, claim, Vec::new()).await,
+            Decision::Idle { events } => return settle(ctx, claim, events).await,
+            Decision::CallModel { before, request } => {
+                model_request(ctx, claim, &agent, before, request, &interrupts, &cancel).await?;
+            }
+        }
+    }
+}
+
+/// Commits `bodies` under the claim and announces them. A body's `id`, if present,
+/// becomes the event id (previews promise it in advance).
+async fn commit(ctx: &RunContext, claim: &Claim, bodies: Vec<Value>) -> Result<Vec<StoredEvent>, Stop> {
+    if bodies.is_empty() {
+        return Ok(Vec::new());
+    }
+    let events = bodies.into_iter().map(|body| new_event(claim, body)).collect();
+    let stored = ctx.store.commit(claim, events).await?;
+    live::publish_committed(ctx.bus.as_ref(), &stored).await;
+    Ok(stored)
+}
+
+async fn settle(ctx: &RunContext, claim: &Claim, bodies: Vec<Value>) -> Result<RunStatus, Stop> {
+    let events = bodies.into_iter().map(|body| new_event(claim, body)).collect();
+    let settled = ctx.store.settle(claim, events, Settlement::Awaiting).await?;
+    live::publish_committed(ctx.bus.as_ref(), &settled.events).await;
+    Ok(settled.status)
+}
+
+fn new_event(claim: &Claim, mut body: Value) -> NewEvent {
+    let event_id = body
+        .as_object_mut()
+        .and_then(|map| map.remove("id"))
+        .and_then(|id| id.as_str().map(str::to_owned))
+        .unwrap_or_else(|| agentd_schema::ids::new_id("sevt"));
+    NewEvent {
+        event_id,
+        thread_id: claim.thread_id.clone(),
+        kind: body["type"].as_str().unwrap_or_default().to_owned(),
+        body,
+    }
+}
+
+/// Watches the session's bus channel for committed `user.interrupt` events of this
+/// thread; the value is the highest interrupt sequence number seen.
+async fn watch_interrupts(
+    bus: &dyn Bus,
+    session_id: &str,
+    thread_id: &str,
+    cancel: &CancellationToken,
+) -> watch::Receiver<i64> {
+    let (tx, rx) = watch::channel(0);
+    let Ok(mut subscription) = bus.subscribe(&live::session_channel(session_id)).await else {
+        // Without the bus an interrupt still lands in history and stops the next step.
+        return rx;
+    };
+    let thread_id = thread_id.to_owned();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        loop {
+            let item = tokio::select! {
+                () = cancel.cancelled() => return,
+                item = subscription.next() => item,
+            };
+            match item {
+                Some(BusItem::Message(bytes)) => {
+                    let Ok(message) = LiveEvent::decode(bytes.as_ref()) else { continue };
+                    if let Some(live_event::Kind::Committed(committed)) = message.kind
+                        && message.thread_id == thread_id
+                        && committed.body_json.contains("\"user.interrupt\"")
+                    {
+                        tx.send_replace(committed.seq);
+                    }
+                }
+                Some(BusItem::Gap) => {}
+                None => return,
+            }
+        }
+    });
+    rx
+}
+
+/// The state of one streamed content block.
+struct OpenBlock {
+    kind: BlockKind,
+    event_id: String,
+    text: String,
+    json: String,
+}
+
+/// Why a model stream stopped early.
+enum Cut {
+    Interrupted,
+    Failed(ProviderError),
+}
+
+/// What one streamed response produced.
+#[derive(Default)]
+struct Streamed {
+    /// Events for the completed blocks.
+    outputs: Vec<Value>,
+    /// Token usage.
+    usage: Usage,
+    /// Why it stopped early, if it did.
+    cut: Option<Cut>,
+    /// The model refused: the turn ends with a `refusal` stop reason.
+    refused: bool,
+}
+
+/// One model request: mark it started, stream it (previews live), commit what it
+/// produced, mark it ended. Retryable provider failures are retried a few times.
+async fn model_request(
+    ctx: &RunContext,
+    claim: &Claim,
+    agent: &Value,
+    before: Vec<Value>,
+    request: ModelRequest,
+    interrupts: &watch::Receiver<i64>,
+    cancel: &CancellationToken,
+) -> Result<(), Stop> {
+    let mut opening = before;
+    let mut retries = 0;
+    loop {
+        let start_id = agentd_schema::ids::new_id("sevt");
+        opening.push(json!({ "type": "span.model_request_start", "id": start_id }));
+        let started = commit(ctx, claim, std::mem::take(&mut opening)).await?;
+        let start_seq = started.last().map_or(0, |e| e.seq);
+        let started_at = std::time::Instant::now();
+        let Streamed { outputs, usage, cut, refused } =
+            stream_model(ctx, claim, agent, &request, interrupts, start_seq, cancel).await?;
+        metrics::histogram!("agentd_model_request_duration_seconds").record(started_at.elapsed().as_secs_f64());
+        let mut closing = outputs;
+        let failed = matches!(cut, Some(Cut::Failed(_)));
+        closing.push(json!({
+            "type": "span.model_request_end",
+            "model_request_start_id": start_id,
+            "is_error": failed,
+            "model_usage": {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_input_tokens": usage.cache_read_input_tokens,
+                "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            },
+        }));
+        let Some(Cut::Failed(error)) = cut else {
+            if refused {
+                closing.push(json!({
+                    "type": "session.status_idle",
+                    "stop_reason": { "type": "refusal" },
+                    "stop_details": { "type": "refusal", "category": null, "explanation": null },
+                }));
+            }
+            commit(ctx, claim, closing).await?;
+            return Ok(());
+        };
+        let produced = closing.len() > 1;
+        if error.retryable && !produced && retries < PROVIDER_RETRIES {
+            retries += 1;
+            closing.push(session_error(&error, "retrying"));
+            closing.push(json!({ "type": "session.status_rescheduled" }));
+            commit(ctx, claim, closing).await?;
+            let backoff =
+                Duration::from_millis(250 * 2u64.pow(retries)) + Duration::from_millis(rand::random_range(0..250));
+            tokio::select! {
+                () = cancel.cancelled() => return Err(Stop::Fenced),
+                () = tokio::time::sleep(backoff) => {}
+            }
+            opening.push(json!({ "type": "session.status_running" }));
+            continue;
+        }
+        tracing::warn!(run = %claim.run_id, error = %error, "model request failed; ending the turn");
+        closing.push(session_error(&error, "exhausted"));
+        closing.push(json!({ "type": "session.status_idle", "stop_reason": { "type": "retries_exhausted" }, "stop_details": null }));
+        commit(ctx, claim, closing).await?;
+        return Ok(());
+    }
+}
+
+fn session_error(error: &ProviderError, retry: &str) -> Value {
+    json!({
+        "type": "session.error",
+        "error": { "type": error.kind.wire_type(), "message": error.message, "retry_status": { "type": retry } },
+    })
+}
+
+/// Streams one model response, publishing previews as it goes.
+async fn stream_model(
+    ctx: &RunContext,
+    claim: &Claim,
+    agent: &Value,
+    request: &ModelRequest,
+    interrupts: &watch::Receiver<i64>,
+    start_seq: i64,
+    cancel: &CancellationToken,
+) -> Result<Streamed, Stop> {
+    let mut out = Streamed::default();
+    let (provider, model) = match ctx.providers.route(&request.model) {
+        Ok(route) => route,
+        Err(error) => return Ok(Streamed { cut: Some(Cut::Failed(error)), ..out }),
+    };
+    let mut request = request.clone();
+    request.model = model;
+    let mut stream = match provider.stream(request).await {
+        Ok(stream) => stream,
+        Err(error) => return Ok(Streamed { cut: Some(Cut::Failed(error)), ..out }),
+    };
+    let mut interrupts = interrupts.clone();
+    let mut blocks: BTreeMap<usize, OpenBlock> = BTreeMap::new();
+    let interrupted = |seq: i64| seq > start_seq;
+    if interrupted(*interrupts.borrow()) {
+        return Ok(Streamed { cut: Some(Cut::Interrupted), ..out });
+    }
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Stop::Fenced),
+            changed = interrupts.changed() => {
+                if changed.is_ok() && interrupted(*interrupts.borrow()) {
+                    // Dropping the stream closes the provider connection.
+                    out.cut = Some(Cut::Interrupted);
+                    return Ok(out);
+                }
+                continue;
+            }
+            item = stream.next() => item,
+        };
+        let event = match item {
+            None => return Ok(out),
+            Some(Err(error)) => {
+                out.cut = Some(Cut::Failed(error));
+                return Ok(out);
+            }
+            Some(Ok(event)) => event,
+        };
+        match event {
+            ModelEvent::BlockStart { index, kind } => {
+                let event_id = agentd_schema::ids::new_id("sevt");
+                let preview = match kind {
+                    BlockKind::Text => Some("agent.message"),
+                    BlockKind::Thinking => Some("agent.thinking"),
+                    BlockKind::ToolUse { .. } => None,
+                };
+                if let Some(preview) = preview {
+                    let frame = json!({ "type": "event_start", "event": { "type": preview, "id": event_id } });
+                    live::publish_preview(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, preview, &frame).await;
+                }
+                blocks.insert(index, OpenBlock { kind, event_id, text: String::new(), json: String::new() });
+            }
+            ModelEvent::TextDelta { index, text } => {
+                if let Some(block) = blocks.get_mut(&index).filter(|b| b.kind == BlockKind::Text) {
+                    block.text.push_str(&text);
+                    let frame = json!({
+                        "type": "event_delta",
+                        "event_id": block.event_id,
+                        "delta": { "type": "content_delta", "index": 0, "content": { "type": "text", "text": text } },
+                    });
+                    live::publish_preview(
+                        ctx.bus.as_ref(),
+                        &claim.session_id,
+                        &claim.thread_id,
+                        "agent.message",
+                        &frame,
+                    )
+                    .await;
+                }
+            }
+            ModelEvent::InputDelta { index, json } => {
+                if let Some(block) = blocks.get_mut(&index) {
+                    block.json.push_str(&json);
+                }
+            }
+            ModelEvent::BlockStop { index } => {
+                if let Some(block) = blocks.remove(&index) {
+                    out.outputs.extend(finish_block(agent, block));
+                }
+            }
+            ModelEvent::Usage(latest) => out.usage = latest,
+            ModelEvent::Done { stop_reason } => {
+                for (_, block) in std::mem::take(&mut blocks) {
+                    out.outputs.extend(finish_block(agent, block));
+                }
+                out.refused = stop_reason == "refusal";
+            }
+        }
+    }
+}
+
+/// The committed events of a completed block.
+fn finish_block(agent: &Value, block: OpenBlock) -> Vec<Value> {
+    match block.kind {
+        BlockKind::Text if block.text.is_empty() => Vec::new(),
+        BlockKind::Text => {
+            vec![
+                json!({ "type": "agent.message", "id": block.event_id, "content": [{ "type": "text", "text": block.text }] }),
+            ]
+        }
+        BlockKind::Thinking => vec![json!({ "type": "agent.thinking", "id": block.event_id })],
+        BlockKind::ToolUse { name, .. } => {
+            let input: Value = if block.json.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str(&block.json).unwrap_or_else(|_| json!({ "_unparsed": block.json }))
+            };
+            let id = block.event_id;
+            match agent_loop::classify(agent, &name) {
+                ToolClass::Custom => {
+                    vec![json!({ "type": "agent.custom_tool_use", "id": id, "name": name, "input": input })]
+                }
+                ToolClass::Builtin { policy } => {
+                    let mut event = agent_loop::builtin_tool_use(&name, input, &policy);
+                    event["id"] = json!(id);
+                    vec![event]
+                }
+                ToolClass::Unknown => vec![
+                    json!({ "type": "agent.tool_use", "id": id, "name": name, "input": input, "evaluated_permission": "deny" }),
+                    json!({
+                        "type": "agent.tool_result", "tool_use_id": id, "is_error": true,
+                        "content": [{ "type": "text", "text": format!("tool {name} is not available to this agent") }],
+                    }),
+                ],
+            }
+        }
+    }
+}
