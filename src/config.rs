@@ -101,6 +101,12 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_BOOTSTRAP_API_KEY", value_name = "KEY", hide_env_values = true)]
     pub bootstrap_api_key: Option<String>,
 
+    /// JSON file extending the built-in model catalog: `[{"id", "provider"
+    /// (anthropic|openai|scripted), "prices": {"input", "output", "cache_read",
+    /// "cache_write"} (micro-USD per million tokens), …}]`.
+    #[arg(long, global = true, env = "AGENTD_MODEL_CATALOG", value_name = "FILE")]
+    pub model_catalog: Option<PathBuf>,
+
     /// 32-byte key (base64 or hex) sealing write-only secrets at rest with AES-256-GCM;
     /// required by the gateway [dev: generated into the data dir]. Never logged.
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
@@ -138,6 +144,7 @@ impl Settings {
             rate_limit_read: self.rate_limit_read.or(file.rate_limit_read),
             bootstrap_api_key: self.bootstrap_api_key.or(file.bootstrap_api_key),
             secret_key: self.secret_key.or(file.secret_key),
+            model_catalog: self.model_catalog.or(file.model_catalog),
         }
     }
 

@@ -76,6 +76,11 @@ fn run(cli: Cli) -> Result<()> {
     let settings = cli.settings.with_file()?;
     let role = cli.command.role();
     let _telemetry = logging::init(settings.log_format(), role)?;
+    if let Some(path) = &settings.model_catalog {
+        let catalog = agentd_schema::catalog::Catalog::with_file(path)
+            .map_err(|e| anyhow::anyhow!("{e} (check AGENTD_MODEL_CATALOG)"))?;
+        agentd_schema::catalog::install(catalog);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {

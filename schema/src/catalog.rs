@@ -1,36 +1,57 @@
-//! The model catalog: which model ids exist, how they are described to clients, and
-//! their list prices (the budget's price snapshot is frozen from here at session
-//! creation).
+//! The model catalog: which model ids exist, which provider serves each, how they are
+//! described to clients, and their list prices (the budget's price snapshot is frozen
+//! from here at session creation). Built in, and extensible from the JSON file named
+//! by `AGENTD_MODEL_CATALOG`. Prices are integers — micro-USD per million tokens — so
+//! budget arithmetic never touches floating point.
 
+use std::sync::OnceLock;
+
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// List prices of one model, in micro-USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub struct Prices {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Prompt-cache reads.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Prompt-cache writes.
+    #[serde(default)]
+    pub cache_write: u64,
+}
 
 /// One model of the catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
     /// Model id, e.g. `claude-sonnet-4-5`.
-    pub id: &'static str,
+    pub id: String,
+    /// Which provider serves it: `anthropic`, `openai` or `scripted`.
+    pub provider: String,
     /// Human-readable name.
-    pub display_name: &'static str,
-    /// Model line (`opus`, `sonnet`, `haiku`).
-    pub line: &'static str,
+    pub display_name: String,
+    /// Model line (`opus`, `sonnet`, `haiku`), if any.
+    pub line: Option<String>,
     /// Release date, RFC 3339.
-    pub created_at: &'static str,
+    pub created_at: String,
     /// Context window.
     pub max_input_tokens: u64,
     /// Maximum `max_tokens`.
     pub max_tokens: u64,
     /// Effort level used when an agent does not choose one.
-    pub default_effort: &'static str,
-    /// List price per million input tokens, in USD cents.
-    pub input_cents_per_mtok: u64,
-    /// List price per million output tokens, in USD cents.
-    pub output_cents_per_mtok: u64,
+    pub default_effort: String,
+    /// List prices; `None` makes the model unbudgetable.
+    pub prices: Option<Prices>,
 }
 
 impl Model {
     /// The `model` object of the Models API.
     pub fn to_wire(&self) -> Value {
         let yes = json!({ "supported": true });
+        let no = json!({ "supported": false });
         json!({
             "type": "model",
             "id": self.id,
@@ -44,80 +65,192 @@ impl Model {
             "max_tokens": self.max_tokens,
             "allowed_fallback_models": [],
             "capabilities": {
-                "batch": { "supported": false },
+                "batch": no,
                 "citations": yes,
-                "code_execution": { "supported": false },
+                "code_execution": no,
                 "context_management": { "supported": false },
-                "effort": {
-                    "supported": true, "low": yes, "medium": yes, "high": yes, "max": yes, "xhigh": { "supported": false }
-                },
+                "effort": { "supported": true, "low": yes, "medium": yes, "high": yes, "max": yes, "xhigh": no },
                 "image_input": yes,
                 "pdf_input": yes,
-                "server_tools": { "supported": false, "code_execution": { "supported": false }, "web_search": { "supported": false } },
+                "server_tools": { "supported": false, "code_execution": no, "web_search": no },
                 "structured_outputs": yes,
                 "thinking": {
                     "supported": true,
-                    "types": {
-                        "adaptive": yes,
-                        "between_tools": { "supported": false },
-                        "disabled": yes,
-                        "enabled": yes
-                    }
+                    "types": { "adaptive": yes, "between_tools": no, "disabled": yes, "enabled": yes }
                 }
             }
         })
     }
 }
 
-/// The built-in catalog, newest first (the Models API lists newest first).
-pub const BUILT_IN: &[Model] = &[
-    Model {
-        id: "claude-opus-4-6",
-        display_name: "Claude Opus 4.6",
-        line: "opus",
-        created_at: "2026-02-05T00:00:00Z",
-        max_input_tokens: 200_000,
-        max_tokens: 128_000,
-        default_effort: "high",
-        input_cents_per_mtok: 500,
-        output_cents_per_mtok: 2_500,
-    },
-    Model {
-        id: "claude-sonnet-4-6",
-        display_name: "Claude Sonnet 4.6",
-        line: "sonnet",
-        created_at: "2026-02-17T00:00:00Z",
-        max_input_tokens: 200_000,
-        max_tokens: 64_000,
-        default_effort: "high",
-        input_cents_per_mtok: 300,
-        output_cents_per_mtok: 1_500,
-    },
-    Model {
-        id: "claude-sonnet-4-5",
-        display_name: "Claude Sonnet 4.5",
-        line: "sonnet",
-        created_at: "2025-09-29T00:00:00Z",
-        max_input_tokens: 200_000,
-        max_tokens: 64_000,
-        default_effort: "high",
-        input_cents_per_mtok: 300,
-        output_cents_per_mtok: 1_500,
-    },
-    Model {
-        id: "claude-haiku-4-5",
-        display_name: "Claude Haiku 4.5",
-        line: "haiku",
-        created_at: "2025-10-01T00:00:00Z",
-        max_input_tokens: 200_000,
-        max_tokens: 64_000,
-        default_effort: "high",
-        input_cents_per_mtok: 100,
-        output_cents_per_mtok: 500,
-    },
-];
+/// One entry of an `AGENTD_MODEL_CATALOG` file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    id: String,
+    provider: String,
+    display_name: Option<String>,
+    line: Option<String>,
+    created_at: Option<String>,
+    max_input_tokens: Option<u64>,
+    max_tokens: Option<u64>,
+    default_effort: Option<String>,
+    /// Micro-USD per million tokens; omit for a model without a list price.
+    prices: Option<Prices>,
+}
 
-/// Looks a model up in the built-in catalog.
-pub fn find(id: &str) -> Option<&'static Model> {
-    BUILT_IN.iter().find(|model| model.id == id)
+/// The catalog in use by this process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Catalog {
+    models: Vec<Model>,
+}
+
+fn claude(id: &str, name: &str, line: &str, created: &str, max_tokens: u64, input: u64, output: u64) -> Model {
+    Model {
+        id: id.to_owned(),
+        provider: "anthropic".to_owned(),
+        display_name: name.to_owned(),
+        line: Some(line.to_owned()),
+        created_at: created.to_owned(),
+        max_input_tokens: 200_000,
+        max_tokens,
+        default_effort: "high".to_owned(),
+        prices: Some(Prices { input, output, cache_read: input / 10, cache_write: input * 5 / 4 }),
+    }
+}
+
+impl Catalog {
+    /// The built-in catalog, newest first (the Models API lists newest first).
+    pub fn builtin() -> Self {
+        Self {
+            models: vec![
+                claude(
+                    "claude-sonnet-4-6",
+                    "Claude Sonnet 4.6",
+                    "sonnet",
+                    "2026-02-17T00:00:00Z",
+                    64_000,
+                    3_000_000,
+                    15_000_000,
+                ),
+                claude(
+                    "claude-opus-4-6",
+                    "Claude Opus 4.6",
+                    "opus",
+                    "2026-02-05T00:00:00Z",
+                    128_000,
+                    5_000_000,
+                    25_000_000,
+                ),
+                claude(
+                    "claude-haiku-4-5",
+                    "Claude Haiku 4.5",
+                    "haiku",
+                    "2025-10-01T00:00:00Z",
+                    64_000,
+                    1_000_000,
+                    5_000_000,
+                ),
+                claude(
+                    "claude-sonnet-4-5",
+                    "Claude Sonnet 4.5",
+                    "sonnet",
+                    "2025-09-29T00:00:00Z",
+                    64_000,
+                    3_000_000,
+                    15_000_000,
+                ),
+            ],
+        }
+    }
+
+    /// The built-in catalog extended (or overridden, by id) from a JSON array file.
+    pub fn with_file(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let entries: Vec<FileEntry> =
+            serde_json::from_str(&text).map_err(|e| format!("invalid model catalog {}: {e}", path.display()))?;
+        let mut catalog = Self::builtin();
+        for entry in entries {
+            if !["anthropic", "openai", "scripted"].contains(&entry.provider.as_str()) {
+                return Err(format!(
+                    "model {}: unknown provider {:?} (anthropic, openai, scripted)",
+                    entry.id, entry.provider
+                ));
+            }
+            let model = Model {
+                display_name: entry.display_name.unwrap_or_else(|| entry.id.clone()),
+                id: entry.id,
+                provider: entry.provider,
+                line: entry.line,
+                created_at: entry.created_at.unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned()),
+                max_input_tokens: entry.max_input_tokens.unwrap_or(128_000),
+                max_tokens: entry.max_tokens.unwrap_or(8_192),
+                default_effort: entry.default_effort.unwrap_or_else(|| "high".to_owned()),
+                prices: entry.prices,
+            };
+            catalog.models.retain(|m| m.id != model.id);
+            catalog.models.insert(0, model);
+        }
+        Ok(catalog)
+    }
+
+    /// Every model, newest first.
+    pub fn models(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// A model of the catalog.
+    pub fn find(&self, id: &str) -> Option<&Model> {
+        self.models.iter().find(|model| model.id == id)
+    }
+
+    /// The provider for `id`: the catalog's, else by naming convention (`claude-*` →
+    /// anthropic, `openai/<model>` → openai). `None` for ids nothing can serve.
+    pub fn provider_of(&self, id: &str) -> Option<&str> {
+        match self.find(id) {
+            Some(model) => Some(model.provider.as_str()),
+            None if id.starts_with("openai/") => Some("openai"),
+            None if id.starts_with("claude-") => Some("anthropic"),
+            None => None,
+        }
+    }
+}
+
+static CATALOG: OnceLock<Catalog> = OnceLock::new();
+
+/// Installs the process's catalog (once, at startup); later calls are ignored.
+pub fn install(catalog: Catalog) {
+    let _ = CATALOG.set(catalog);
+}
+
+/// The process's catalog (the built-in one unless another was installed).
+pub fn current() -> &'static Catalog {
+    CATALOG.get_or_init(Catalog::builtin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_extend_and_override_and_unknown_ids_route_by_name() {
+        let dir = std::env::temp_dir().join(format!("catalog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("models.json");
+        std::fs::write(
+            &path,
+            r#"[{"id":"llama-3","provider":"openai","prices":{"input":100000,"output":200000}},
+                                  {"id":"claude-sonnet-4-5","provider":"anthropic","display_name":"Mine"}]"#,
+        )
+        .unwrap();
+        let catalog = Catalog::with_file(&path).unwrap();
+        assert_eq!(catalog.provider_of("llama-3"), Some("openai"));
+        assert_eq!(catalog.find("claude-sonnet-4-5").unwrap().display_name, "Mine");
+        assert_eq!(catalog.find("claude-sonnet-4-5").unwrap().prices, None, "overrides replace the whole entry");
+        assert_eq!(catalog.provider_of("claude-future-9"), Some("anthropic"));
+        assert_eq!(catalog.provider_of("openai/gpt-x"), Some("openai"));
+        assert_eq!(catalog.provider_of("mystery"), None);
+        std::fs::write(&path, r#"[{"id":"x","provider":"nope"}]"#).unwrap();
+        assert!(Catalog::with_file(&path).is_err());
+    }
 }

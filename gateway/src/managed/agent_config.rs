@@ -84,10 +84,14 @@ fn model(value: Option<&Value>) -> ApiResult<Value> {
             return Err(ApiError::invalid(format!("model: expected a string or object, got {}", kind(other))));
         }
     };
-    let Some(entry) = agentd_schema::catalog::find(&id) else {
-        return Err(ApiError::invalid(format!("model.id: unknown model {id:?}; see GET /v1/models")));
-    };
-    let effort = effort.unwrap_or_else(|| entry.default_effort.to_owned());
+    let catalog = agentd_schema::catalog::current();
+    if catalog.provider_of(&id).is_none() {
+        return Err(ApiError::invalid(format!(
+            "model.id: unknown model {id:?}; see GET /v1/models (claude-* and openai/<model> ids also route)"
+        )));
+    }
+    let default_effort = catalog.find(&id).map_or("high", |m| m.default_effort.as_str());
+    let effort = effort.unwrap_or_else(|| default_effort.to_owned());
     if !EFFORTS.contains(&effort.as_str()) {
         return Err(ApiError::invalid(format!("model.effort: must be one of {EFFORTS:?}, got {effort:?}")));
     }

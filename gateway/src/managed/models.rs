@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiResult};
 pub async fn list(uri: Uri) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
     let limit = query.int("limit", 1, 1000)?.unwrap_or(20) as usize;
-    let models = agentd_schema::catalog::BUILT_IN;
+    let models = agentd_schema::catalog::current().models();
     let position = |key: &str| -> ApiResult<usize> {
         let id = query.string(key).unwrap_or_default();
         models
@@ -35,14 +35,15 @@ pub async fn list(uri: Uri) -> ApiResult<Json<Value>> {
     Ok(Json(json!({
         "data": page.iter().map(|m| m.to_wire()).collect::<Vec<_>>(),
         "has_more": has_more,
-        "first_id": page.first().map(|m| m.id),
-        "last_id": page.last().map(|m| m.id),
+        "first_id": page.first().map(|m| m.id.as_str()),
+        "last_id": page.last().map(|m| m.id.as_str()),
     })))
 }
 
 /// Retrieves one model.
 pub async fn retrieve(Path(model_id): Path<String>) -> ApiResult<Json<Value>> {
-    agentd_schema::catalog::find(&model_id)
+    agentd_schema::catalog::current()
+        .find(&model_id)
         .map(|model| Json(model.to_wire()))
         .ok_or_else(|| ApiError::NotFound(format!("model not found: {model_id}")))
 }

@@ -149,7 +149,7 @@ fn budget(value: &Value, agent: &Value) -> ApiResult<Value> {
         )));
     }
     let model = agent["model"]["id"].as_str().unwrap_or_default();
-    if agentd_schema::catalog::find(model).is_none() {
+    if agentd_schema::catalog::current().find(model).and_then(|m| m.prices).is_none() {
         return Err(ApiError::invalid_with_code(
             "model_not_budgetable",
             format!("budget: model {model} has no list price"),
