@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Turn benchmark: C concurrent sessions × M turns against a zero-latency model, for
+# `agentd dev` and for the distributed stack (gateway + worker on PostgreSQL, NATS,
+# Redis). Prints one JSON report per run (see tests/src/bin/turn_bench.rs).
+#
+# Usage: tests/bench/turn/run.sh [dev|distributed|all]
+# Environment: C1_TURNS (default 200), C32_TURNS (default 50 per session),
+#              AGENTD_TEST_POSTGRES_URL / _NATS_URL / _REDIS_URL as for scripts/test.
+#
+# The zero-latency model is the built-in `scripted` provider, routed through the model
+# catalog (AGENTD_MODEL_CATALOG), so the numbers measure agentd itself: admission,
+# commits, the queue, the bus and streaming — not a model.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+mode="${1:-all}"
+C1_TURNS="${C1_TURNS:-200}"
+C32_TURNS="${C32_TURNS:-50}"
+PG="${AGENTD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+NATS="${AGENTD_TEST_NATS_URL:-nats://127.0.0.1:4222}"
+REDIS="${AGENTD_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
+
+cargo build --release --bin agentd --bin turn_bench >&2
+BIN="$PWD/target/release/agentd"
+DRIVER="$PWD/target/release/turn_bench"
+WORK="$(mktemp -d)"
+KEY="sk-agentd-bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cat > "$WORK/catalog.json" <<'JSON'
+[{"id": "bench-zero-latency", "provider": "scripted", "display_name": "zero-latency benchmark model",
+  "prices": {"input": 0, "output": 0}}]
+JSON
+
+common_env=(
+    RUST_LOG=warn
+    AGENTD_BOOTSTRAP_API_KEY="$KEY"
+    AGENTD_RATE_LIMIT_CREATE=1000000
+    AGENTD_RATE_LIMIT_READ=1000000
+    AGENTD_MODEL_CATALOG="$WORK/catalog.json"
+    AGENTD_HTTP_ADDR=127.0.0.1:0
+)
+
+# start NAME ROLE [ENV…]: starts a role, waits for its listener line, sets $URL and $PID.
+start() {
+    local name="$1" role="$2"; shift 2
+    env "${common_env[@]}" "$@" "$BIN" "$role" > "$WORK/$name.out" 2> "$WORK/$name.err" &
+    PID=$!
+    PIDS+=("$PID")
+    for _ in $(seq 1 300); do
+        URL="$(sed -n 's/^agentd: \(http\|ops\) listening on //p' "$WORK/$name.out" | head -1)"
+        [ -n "$URL" ] && return 0
+        sleep 0.1
+    done
+    echo "$name did not start:" >&2; cat "$WORK/$name.err" >&2; exit 1
+}
+
+drive() { # drive URL CONCURRENCY TURNS PIDS…
+    local url="$1" c="$2" t="$3"; shift 3
+    local pid_args=()
+    for pid in "$@"; do pid_args+=(--pid "$pid"); done
+    "$DRIVER" --url "$url" --key "$KEY" --model bench-zero-latency --concurrency "$c" --turns "$t" "${pid_args[@]}"
+}
+
+if [ "$mode" = dev ] || [ "$mode" = all ]; then
+    echo "== agentd dev" >&2
+    start dev dev AGENTD_DATA_DIR="$WORK/dev"
+    dev_url="$URL"; dev_pid="$PID"
+    echo "{\"stack\":\"dev\",\"report\":$(drive "$dev_url" 1 "$C1_TURNS" "$dev_pid")}"
+    echo "{\"stack\":\"dev\",\"report\":$(drive "$dev_url" 32 "$C32_TURNS" "$dev_pid")}"
+fi
+
+if [ "$mode" = distributed ] || [ "$mode" = all ]; then
+    echo "== distributed: gateway + worker on PostgreSQL, NATS JetStream, Redis" >&2
+    db="agentd_bench_$$"
+    stream="AGENTD_BENCH_$$"
+    psql "$PG" -qc "CREATE DATABASE $db" >/dev/null
+    trap 'cleanup; psql "$PG" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
+    dist_env=(
+        AGENTD_DATABASE_URL="${PG%/*}/$db" AGENTD_NATS_URL="$NATS" AGENTD_REDIS_URL="$REDIS"
+        AGENTD_NATS_STREAM="$stream" AGENTD_NATS_CONSUMER="bench-$$" AGENTD_REDIS_PREFIX="bench-$$"
+        AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0
+    )
+    env "${common_env[@]}" "${dist_env[@]}" "$BIN" migrate >&2
+    start gateway gateway "${dist_env[@]}"
+    gw_url="$URL"; gw_pid="$PID"
+    start worker worker "${dist_env[@]}"
+    wk_pid="$PID"
+    echo "{\"stack\":\"distributed\",\"report\":$(drive "$gw_url" 1 "$C1_TURNS" "$gw_pid" "$wk_pid")}"
+    echo "{\"stack\":\"distributed\",\"report\":$(drive "$gw_url" 32 "$C32_TURNS" "$gw_pid" "$wk_pid")}"
+fi
