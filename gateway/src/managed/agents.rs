@@ -3,7 +3,7 @@
 //!
 //! The stored body is the rendered agent; every change is a new immutable version.
 
-use agentd_schema::{ListQuery, NewResource, Resource, Store};
+use agentd_schema::{NewResource, Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::agent_config::{CONFIG_FIELDS, normalize};
 use super::body;
+use super::family::{Family, with_lifecycle};
 use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
@@ -20,19 +21,16 @@ use crate::error::{ApiError, ApiResult};
 const KIND: &str = "agent";
 
 /// The wire agent of the latest version, with lifecycle fields from the row.
+const FAMILY: Family = Family { kind: KIND, noun: "agent" };
+
 fn render(resource: &Resource) -> Value {
-    let mut agent = resource.body.clone();
+    let mut agent = with_lifecycle(resource);
     agent["version"] = json!(resource.version);
-    agent["updated_at"] = json!(rfc3339(resource.updated_at_ms));
-    agent["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
     agent
 }
 
 async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resource> {
-    store
-        .get_resource(&tenant.workspace_id, KIND, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("agent not found: {id}")))
+    FAMILY.load(store, tenant, id, None).await
 }
 
 /// `POST /v1/agents`.
@@ -166,27 +164,7 @@ pub async fn list(
     Extension(tenant): Extension<Tenant>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let query = Query::from_uri(&uri);
-    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
-    let after_id = query.string("page").map(decode_cursor).transpose()?;
-    let rows = state
-        .backends
-        .store
-        .list_resources(
-            &tenant.workspace_id,
-            KIND,
-            &ListQuery {
-                after_id,
-                limit: limit + 1,
-                descending: true,
-                include_archived: query.bool("include_archived")?.unwrap_or(false),
-                created_gte_ms: query.datetime_ms("created_at[gte]")?,
-                created_lte_ms: query.datetime_ms("created_at[lte]")?,
-                ..ListQuery::default()
-            },
-        )
-        .await?;
-    Ok(Json(cursor_page(rows, limit, |r| r.id.clone(), render)))
+    Ok(Json(FAMILY.page(state.backends.store.as_ref(), &tenant, &uri, None, true, render).await?))
 }
 
 /// `POST /v1/agents/{agent_id}/archive`.
@@ -195,9 +173,7 @@ pub async fn archive(
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    load(state.backends.store.as_ref(), &tenant, &id).await?;
-    let archived = state.backends.store.archive_resource(&tenant.workspace_id, KIND, &id).await?;
-    Ok(Json(render(&archived)))
+    Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
 
 /// `POST /v1/agents/{agent_id}/disable` (service extension): the agent stays

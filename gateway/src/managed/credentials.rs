@@ -11,7 +11,8 @@ use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, tag};
-use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
+use super::family::{Family, with_lifecycle};
+use super::query::{now_ms, rfc3339};
 use super::vaults;
 use crate::AppState;
 use crate::admission::Tenant;
@@ -21,22 +22,18 @@ const KIND: &str = "vault_credential";
 /// The stored field holding the sealed secrets; stripped from every response.
 const SEALED: &str = "_sealed";
 
+const FAMILY: Family = Family { kind: KIND, noun: "credential" };
+
 fn render(resource: &Resource) -> Value {
-    let mut credential = resource.body.clone();
+    let mut credential = with_lifecycle(resource);
     if let Some(map) = credential.as_object_mut() {
         map.remove(SEALED);
     }
-    credential["updated_at"] = json!(rfc3339(resource.updated_at_ms));
-    credential["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
     credential
 }
 
 async fn load(store: &dyn Store, tenant: &Tenant, vault_id: &str, id: &str) -> ApiResult<Resource> {
-    store
-        .get_resource(&tenant.workspace_id, KIND, id)
-        .await?
-        .filter(|r| r.parent_id.as_deref() == Some(vault_id))
-        .ok_or_else(|| ApiError::NotFound(format!("credential not found: {id} in vault {vault_id}")))
+    FAMILY.load(store, tenant, id, Some(vault_id)).await
 }
 
 /// A required secret string; its value never appears in an error message.
@@ -396,25 +393,9 @@ pub async fn list(
     Path(vault_id): Path<String>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let query = Query::from_uri(&uri);
-    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
     let store = state.backends.store.as_ref();
     vaults::load(store, &tenant, &vault_id).await?;
-    let rows = store
-        .list_resources(
-            &tenant.workspace_id,
-            KIND,
-            &ListQuery {
-                parent_id: Some(vault_id),
-                after_id: query.string("page").map(decode_cursor).transpose()?,
-                limit: limit + 1,
-                descending: true,
-                include_archived: query.bool("include_archived")?.unwrap_or(false),
-                ..ListQuery::default()
-            },
-        )
-        .await?;
-    Ok(Json(cursor_page(rows, limit, |r| r.id.clone(), render)))
+    Ok(Json(FAMILY.page(store, &tenant, &uri, Some(vault_id), false, render).await?))
 }
 
 /// `POST /v1/vaults/{vault_id}/credentials/{credential_id}/archive`.
@@ -423,9 +404,7 @@ pub async fn archive(
     Extension(tenant): Extension<Tenant>,
     Path((vault_id, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let store = state.backends.store.as_ref();
-    load(store, &tenant, &vault_id, &id).await?;
-    Ok(Json(render(&store.archive_resource(&tenant.workspace_id, KIND, &id).await?)))
+    Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, Some(&vault_id)).await?)))
 }
 
 /// `DELETE /v1/vaults/{vault_id}/credentials/{credential_id}`.

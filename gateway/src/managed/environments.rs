@@ -2,7 +2,7 @@
 //! built-in runner, `self_hosted` ones by the customer's worker. `config.type` never
 //! changes after creation; archived environments cannot be updated or start sessions.
 
-use agentd_schema::{ListQuery, NewResource, Resource, Store};
+use agentd_schema::{NewResource, Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -10,7 +10,8 @@ use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, tag};
-use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
+use super::family::{Family, with_lifecycle};
+use super::query::{now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -19,18 +20,14 @@ const KIND: &str = "environment";
 const FIELDS: &[&str] = &["name", "description", "config", "metadata", "scope"];
 const PACKAGE_MANAGERS: &[&str] = &["apt", "cargo", "gem", "go", "npm", "pip"];
 
+const FAMILY: Family = Family { kind: KIND, noun: "environment" };
+
 fn render(resource: &Resource) -> Value {
-    let mut environment = resource.body.clone();
-    environment["updated_at"] = json!(rfc3339(resource.updated_at_ms));
-    environment["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
-    environment
+    with_lifecycle(resource)
 }
 
 async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resource> {
-    store
-        .get_resource(&tenant.workspace_id, KIND, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("environment not found: {id}")))
+    FAMILY.load(store, tenant, id, None).await
 }
 
 /// Resolves a config request against the stored config (`None` on create): omitted
@@ -258,24 +255,7 @@ pub async fn list(
     Extension(tenant): Extension<Tenant>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let query = Query::from_uri(&uri);
-    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
-    let rows = state
-        .backends
-        .store
-        .list_resources(
-            &tenant.workspace_id,
-            KIND,
-            &ListQuery {
-                after_id: query.string("page").map(decode_cursor).transpose()?,
-                limit: limit + 1,
-                descending: true,
-                include_archived: query.bool("include_archived")?.unwrap_or(false),
-                ..ListQuery::default()
-            },
-        )
-        .await?;
-    Ok(Json(cursor_page(rows, limit, |r| r.id.clone(), render)))
+    Ok(Json(FAMILY.page(state.backends.store.as_ref(), &tenant, &uri, None, false, render).await?))
 }
 
 /// `POST /v1/environments/{environment_id}/archive`.
@@ -284,8 +264,7 @@ pub async fn archive(
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    load(state.backends.store.as_ref(), &tenant, &id).await?;
-    Ok(Json(render(&state.backends.store.archive_resource(&tenant.workspace_id, KIND, &id).await?)))
+    Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
 
 /// `DELETE /v1/environments/{environment_id}`.

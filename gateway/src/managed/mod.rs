@@ -8,6 +8,7 @@ mod content;
 pub mod credentials;
 pub mod environments;
 pub mod events;
+pub mod family;
 mod mcp_probe;
 pub mod models;
 pub mod query;

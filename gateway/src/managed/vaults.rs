@@ -1,7 +1,7 @@
 //! Vaults: named groups of credentials that sessions use to reach MCP servers and
 //! outbound APIs. See `credentials.rs` for the credentials themselves.
 
-use agentd_schema::{ListQuery, NewResource, Resource, Store};
+use agentd_schema::{NewResource, Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -9,26 +9,23 @@ use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object};
-use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
+use super::family::{Family, with_lifecycle};
+use super::query::{now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
 pub(super) const KIND: &str = "vault";
 
+const FAMILY: Family = Family { kind: KIND, noun: "vault" };
+
 fn render(resource: &Resource) -> Value {
-    let mut vault = resource.body.clone();
-    vault["updated_at"] = json!(rfc3339(resource.updated_at_ms));
-    vault["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
-    vault
+    with_lifecycle(resource)
 }
 
 /// Loads a vault of the caller's workspace or answers 404.
 pub(super) async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resource> {
-    store
-        .get_resource(&tenant.workspace_id, KIND, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("vault not found: {id}")))
+    FAMILY.load(store, tenant, id, None).await
 }
 
 /// `POST /v1/vaults`.
@@ -115,24 +112,7 @@ pub async fn list(
     Extension(tenant): Extension<Tenant>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let query = Query::from_uri(&uri);
-    let limit = query.int("limit", 1, 100)?.unwrap_or(20);
-    let rows = state
-        .backends
-        .store
-        .list_resources(
-            &tenant.workspace_id,
-            KIND,
-            &ListQuery {
-                after_id: query.string("page").map(decode_cursor).transpose()?,
-                limit: limit + 1,
-                descending: true,
-                include_archived: query.bool("include_archived")?.unwrap_or(false),
-                ..ListQuery::default()
-            },
-        )
-        .await?;
-    Ok(Json(cursor_page(rows, limit, |r| r.id.clone(), render)))
+    Ok(Json(FAMILY.page(state.backends.store.as_ref(), &tenant, &uri, None, false, render).await?))
 }
 
 /// `POST /v1/vaults/{vault_id}/archive`.
@@ -141,8 +121,7 @@ pub async fn archive(
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    load(state.backends.store.as_ref(), &tenant, &id).await?;
-    Ok(Json(render(&state.backends.store.archive_resource(&tenant.workspace_id, KIND, &id).await?)))
+    Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
 
 /// `DELETE /v1/vaults/{vault_id}`: the vault and every credential in it.

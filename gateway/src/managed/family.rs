@@ -1,0 +1,89 @@
+//! What the generic managed families (agents, environments, vaults, credentials) share:
+//! scoped loads, newest-first cursor pages, archive, and the lifecycle fields rendered
+//! from the row.
+
+use agentd_schema::{ListQuery, Resource, Store};
+use axum::http::Uri;
+use serde_json::{Value, json};
+
+use super::query::{Query, cursor_page, decode_cursor, rfc3339};
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+
+/// A family stored in the generic resources table.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// The stored kind, e.g. `environment`.
+    pub kind: &'static str,
+    /// The noun used in messages, e.g. `environment`.
+    pub noun: &'static str,
+}
+
+/// The stored body with `updated_at` and `archived_at` from the row.
+pub fn with_lifecycle(resource: &Resource) -> Value {
+    let mut out = resource.body.clone();
+    out["updated_at"] = json!(rfc3339(resource.updated_at_ms));
+    out["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
+    out
+}
+
+impl Family {
+    /// Loads a resource of the caller's workspace (and of `parent`, if given) or 404.
+    pub async fn load(
+        &self,
+        store: &dyn Store,
+        tenant: &Tenant,
+        id: &str,
+        parent: Option<&str>,
+    ) -> ApiResult<Resource> {
+        store
+            .get_resource(&tenant.workspace_id, self.kind, id)
+            .await?
+            .filter(|r| parent.is_none() || r.parent_id.as_deref() == parent)
+            .ok_or_else(|| ApiError::NotFound(format!("{} not found: {id}", self.noun)))
+    }
+
+    /// A newest-first cursor page (`limit` 1–100, `page`, `include_archived`, and
+    /// `created_at[gte|lte]` when `created_bounds`).
+    pub async fn page(
+        &self,
+        store: &dyn Store,
+        tenant: &Tenant,
+        uri: &Uri,
+        parent: Option<String>,
+        created_bounds: bool,
+        render: fn(&Resource) -> Value,
+    ) -> ApiResult<Value> {
+        let query = Query::from_uri(uri);
+        let limit = query.int("limit", 1, 100)?.unwrap_or(20);
+        let (created_gte_ms, created_lte_ms) = if created_bounds {
+            (query.datetime_ms("created_at[gte]")?, query.datetime_ms("created_at[lte]")?)
+        } else {
+            (None, None)
+        };
+        let list = ListQuery {
+            parent_id: parent,
+            after_id: query.string("page").map(decode_cursor).transpose()?,
+            limit: limit + 1,
+            descending: true,
+            include_archived: query.bool("include_archived")?.unwrap_or(false),
+            created_gte_ms,
+            created_lte_ms,
+            ..ListQuery::default()
+        };
+        let rows = store.list_resources(&tenant.workspace_id, self.kind, &list).await?;
+        Ok(cursor_page(rows, limit, |r| r.id.clone(), render))
+    }
+
+    /// Archives a resource of the caller's workspace (idempotent).
+    pub async fn archive(
+        &self,
+        store: &dyn Store,
+        tenant: &Tenant,
+        id: &str,
+        parent: Option<&str>,
+    ) -> ApiResult<Resource> {
+        self.load(store, tenant, id, parent).await?;
+        Ok(store.archive_resource(&tenant.workspace_id, self.kind, id).await?)
+    }
+}
