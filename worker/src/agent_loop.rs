@@ -253,6 +253,9 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
     let mut answered: HashSet<&str> = HashSet::new();
     let mut confirmations: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
     let mut last_model_start: Option<usize> = None;
+    // The start of the last request that also ended: a request cut off by a crash
+    // consumed nothing, and its input is still pending.
+    let mut last_completed_start: Option<usize> = None;
     let mut last_model_end: Option<usize> = None;
     let mut last_input: Option<usize> = None;
     let mut last_interrupt: Option<usize> = None;
@@ -284,7 +287,10 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
             "user.message" | "system.message" | "user.define_outcome" => last_input = Some(i),
             "user.interrupt" => last_interrupt = Some(i),
             "span.model_request_start" => last_model_start = Some(i),
-            "span.model_request_end" => last_model_end = Some(i),
+            "span.model_request_end" => {
+                last_model_end = Some(i);
+                last_completed_start = last_model_start;
+            }
             "session.status_idle" => {
                 last_idle = Some((i, &body["stop_reason"]));
                 running = false;
@@ -358,7 +364,7 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
     // Input is consumed by a model request only if it was committed before that
     // request started; anything later (mid-turn input, tool results) is still pending.
     let pending_input =
-        !before.is_empty() || last_input.is_some_and(|input| last_model_start.is_none_or(|start| input > start));
+        !before.is_empty() || last_input.is_some_and(|input| last_completed_start.is_none_or(|start| input > start));
     let interrupted = last_interrupt.is_some_and(|interrupt| last_input.is_none_or(|input| interrupt > input));
     if pending_input && !interrupted {
         if !running {
@@ -573,6 +579,14 @@ mod tests {
         let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, [Role::User, Role::Assistant, Role::User], "user two follows the reply it missed");
         assert_eq!(request.messages[2].content, vec![Block::Text("two".into())]);
+    }
+
+    #[test]
+    fn a_request_cut_off_by_a_crash_is_made_again() {
+        let events = vec![user("go"), json!({"type":"session.status_running"}), json!({"type":"span.model_request_start"})];
+        let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else { panic!() };
+        assert!(before.is_empty());
+        assert_eq!(request.messages.len(), 1);
     }
 
     #[test]

@@ -82,6 +82,9 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     };
     let agent = session.body["agent"].clone();
     let interrupts = watch_interrupts(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &cancel).await;
+    // History is read once per attempt, then extended with what was committed since
+    // (our own commits and any input that arrived), so each step costs one small read.
+    let mut history: Vec<StoredEvent> = Vec::new();
     loop {
         if cancel.is_cancelled() {
             return Err(Stop::Fenced);
@@ -90,12 +93,13 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
         // a higher generation and keeps the run runnable when we settle.
         let run = store.get_run(&claim.run_id).await?.ok_or_else(|| Stop::Abandoned("run vanished".into()))?;
         claim.generation = run.generation;
-        let history = store
-            .query_events(
-                &claim.session_id,
-                &EventQuery { thread_id: Some(claim.thread_id.clone()), limit: i64::MAX / 2, ..EventQuery::default() },
-            )
-            .await?;
+        let query = EventQuery {
+            thread_id: Some(claim.thread_id.clone()),
+            after_seq: Some(history.last().map_or(0, |e| e.seq)),
+            limit: i64::MAX / 2,
+            ..EventQuery::default()
+        };
+        history.extend(store.query_events(&claim.session_id, &query).await?);
         match agent_loop::decide(&agent, environment, &history) {
             Decision::Park => return settle(ctx, claim, Vec::new()).await,
             Decision::Idle { events } => return settle(ctx, claim, events).await,
