@@ -583,8 +583,11 @@ mod tests {
 
     #[test]
     fn a_request_cut_off_by_a_crash_is_made_again() {
-        let events = vec![user("go"), json!({"type":"session.status_running"}), json!({"type":"span.model_request_start"})];
-        let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else { panic!() };
+        let events =
+            vec![user("go"), json!({"type":"session.status_running"}), json!({"type":"span.model_request_start"})];
+        let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else {
+            panic!()
+        };
         assert!(before.is_empty());
         assert_eq!(request.messages.len(), 1);
     }

@@ -139,6 +139,12 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
             }
         };
         let span = tracing::info_span!("run", run = %claim.run_id, session = %claim.session_id, epoch = claim.epoch);
+        // Join the trace of the request that submitted the run.
+        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&submission.trace_context));
+        {
+            use tracing_opentelemetry::OpenTelemetrySpanExt;
+            let _ = span.set_parent(parent);
+        }
         let cancel = CancellationToken::new();
         let started = std::time::Instant::now();
         // The attempt updates its copy's consumed generation; the heartbeat keeps the

@@ -100,13 +100,20 @@ pub async fn submit_and_publish(
         return Err(ApiError::Unavailable("durable ingress is not configured on this process".to_owned()));
     };
     let store = state.backends.store.as_ref();
+    // W3C trace context rides with the submission so the worker's span joins this trace
+    // (empty when no OTLP exporter is configured).
+    let mut trace_context = HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        propagator.inject_context(&tracing::Span::current().context(), &mut trace_context);
+    });
     let submitted = store
         .submit(Submission {
             session_id: session_id.to_owned(),
             thread_id: session_id.to_owned(),
             events,
             max_attempts: MAX_ATTEMPTS,
-            trace_context: Vec::new(),
+            trace_context: trace_context.into_iter().collect(),
         })
         .await?;
     if let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &submitted.outbox).await {
