@@ -300,6 +300,16 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
         }
     }
     let mut before = Vec::new();
+    // A request whose start was committed but whose end never was (its worker died):
+    // close its span so the history reads cleanly; the input it had is still pending.
+    if let Some(start) = last_model_start.filter(|start| last_model_end.is_none_or(|end| end < *start)) {
+        before.push(json!({
+            "type": "span.model_request_end",
+            "model_request_start_id": history[start].event_id,
+            "is_error": true,
+            "model_usage": { "input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0 },
+        }));
+    }
     let mut blocking = Vec::new();
     let mut unexecutable = Vec::new();
     for (id, kind, permission) in &uses {
@@ -363,8 +373,9 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
     }
     // Input is consumed by a model request only if it was committed before that
     // request started; anything later (mid-turn input, tool results) is still pending.
+    let synthetic_results = before.iter().any(|e| e["type"] == "agent.tool_result");
     let pending_input =
-        !before.is_empty() || last_input.is_some_and(|input| last_completed_start.is_none_or(|start| input > start));
+        synthetic_results || last_input.is_some_and(|input| last_completed_start.is_none_or(|start| input > start));
     let interrupted = last_interrupt.is_some_and(|interrupt| last_input.is_none_or(|input| interrupt > input));
     if pending_input && !interrupted {
         if !running {
@@ -397,7 +408,9 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
         last_model_end.is_none_or(|end| i > end) && last_interrupt.is_none_or(|interrupt| i > interrupt)
     });
     if running || (!idle_after_last_step && (last_model_end.is_some() || interrupted)) {
-        return Decision::Idle { events: vec![idle(json!({ "type": "end_turn" }))] };
+        let mut events = before;
+        events.push(idle(json!({ "type": "end_turn" })));
+        return Decision::Idle { events };
     }
     Decision::Park
 }
@@ -588,7 +601,10 @@ mod tests {
         let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else {
             panic!()
         };
-        assert!(before.is_empty());
+        assert_eq!(before.len(), 1, "the orphaned span is closed: {before:?}");
+        assert_eq!(before[0]["type"], "span.model_request_end");
+        assert_eq!(before[0]["model_request_start_id"], "sevt_2");
+        assert_eq!(before[0]["is_error"], true);
         assert_eq!(request.messages.len(), 1);
     }
 

@@ -263,9 +263,24 @@ async fn model_request(
             commit(ctx, claim, closing).await?;
             let backoff =
                 Duration::from_millis(250 * 2u64.pow(retries)) + Duration::from_millis(rand::random_range(0..250));
-            tokio::select! {
+            let mut watcher = interrupts.clone();
+            let interrupted_during_wait = tokio::select! {
                 () = cancel.cancelled() => return Err(Stop::Fenced),
-                () = tokio::time::sleep(backoff) => {}
+                () = tokio::time::sleep(backoff) => false,
+                changed = async {
+                    loop {
+                        if *watcher.borrow_and_update() > start_seq {
+                            return true;
+                        }
+                        if watcher.changed().await.is_err() {
+                            return false;
+                        }
+                    }
+                } => changed,
+            };
+            if interrupted_during_wait {
+                // The next decision sees the interrupt and ends the turn.
+                return Ok(());
             }
             opening.push(json!({ "type": "session.status_running" }));
             continue;
@@ -302,12 +317,30 @@ async fn stream_model(
     };
     let mut request = request.clone();
     request.model = model;
-    let mut stream = match provider.stream(request).await {
+    // Race the connection against an interrupt, so a slow or failing provider cannot
+    // hold an interrupted turn.
+    let mut watcher = interrupts.clone();
+    let connected = tokio::select! {
+        () = cancel.cancelled() => return Err(Stop::Fenced),
+        connected = provider.stream(request) => connected,
+        () = async {
+            loop {
+                if *watcher.borrow_and_update() > start_seq {
+                    return;
+                }
+                if watcher.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        } => return Ok(Streamed { cut: Some(Cut::Interrupted), ..out }),
+    };
+    let mut stream = match connected {
         Ok(stream) => stream,
         Err(error) => return Ok(Streamed { cut: Some(Cut::Failed(error)), ..out }),
     };
     let mut interrupts = interrupts.clone();
     let mut blocks: BTreeMap<usize, OpenBlock> = BTreeMap::new();
+    let mut finished = false;
     let interrupted = |seq: i64| seq > start_seq;
     if interrupted(*interrupts.borrow()) {
         return Ok(Streamed { cut: Some(Cut::Interrupted), ..out });
@@ -327,7 +360,12 @@ async fn stream_model(
             item = stream.next() => item,
         };
         let event = match item {
-            None => return Ok(out),
+            None if finished => return Ok(out),
+            // A response that stops without its end marker was cut off: not a success.
+            None => {
+                out.cut = Some(Cut::Failed(ProviderError::transport("the response ended before it was complete")));
+                return Ok(out);
+            }
             Some(Err(error)) => {
                 out.cut = Some(Cut::Failed(error));
                 return Ok(out);
@@ -378,6 +416,7 @@ async fn stream_model(
             }
             ModelEvent::Usage(latest) => out.usage = latest,
             ModelEvent::Done { stop_reason } => {
+                finished = true;
                 for (_, block) in std::mem::take(&mut blocks) {
                     out.outputs.extend(finish_block(agent, block));
                 }

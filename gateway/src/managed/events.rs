@@ -212,7 +212,7 @@ pub async fn send(
     let needs_ledger = parsed.iter().any(|e| {
         matches!(e["type"].as_str(), Some("user.custom_tool_result" | "user.tool_result" | "user.tool_confirmation"))
     });
-    let mut ledger = if needs_ledger { tool_ledger(&state, &id).await? } else { ToolLedger::default() };
+    let ledger = if needs_ledger { tool_ledger(&state, &id).await? } else { ToolLedger::default() };
     let self_hosted = if parsed.iter().any(|e| e["type"] == "user.tool_result") {
         let environment = session.body["environment_id"].as_str().unwrap_or_default();
         store
@@ -222,8 +222,10 @@ pub async fn send(
     } else {
         false
     };
-    // Each output slot is either a new event to commit or an earlier answer echoed again.
-    let mut slots: Vec<Result<NewEvent, StoredEvent>> = Vec::with_capacity(parsed.len());
+    // Each output slot is a new event to commit, an answer committed earlier, or a
+    // repeat of an answer earlier in this same request.
+    let mut slots: Vec<Slot> = Vec::with_capacity(parsed.len());
+    let mut answered_now: HashMap<(String, String), String> = HashMap::new();
     for (i, event) in parsed.into_iter().enumerate() {
         let kind = event["type"].as_str().unwrap_or_default().to_owned();
         let answer_key = match kind.as_str() {
@@ -255,29 +257,29 @@ pub async fn send(
                 )));
             }
             // A repeated answer is idempotent: echo the first, commit nothing.
-            if let Some(earlier) = ledger.answers.get(&(kind.clone(), use_id.clone())) {
-                slots.push(Err(earlier.clone()));
+            let key = (kind, use_id);
+            if let Some(earlier) = ledger.answers.get(&key) {
+                slots.push(Slot::Earlier(earlier.clone()));
+                continue;
+            }
+            if let Some(first) = answered_now.get(&key) {
+                slots.push(Slot::SameAs(first.clone()));
                 continue;
             }
             let new = new_event(&id, event);
-            ledger.answers.insert(
-                (kind, use_id),
-                StoredEvent {
-                    session_id: id.clone(),
-                    seq: 0,
-                    event_id: new.event_id.clone(),
-                    thread_id: id.clone(),
-                    kind: new.kind.clone(),
-                    body: new.body.clone(),
-                    processed_at_ms: 0,
-                },
-            );
-            slots.push(Ok(new));
+            answered_now.insert(key, new.event_id.clone());
+            slots.push(Slot::New(new));
             continue;
         }
-        slots.push(Ok(new_event(&id, event)));
+        slots.push(Slot::New(new_event(&id, event)));
     }
-    let fresh: Vec<NewEvent> = slots.iter().filter_map(|s| s.as_ref().ok().cloned()).collect();
+    let fresh: Vec<NewEvent> = slots
+        .iter()
+        .filter_map(|slot| match slot {
+            Slot::New(new) => Some(new.clone()),
+            _ => None,
+        })
+        .collect();
     let drives_run = fresh.iter().any(|e| RUN_INPUTS.contains(&e.kind.as_str()));
     let committed = if fresh.is_empty() {
         Vec::new()
@@ -294,11 +296,23 @@ pub async fn send(
     let data: Vec<Value> = slots
         .iter()
         .map(|slot| match slot {
-            Ok(new) => by_id.get(new.event_id.as_str()).map_or(Value::Null, |e| live::render(e)),
-            Err(earlier) => live::render(earlier),
+            Slot::New(NewEvent { event_id, .. }) | Slot::SameAs(event_id) => {
+                by_id.get(event_id.as_str()).map_or(Value::Null, |e| live::render(e))
+            }
+            Slot::Earlier(earlier) => live::render(earlier),
         })
         .collect();
     Ok(Json(json!({ "data": data })))
+}
+
+/// One event of a send request, as it will be echoed.
+enum Slot {
+    /// To commit now.
+    New(NewEvent),
+    /// An answer committed by an earlier request.
+    Earlier(StoredEvent),
+    /// A repeat of the answer with this event id earlier in the same request.
+    SameAs(String),
 }
 
 fn new_event(session_id: &str, body: serde_json::Map<String, Value>) -> NewEvent {

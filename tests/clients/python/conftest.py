@@ -6,13 +6,17 @@ session; `launch` starts extra deployments for a single test. See harness.py.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import anthropic
 import httpx
 import pytest
 
 from harness import RECORDER, Deployment, Recorder, pick_model, start_deployment, unique
+
+if TYPE_CHECKING:
+    from fake_models import FakeAnthropic, FakeOpenAI
 
 # ---------------------------------------------------------------------------------------
 # Fixtures
@@ -86,3 +90,57 @@ def workspace_client(agentd: Deployment) -> Callable[[], anthropic.Anthropic]:
         return agentd.client(agentd.create_key(unique("ws")))
 
     return _make
+
+
+# ---------------------------------------------------------------------------------------
+# Turns: fake model providers and the deployments that use them (test_turns.py)
+
+
+@pytest.fixture(scope="session")
+def fake_anthropic() -> Iterator["FakeAnthropic"]:
+    """A scriptable Anthropic Messages API (see fake_models.py), shared by the session."""
+    from fake_models import FakeAnthropic
+
+    fake = FakeAnthropic(api_key=RECORDER.secret(f"sk-ant-fake-{uuid.uuid4().hex}{uuid.uuid4().hex}"))
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture(scope="session")
+def fake_openai() -> Iterator["FakeOpenAI"]:
+    """A scriptable OpenAI Chat Completions server (see fake_models.py)."""
+    from fake_models import FakeOpenAI
+
+    fake = FakeOpenAI(api_key=RECORDER.secret(f"sk-oai-fake-{uuid.uuid4().hex}{uuid.uuid4().hex}"))
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture(scope="session")
+def provider_env(fake_anthropic: "FakeAnthropic", fake_openai: "FakeOpenAI") -> dict[str, str]:
+    """The environment that points agentd's model providers at the fakes."""
+    return {
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
+        "ANTHROPIC_API_KEY": fake_anthropic.api_key,
+        "OPENAI_BASE_URL": fake_openai.url + "/v1",
+        "OPENAI_API_KEY": fake_openai.api_key,
+    }
+
+
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def turns(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, provider_env: dict[str, str]
+) -> Iterator[Deployment]:
+    """A dedicated deployment per mode whose model providers are the fakes, for the turn
+    tests (the shared `agentd` deployments keep their offline configuration)."""
+    deployment = start_deployment(
+        request.param, tmp_path_factory.mktemp(f"agentd-turns-{request.param}"), extra_env=provider_env
+    )
+    try:
+        yield deployment
+    finally:
+        deployment.close()

@@ -106,7 +106,13 @@ class Recorder:
         return value
 
     def hook(self, response: Any) -> None:
-        """httpx / httpx2 response event hook."""
+        """httpx / httpx2 response event hook.
+
+        A live SSE stream is not read here (that would wait for the stream to end): its
+        headers are recorded now, and its events by whoever consumes it (`note`)."""
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            self.note(response.request.method, str(response.request.url), response.status_code, b"", response.headers)
+            return
         response.read()
         exchange = Exchange(
             method=response.request.method,
@@ -117,6 +123,12 @@ class Recorder:
         )
         with self._lock:
             self.exchanges.append(exchange)
+
+    def note(self, method: str, url: str, status: int, body: bytes, headers: Any = ()) -> None:
+        """Records a body received outside the hook (e.g. one event of a live stream)."""
+        items = list(headers.items()) if hasattr(headers, "items") else list(headers)
+        with self._lock:
+            self.exchanges.append(Exchange(method=method, url=url, status=status, headers=items, body=body))
 
     def since(self, mark: int) -> list[Exchange]:
         with self._lock:
@@ -537,6 +549,17 @@ class Deployment:
         self.processes.append(process)
         return url
 
+    def start_worker(self) -> Process:
+        """Another worker on the same database, NATS stream and Redis prefix."""
+        assert self.mode == "prod", "only prod deployments have workers"
+        workers = sum(1 for p in self.processes if p.name.startswith("agentd worker"))
+        process, _ops = start_role("worker", dict(self._role_env), name=f"agentd worker #{workers + 1}")
+        self.processes.append(process)
+        return process
+
+    def workers(self) -> list[Process]:
+        return [p for p in self.processes if p.name.startswith("agentd worker")]
+
     # -- teardown -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -550,7 +573,14 @@ class Deployment:
         self._cleanups.clear()
 
 
-def start_dev(workdir: Path, *, create_limit: int = GENEROUS_CREATE, read_limit: int = GENEROUS_READ) -> Deployment:
+def start_dev(
+    workdir: Path,
+    *,
+    create_limit: int = GENEROUS_CREATE,
+    read_limit: int = GENEROUS_READ,
+    extra_env: dict[str, str] | None = None,
+) -> Deployment:
+    """`extra_env` (e.g. model provider endpoints) is added to the process environment."""
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     key = new_secret_key()
@@ -560,6 +590,7 @@ def start_dev(workdir: Path, *, create_limit: int = GENEROUS_CREATE, read_limit:
         AGENTD_BOOTSTRAP_API_KEY=key,
         AGENTD_RATE_LIMIT_CREATE=str(create_limit),
         AGENTD_RATE_LIMIT_READ=str(read_limit),
+        **(extra_env or {}),
     )
     process, url = start_role("dev", env)
     deployment = Deployment("dev", url, key, base_env(AGENTD_DATA_DIR=str(data_dir)))
@@ -583,7 +614,10 @@ def start_prod(
     read_limit: int = GENEROUS_READ,
     worker: bool = True,
     redis_url: str = REDIS_URL,
+    extra_env: dict[str, str] | None = None,
 ) -> Deployment:
+    """`extra_env` (e.g. model provider endpoints) reaches every role it starts, later
+    gateways and workers included."""
     suffix = uuid.uuid4().hex[:12]
     db_name = f"agentd_pytest_{suffix}"
     database_url = with_database(POSTGRES_URL, db_name)
@@ -609,6 +643,7 @@ def start_prod(
         AGENTD_RATE_LIMIT_CREATE=str(create_limit),
         AGENTD_RATE_LIMIT_READ=str(read_limit),
         AGENTD_SECRET_KEY=base64.b64encode(os.urandom(32)).decode(),
+        **(extra_env or {}),
     )
     deployment = Deployment("prod", "", key, base_env(AGENTD_DATABASE_URL=database_url))
     deployment._role_env = env
@@ -624,8 +659,7 @@ def start_prod(
         run_cli(["migrate"], env)
         deployment.url = deployment.start_gateway()
         if worker:
-            process, _ops = start_role("worker", dict(env))
-            deployment.processes.append(process)
+            deployment.start_worker()
     except BaseException:
         deployment.close()
         raise

@@ -21,7 +21,14 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut args = Args { url: String::new(), key: String::new(), model: "claude-sonnet-4-5".into(), concurrency: 1, turns: 20, pids: Vec::new() };
+    let mut args = Args {
+        url: String::new(),
+        key: String::new(),
+        model: "claude-sonnet-4-5".into(),
+        concurrency: 1,
+        turns: 20,
+        pids: Vec::new(),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_default();
@@ -43,9 +50,15 @@ fn args() -> Args {
 fn process_stats(pid: u32) -> (f64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
-    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + fields.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     (ticks / 100.0, hwm)
 }
 
@@ -73,7 +86,12 @@ async fn post(client: &reqwest::Client, args: &Args, path: &str, body: Value) ->
 }
 
 /// One session: returns (send→idle, send→first event) per turn.
-async fn session(client: reqwest::Client, args: &Args, agent: String, environment: String) -> Vec<(Duration, Duration)> {
+async fn session(
+    client: reqwest::Client,
+    args: &Args,
+    agent: String,
+    environment: String,
+) -> Vec<(Duration, Duration)> {
     let session = post(&client, args, "/v1/sessions", json!({ "agent": agent, "environment_id": environment })).await;
     let id = session["id"].as_str().unwrap().to_owned();
     let stream = client
@@ -116,8 +134,12 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args = args();
     let client = reqwest::Client::builder().tcp_nodelay(true).pool_max_idle_per_host(1024).build().unwrap();
-    let agent = post(&client, &args, "/v1/agents", json!({ "name": "bench", "model": args.model })).await["id"].as_str().unwrap().to_owned();
-    let environment = post(&client, &args, "/v1/environments", json!({ "name": "bench" })).await["id"].as_str().unwrap().to_owned();
+    let agent = post(&client, &args, "/v1/agents", json!({ "name": "bench", "model": args.model })).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let environment =
+        post(&client, &args, "/v1/environments", json!({ "name": "bench" })).await["id"].as_str().unwrap().to_owned();
     let before: Vec<(f64, u64)> = args.pids.iter().map(|pid| process_stats(*pid)).collect();
     let started = Instant::now();
     let args = std::sync::Arc::new(args);
