@@ -20,7 +20,7 @@ use agentd_schema::sql::redact_url;
 use agentd_schema::{Clock, ConnectOptions, SqlStore, Store, SystemClock};
 use agentd_worker::consumer::ConsumerConfig;
 use agentd_worker::providers::Registry;
-use agentd_worker::run::RunContext;
+use agentd_worker::run::{HistoryCache, RunContext};
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::serve::ListenerExt;
@@ -290,7 +290,7 @@ impl Process {
     fn start_consumer(&self, providers: Registry) {
         let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return };
         let store: Arc<dyn Store> = self.store.clone();
-        let ctx = RunContext { store, bus, providers };
+        let ctx = RunContext { store, bus, providers, histories: Arc::new(HistoryCache::new(4096)) };
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,
             queue,
@@ -306,7 +306,9 @@ impl Process {
     async fn serve_api(&self) -> Result<SocketAddr> {
         let limiter = self.limiter.clone().context("this role serves no API")?;
         let secrets = self.secrets.clone().context("this role serves no API")?;
-        let state = AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), limiter, secrets };
+        let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
+        let state =
+            AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), limiter, secrets, key_cache };
         match self.settings.ops_addr {
             Some(ops_addr) => {
                 let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());

@@ -34,6 +34,8 @@ pub struct AppState {
     pub limiter: Arc<dyn Limiter>,
     /// Seals write-only secrets (vault credentials) at rest.
     pub secrets: Arc<agentd_schema::secrets::SecretBox>,
+    /// Recently resolved API keys (2 s).
+    pub key_cache: Arc<admission::auth::KeyCache>,
 }
 
 impl AppState {

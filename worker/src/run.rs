@@ -31,6 +31,43 @@ pub struct RunContext {
     pub bus: Arc<dyn Bus>,
     /// Model providers.
     pub providers: Registry,
+    /// Recently driven threads' history, so a turn reads only what is new.
+    pub histories: Arc<HistoryCache>,
+}
+
+/// Committed history of recently driven threads. History is append-only and numbered,
+/// so a cached copy is always a valid prefix: a turn extends it from its last sequence
+/// number instead of re-reading everything (per-turn cost stays flat as history grows).
+/// Bounded: the least recently used threads are dropped.
+#[derive(Debug)]
+pub struct HistoryCache {
+    capacity: usize,
+    entries: std::sync::Mutex<(u64, std::collections::HashMap<String, (u64, Vec<StoredEvent>)>)>,
+}
+
+impl HistoryCache {
+    /// A cache of at most `capacity` threads.
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, entries: std::sync::Mutex::default() }
+    }
+
+    fn take(&self, thread_id: &str) -> Vec<StoredEvent> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.1.remove(thread_id).map(|(_, history)| history).unwrap_or_default()
+    }
+
+    fn put(&self, thread_id: &str, history: Vec<StoredEvent>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.0 += 1;
+        let tick = entries.0;
+        entries.1.insert(thread_id.to_owned(), (tick, history));
+        if entries.1.len() > self.capacity {
+            let oldest = entries.1.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                entries.1.remove(&oldest);
+            }
+        }
+    }
 }
 
 /// How an attempt ended.
@@ -82,17 +119,35 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     };
     let agent = session.body["agent"].clone();
     let interrupts = watch_interrupts(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &cancel).await;
-    // History is read once per attempt, then extended with what was committed since
-    // (our own commits and any input that arrived), so each step costs one small read.
-    let mut history: Vec<StoredEvent> = Vec::new();
+    // History comes from the cache (or is read once), then is extended with what was
+    // committed since (our own commits and any input that arrived): each step costs one
+    // small read, whatever the length of the conversation.
+    let mut history = ctx.histories.take(&claim.thread_id);
+    let result = steps(ctx, claim, &agent, environment, &interrupts, &cancel, &mut history).await;
+    if result.is_ok() {
+        ctx.histories.put(&claim.thread_id, history);
+    }
+    result
+}
+
+async fn steps(
+    ctx: &RunContext,
+    claim: &mut Claim,
+    agent: &Value,
+    environment: Environment,
+    interrupts: &watch::Receiver<i64>,
+    cancel: &CancellationToken,
+    history: &mut Vec<StoredEvent>,
+) -> Result<RunStatus, Stop> {
+    let store = ctx.store.as_ref();
     loop {
         if cancel.is_cancelled() {
             return Err(Stop::Fenced);
         }
-        // Read the generation before the history: input committed after this read has
-        // a higher generation and keeps the run runnable when we settle.
-        let run = store.get_run(&claim.run_id).await?.ok_or_else(|| Stop::Abandoned("run vanished".into()))?;
-        claim.generation = run.generation;
+        // `claim.generation` is the generation the claim saw; input committed since has
+        // a higher one, so settling leaves the run runnable and it is claimed again. That
+        // costs a spare cycle when such input was already read here, and saves a read on
+        // every step.
         let query = EventQuery {
             thread_id: Some(claim.thread_id.clone()),
             after_seq: Some(history.last().map_or(0, |e| e.seq)),
@@ -100,11 +155,11 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
             ..EventQuery::default()
         };
         history.extend(store.query_events(&claim.session_id, &query).await?);
-        match agent_loop::decide(&agent, environment, &history) {
+        match agent_loop::decide(agent, environment, history) {
             Decision::Park => return settle(ctx, claim, Vec::new()).await,
             Decision::Idle { events } => return settle(ctx, claim, events).await,
             Decision::CallModel { before, request } => {
-                model_request(ctx, claim, &agent, before, request, &interrupts, &cancel).await?;
+                model_request(ctx, claim, agent, before, request, interrupts, cancel).await?;
             }
         }
     }

@@ -49,10 +49,19 @@ async fn authenticate(state: &AppState, headers: HeaderMap, path: Option<String>
             "missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`".to_owned(),
         ));
     };
-    let scope = state.backends.store.resolve_api_key(key).await.map_err(|error| {
-        tracing::warn!(%error, "cannot resolve the workspace scope");
-        ApiError::Unavailable("cannot resolve the workspace scope: the store is unavailable".to_owned())
-    })?;
+    let scope = match state.key_cache.get(key) {
+        Some(scope) => Some(scope),
+        None => {
+            let scope = state.backends.store.resolve_api_key(key).await.map_err(|error| {
+                tracing::warn!(%error, "cannot resolve the workspace scope");
+                ApiError::Unavailable("cannot resolve the workspace scope: the store is unavailable".to_owned())
+            })?;
+            if let Some(scope) = &scope {
+                state.key_cache.put(key, scope.clone());
+            }
+            scope
+        }
+    };
     let Some(scope) = scope else {
         return Err(ApiError::Unauthenticated("invalid API key".to_owned()));
     };
@@ -76,5 +85,40 @@ async fn check_workspace(state: &AppState, tenant: &Tenant, named: &str, source:
     match workspace {
         Some(workspace) if workspace.id == tenant.workspace_id => Ok(()),
         _ => Err(ApiError::PermissionDenied(format!("{source}: this API key cannot act on workspace {named:?}"))),
+    }
+}
+
+/// Recently resolved keys, for `ttl`: saves a store read per request. Entries are keyed
+/// by the key's SHA-256, never the key itself; only successful resolutions are cached,
+/// so a revoked key stops working within `ttl`.
+#[derive(Debug)]
+pub struct KeyCache {
+    ttl: std::time::Duration,
+    entries: std::sync::Mutex<std::collections::HashMap<[u8; 32], (std::time::Instant, agentd_schema::Scope)>>,
+}
+
+impl KeyCache {
+    /// A cache whose entries live for `ttl`.
+    pub fn new(ttl: std::time::Duration) -> Self {
+        Self { ttl, entries: std::sync::Mutex::default() }
+    }
+
+    fn digest(key: &str) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(key.as_bytes()).into()
+    }
+
+    fn get(&self, key: &str) -> Option<agentd_schema::Scope> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get(&Self::digest(key)).filter(|(at, _)| at.elapsed() < self.ttl).map(|(_, scope)| scope.clone())
+    }
+
+    fn put(&self, key: &str, scope: agentd_schema::Scope) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() > 10_000 {
+            let ttl = self.ttl;
+            entries.retain(|_, (at, _)| at.elapsed() < ttl);
+        }
+        entries.insert(Self::digest(key), (std::time::Instant::now(), scope));
     }
 }

@@ -19,7 +19,7 @@ PG="${AGENTD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 NATS="${AGENTD_TEST_NATS_URL:-nats://127.0.0.1:4222}"
 REDIS="${AGENTD_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 
-cargo build --release --bin agentd --bin turn_bench >&2
+cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench >&2
 BIN="$PWD/target/release/agentd"
 DRIVER="$PWD/target/release/turn_bench"
 WORK="$(mktemp -d)"
