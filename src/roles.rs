@@ -307,8 +307,13 @@ impl Process {
         let limiter = self.limiter.clone().context("this role serves no API")?;
         let secrets = self.secrets.clone().context("this role serves no API")?;
         let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
-        let state =
-            AppState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), limiter, secrets, key_cache };
+        let state = AppState {
+            backends: self.backends.clone(),
+            lifecycle: self.lifecycle.clone(),
+            limiter,
+            secrets,
+            key_cache,
+        };
         match self.settings.ops_addr {
             Some(ops_addr) => {
                 let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());
