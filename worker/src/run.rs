@@ -42,8 +42,11 @@ pub struct RunContext {
 #[derive(Debug)]
 pub struct HistoryCache {
     capacity: usize,
-    entries: std::sync::Mutex<(u64, std::collections::HashMap<String, (u64, Vec<StoredEvent>)>)>,
+    entries: std::sync::Mutex<CachedHistories>,
 }
+
+/// A use counter and, per thread, (last use, history).
+type CachedHistories = (u64, std::collections::HashMap<String, (u64, Vec<StoredEvent>)>);
 
 impl HistoryCache {
     /// A cache of at most `capacity` threads.
