@@ -88,6 +88,15 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_QUEUE_MAX_DELIVER", value_name = "N")]
     pub queue_max_deliver: Option<i64>,
 
+    /// How long a worker's claim on a run lasts without renewal (renewed every third) [default: 30s].
+    #[arg(long, global = true, env = "AGENTD_LEASE", value_name = "DURATION")]
+    pub lease: Option<String>,
+
+    /// Recoveries of a run (expired leases reclaimed) before it is settled as
+    /// `retries_exhausted` [default: 5].
+    #[arg(long, global = true, env = "AGENTD_MAX_ATTEMPTS", value_name = "N")]
+    pub max_attempts: Option<i64>,
+
     /// Create requests per minute per organization [default: 300].
     #[arg(long, global = true, env = "AGENTD_RATE_LIMIT_CREATE", value_name = "N")]
     pub rate_limit_create: Option<u32>,
@@ -140,6 +149,8 @@ impl Settings {
             redis_prefix: self.redis_prefix.or(file.redis_prefix),
             queue_ack_wait: self.queue_ack_wait.or(file.queue_ack_wait),
             queue_max_deliver: self.queue_max_deliver.or(file.queue_max_deliver),
+            max_attempts: self.max_attempts.or(file.max_attempts),
+            lease: self.lease.or(file.lease),
             rate_limit_create: self.rate_limit_create.or(file.rate_limit_create),
             rate_limit_read: self.rate_limit_read.or(file.rate_limit_read),
             bootstrap_api_key: self.bootstrap_api_key.or(file.bootstrap_api_key),
@@ -193,6 +204,20 @@ impl Settings {
     /// The JetStream consumer name.
     pub fn nats_consumer(&self) -> String {
         self.nats_consumer.clone().unwrap_or_else(|| "agentd-workers".to_owned())
+    }
+
+    /// The run lease.
+    pub fn lease(&self) -> Result<Duration> {
+        let lease = duration("AGENTD_LEASE", self.lease.as_deref(), Duration::from_secs(30))?;
+        anyhow::ensure!(lease >= Duration::from_millis(300), "AGENTD_LEASE must be at least 300ms");
+        Ok(lease)
+    }
+
+    /// The retry budget of new runs.
+    pub fn max_attempts(&self) -> Result<i64> {
+        let attempts = self.max_attempts.unwrap_or(5);
+        anyhow::ensure!(attempts >= 1, "AGENTD_MAX_ATTEMPTS must be at least 1, got {attempts}");
+        Ok(attempts)
     }
 
     /// Request bucket capacities.

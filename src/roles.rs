@@ -75,7 +75,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
-    process.start_consumer(Registry::from_env(true));
+    process.start_consumer(Registry::from_env(true))?;
     let bound = process.serve_api().await?;
     if let Some(grpc) = process.settings.grpc_addr {
         process.serve_grpc(grpc, "agentd.dev").await?;
@@ -123,7 +123,7 @@ pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
     let process = Process::new(settings, store, Some(queue), Some(bus), None);
     process.start_relay();
-    process.start_consumer(Registry::from_env(false));
+    process.start_consumer(Registry::from_env(false))?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations routes, on the ops address if given.
     let addr = process.settings.ops_addr.unwrap_or_else(|| process.settings.http_addr());
@@ -287,18 +287,19 @@ impl Process {
     }
 
     /// Starts pulling submissions and driving runs (dev and worker roles).
-    fn start_consumer(&self, providers: Registry) {
-        let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return };
+    fn start_consumer(&self, providers: Registry) -> Result<()> {
+        let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return Ok(()) };
         let store: Arc<dyn Store> = self.store.clone();
         let ctx = RunContext { store, bus, providers, histories: Arc::new(HistoryCache::new(4096)) };
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,
             queue,
-            ConsumerConfig::new(),
+            ConsumerConfig { lease: self.settings.lease()?, ..ConsumerConfig::new() },
             self.lifecycle.clone(),
             self.stop.clone(),
         ));
         self.track(task);
+        Ok(())
     }
 
     /// Serves the API (and the operations routes, unless they have their own
@@ -313,6 +314,7 @@ impl Process {
             limiter,
             secrets,
             key_cache,
+            max_attempts: self.settings.max_attempts()?,
         };
         match self.settings.ops_addr {
             Some(ops_addr) => {

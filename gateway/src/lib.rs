@@ -36,6 +36,8 @@ pub struct AppState {
     pub secrets: Arc<agentd_schema::secrets::SecretBox>,
     /// Recently resolved API keys (2 s).
     pub key_cache: Arc<admission::auth::KeyCache>,
+    /// Retry budget of new runs (recoveries before `retries_exhausted`).
+    pub max_attempts: i64,
 }
 
 impl AppState {

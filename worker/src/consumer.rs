@@ -138,6 +138,21 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
                 return;
             }
         };
+        if claim.attempts >= claim.max_attempts {
+            // The retry budget is spent: settle Ended(Indeterminate) instead of running
+            // again. Never a dead letter; that takes an explicit operator quarantine.
+            match exhaust(ctx, &claim).await {
+                Ok(()) => {
+                    metrics::counter!("agentd_runs_exhausted_total").increment(1);
+                    let _ = delivery.ack().await;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, run = %claim.run_id, "could not settle an exhausted run; it stays leased and will be retried");
+                    let _ = delivery.nak(config.lease).await;
+                }
+            }
+            return;
+        }
         let span = tracing::info_span!("run", run = %claim.run_id, session = %claim.session_id, epoch = claim.epoch);
         // Join the trace of the request that submitted the run.
         let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&submission.trace_context));
@@ -179,6 +194,43 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
             }
         }
     }
+}
+
+/// Settles a run whose retry budget is spent: `session.error` (exhausted) and an idle
+/// with `retries_exhausted`, committed with the settlement in one fenced transaction.
+/// Their ids derive from the run and its generation, so a replay cannot add a second
+/// copy (the unique event id rejects it).
+async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim) -> Result<(), StoreError> {
+    let id = |what: &str| {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(format!("{}:{}:{what}", claim.run_id, claim.generation));
+        format!("sevt_{}", &hex::encode(digest)[..26])
+    };
+    let events = vec![
+        agentd_schema::NewEvent {
+            event_id: id("error"),
+            thread_id: claim.thread_id.clone(),
+            kind: "session.error".into(),
+            body: serde_json::json!({
+                "type": "session.error",
+                "error": {
+                    "type": "unknown_error",
+                    "message": format!("the turn was retried {} times after its worker was lost and has been stopped", claim.attempts),
+                    "retry_status": { "type": "exhausted" },
+                },
+            }),
+        },
+        agentd_schema::NewEvent {
+            event_id: id("idle"),
+            thread_id: claim.thread_id.clone(),
+            kind: "session.status_idle".into(),
+            body: serde_json::json!({ "type": "session.status_idle", "stop_reason": { "type": "retries_exhausted" }, "stop_details": null }),
+        },
+    ];
+    let settled =
+        ctx.store.settle(claim, events, agentd_schema::Settlement::Done { outcome: "indeterminate".into() }).await?;
+    agentd_schema::live::publish_committed(ctx.bus.as_ref(), &settled.events).await;
+    Ok(())
 }
 
 /// Renews the lease every third of it and marks the message in progress. Returns when

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use agentd_proto::v1::{LiveEvent, live_event};
 use agentd_proto::{Bus, BusItem};
+use agentd_schema::budget::Standing;
 use agentd_schema::{Claim, EventQuery, NewEvent, RunStatus, Settlement, Store, StoreError, StoredEvent, live};
 use futures::StreamExt;
 use prost::Message;
@@ -158,13 +159,95 @@ async fn steps(
             ..EventQuery::default()
         };
         history.extend(store.query_events(&claim.session_id, &query).await?);
-        match agent_loop::decide(agent, environment, history) {
+        // The session row carries the budget and the usage projection; reconciling
+        // against it before every step keeps a reached budget from admitting a request.
+        let Some(session) = store.load_session(&claim.session_id).await? else {
+            return Ok(RunStatus::Done);
+        };
+        let standing = Standing::of(&session.body, &session.usage);
+        let decision = agent_loop::decide(agent, environment, history);
+        let decision = if standing.reached() { within_budget(decision, history, &session, standing) } else { decision };
+        match decision {
             Decision::Park => return settle(ctx, claim, Vec::new()).await,
             Decision::Idle { events } => return settle(ctx, claim, events).await,
             Decision::CallModel { before, request } => {
-                model_request(ctx, claim, agent, before, request, interrupts, cancel).await?;
+                let reconcile = Reconcile { before: session.usage.clone(), body: &session.body };
+                let step = ModelStep { before, request, reconcile };
+                model_request(ctx, claim, agent, step, interrupts, cancel).await?;
             }
         }
+    }
+}
+
+/// Turns a decision into the budget stop once the ceiling is reached: no model request
+/// is admitted, and a turn that would end normally ends with `budget_reached`.
+/// `session.budget_reached` is committed once per budget (again only after the
+/// budget is changed). Idles that wait for the client (requires_action) stand.
+fn within_budget(
+    decision: Decision,
+    history: &[StoredEvent],
+    session: &agentd_schema::Session,
+    standing: Standing,
+) -> Decision {
+    let before = match decision {
+        Decision::CallModel { before, .. } => {
+            before.into_iter().filter(|e| e["type"] != "session.status_running").collect()
+        }
+        Decision::Idle { events } if events.last().is_some_and(|e| e["stop_reason"]["type"] == "end_turn") => {
+            events[..events.len() - 1].to_vec()
+        }
+        other => return other,
+    };
+    let last_budget_change =
+        history.iter().rposition(|e| e.kind == "session.updated" && e.body.get("budget").is_some());
+    let already = history
+        .iter()
+        .enumerate()
+        .any(|(i, e)| e.kind == "session.budget_reached" && last_budget_change.is_none_or(|change| i > change));
+    let mut events = before;
+    let mut usage = session.usage.clone();
+    usage["list_cost"] = standing.list_cost();
+    if !already {
+        events.push(json!({ "type": "session.budget_reached", "budget": session.body["budget"], "usage": usage }));
+    }
+    events.push(json!({ "type": "session.usage", "usage": usage, "budget": session.body["budget"] }));
+    events.push(
+        json!({ "type": "session.status_idle", "stop_reason": { "type": "budget_reached" }, "stop_details": null }),
+    );
+    Decision::Idle { events }
+}
+
+/// One model request to make: what to commit first, the request, and how to reconcile.
+struct ModelStep<'a> {
+    before: Vec<Value>,
+    request: ModelRequest,
+    reconcile: Reconcile<'a>,
+}
+
+/// What a model request needs to reconcile usage afterwards.
+struct Reconcile<'a> {
+    /// The session's cumulative usage before the request.
+    before: Value,
+    /// The session body (budget and price snapshot).
+    body: &'a Value,
+}
+
+impl Reconcile<'_> {
+    /// The `session.usage` snapshot after a request, for budgeted sessions.
+    fn snapshot(&self, request: &Usage) -> Option<Value> {
+        if self.body["budget"].is_null() {
+            return None;
+        }
+        let n = |key: &str| self.before[key].as_u64().unwrap_or(0);
+        let cache_5m = self.before["cache_creation"]["ephemeral_5m_input_tokens"].as_u64().unwrap_or(0);
+        let mut usage = json!({
+            "input_tokens": n("input_tokens") + request.input_tokens,
+            "output_tokens": n("output_tokens") + request.output_tokens,
+            "cache_read_input_tokens": n("cache_read_input_tokens") + request.cache_read_input_tokens,
+            "cache_creation": { "ephemeral_5m_input_tokens": cache_5m + request.cache_creation_input_tokens, "ephemeral_1h_input_tokens": 0 },
+        });
+        usage["list_cost"] = Standing::of(self.body, &usage).list_cost();
+        Some(json!({ "type": "session.usage", "usage": usage, "budget": self.body["budget"] }))
     }
 }
 
@@ -273,11 +356,11 @@ async fn model_request(
     ctx: &RunContext,
     claim: &Claim,
     agent: &Value,
-    before: Vec<Value>,
-    request: ModelRequest,
+    step: ModelStep<'_>,
     interrupts: &watch::Receiver<i64>,
     cancel: &CancellationToken,
 ) -> Result<(), Stop> {
+    let ModelStep { before, request, reconcile } = step;
     let mut opening = before;
     let mut retries = 0;
     loop {
@@ -302,6 +385,9 @@ async fn model_request(
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens,
             },
         }));
+        // Whether the failed response produced anything, before usage is appended.
+        let produced = closing.len() > 1;
+        closing.extend(reconcile.snapshot(&usage));
         let Some(Cut::Failed(error)) = cut else {
             if refused {
                 closing.push(json!({
@@ -313,7 +399,6 @@ async fn model_request(
             commit(ctx, claim, closing).await?;
             return Ok(());
         };
-        let produced = closing.len() > 1;
         if error.retryable && !produced && retries < PROVIDER_RETRIES {
             retries += 1;
             closing.push(session_error(&error, "retrying"));

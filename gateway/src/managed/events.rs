@@ -31,8 +31,6 @@ use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
-/// Retry budget of a run created by a submission.
-const MAX_ATTEMPTS: i64 = 5;
 /// Event types that make the thread's run runnable.
 const RUN_INPUTS: &[&str] = &[
     "user.message",
@@ -112,7 +110,7 @@ pub async fn submit_and_publish(
             session_id: session_id.to_owned(),
             thread_id: session_id.to_owned(),
             events,
-            max_attempts: MAX_ATTEMPTS,
+            max_attempts: state.max_attempts,
             trace_context: trace_context.into_iter().collect(),
         })
         .await?;
@@ -188,6 +186,7 @@ pub async fn send(
         return Err(ApiError::invalid(format!("session {id} is terminated and accepts no events")));
     }
     let items = body::array(request.get("events"), "events", 50)?;
+    let budget_reached = agentd_schema::budget::Standing::of(&session.body, &session.usage).reached();
     if items.is_empty() {
         return Err(ApiError::invalid("events: at least one event is required"));
     }
@@ -196,6 +195,16 @@ pub async fn send(
         parsed.push(content::client_event(item, &format!("events[{i}]"))?);
     }
     for (i, event) in parsed.iter().enumerate() {
+        let new_turn =
+            matches!(event["type"].as_str(), Some("user.message" | "system.message" | "user.define_outcome"));
+        if budget_reached && new_turn {
+            return Err(ApiError::invalid_with_code(
+                "budget_reached",
+                format!(
+                    "events[{i}]: the session's budget (max_list_cost) is reached; no further model request is admitted"
+                ),
+            ));
+        }
         if event["type"] != "system.message" {
             continue;
         }

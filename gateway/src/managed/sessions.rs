@@ -39,8 +39,16 @@ const SNAPSHOT_FIELDS: &[&str] = &[
 /// The wire session: the stored body plus the projections kept by the store.
 pub fn render(session: &Session) -> Value {
     let mut out = session.body.clone();
+    // Internal fields (the price snapshot) are stored with a leading underscore.
+    if let Some(map) = out.as_object_mut() {
+        map.retain(|key, _| !key.starts_with('_'));
+    }
     out["status"] = json!(session.status);
     out["usage"] = session.usage.clone();
+    let standing = agentd_schema::budget::Standing::of(&session.body, &session.usage);
+    if standing.spent_units.is_some() {
+        out["usage"]["list_cost"] = standing.list_cost();
+    }
     out["updated_at"] = json!(rfc3339(session.updated_at_ms));
     out["archived_at"] = json!(session.archived_at_ms.map(rfc3339));
     let duration = (now_ms() - session.created_at_ms).max(0) as f64 / 1000.0;
@@ -297,6 +305,7 @@ pub async fn create(
         "outcome_evaluations": outcome_evaluations,
         "deployment_id": null,
         "created_at": now,
+        "_price_snapshot": agentd_schema::budget::snapshot(agent["model"]["id"].as_str().unwrap_or_default()),
     });
     let session = store
         .create_session(NewSession {

@@ -1,0 +1,198 @@
+//! Session budgets: list cost in exact integer arithmetic. One place for the rule, so
+//! sessions and (later) deployments share it.
+//!
+//! Prices are micro-USD per million tokens (`catalog::Prices`). The cost of a usage is
+//! kept as the exact product sum Σ tokens × price, in units of 10⁻¹² USD ("pico-USD"
+//! per token·price unit): one cent is 10¹⁰ of those units. Nothing is rounded until a
+//! figure is shown, and then always down.
+
+use serde_json::{Value, json};
+
+use crate::catalog::Prices;
+
+/// Units of the exact cost sum per US cent.
+const UNITS_PER_CENT: u128 = 10_000_000_000;
+
+/// Token counts of a usage (cumulative or per request).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Prompt-cache reads.
+    pub cache_read: u64,
+    /// Prompt-cache writes.
+    pub cache_write: u64,
+}
+
+impl Tokens {
+    /// Reads a session `usage` object (the store's projection).
+    pub fn from_usage(usage: &Value) -> Self {
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        Self {
+            input: n(&usage["input_tokens"]),
+            output: n(&usage["output_tokens"]),
+            cache_read: n(&usage["cache_read_input_tokens"]),
+            cache_write: n(&usage["cache_creation"]["ephemeral_5m_input_tokens"])
+                + n(&usage["cache_creation"]["ephemeral_1h_input_tokens"]),
+        }
+    }
+}
+
+/// The exact cost of `tokens` at `prices`, in units of 10⁻¹² USD.
+pub fn cost_units(tokens: Tokens, prices: Prices) -> u128 {
+    u128::from(tokens.input) * u128::from(prices.input)
+        + u128::from(tokens.output) * u128::from(prices.output)
+        + u128::from(tokens.cache_read) * u128::from(prices.cache_read)
+        + u128::from(tokens.cache_write) * u128::from(prices.cache_write)
+}
+
+/// A cost in whole cents, rounded down (never overstates what was spent).
+pub fn cents(units: u128) -> u128 {
+    units / UNITS_PER_CENT
+}
+
+/// The ceiling of a `{"type":"limit","max_list_cost":{"amount":…}}` budget, in cents.
+pub fn ceiling_cents(budget: &Value) -> Option<u128> {
+    budget["max_list_cost"]["amount"].as_str().and_then(|amount| amount.parse().ok())
+}
+
+/// Whether the spend `units` has reached a ceiling of `ceiling_cents`.
+pub fn reached(units: u128, ceiling_cents: u128) -> bool {
+    units >= ceiling_cents.saturating_mul(UNITS_PER_CENT)
+}
+
+/// The wire `BetaMonetaryAmount` of a spend.
+pub fn list_cost(units: u128) -> Value {
+    json!({ "amount": cents(units).to_string(), "currency": "USD" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prices() -> Prices {
+        // $3 / $15 per million tokens, cache read $0.30, cache write $3.75.
+        Prices { input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 }
+    }
+
+    #[test]
+    fn a_million_input_tokens_cost_the_list_price_exactly() {
+        let units = cost_units(Tokens { input: 1_000_000, ..Tokens::default() }, prices());
+        assert_eq!(cents(units), 300);
+        assert!(reached(units, 300));
+        assert!(!reached(units - 1, 300));
+    }
+
+    /// A small deterministic generator, so the property runs the same everywhere.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self, bound: u64) -> u64 {
+            self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 33) % bound
+        }
+    }
+
+    /// Random usage sequences, reconciled after every request as the worker does: the
+    /// ceiling is detected at the first request that reaches it (so the spend never
+    /// overshoots by more than that one request), `budget_reached` fires exactly once,
+    /// and the cumulative sum equals the sum of the parts (no rounding drift).
+    #[test]
+    fn reconciliation_never_overshoots_by_more_than_one_request_and_fires_once() {
+        let mut rng = Lcg(42);
+        for _ in 0..2_000 {
+            let ceiling = 1 + rng.next(5_000) as u128;
+            let mut cumulative = Tokens::default();
+            let mut parts = 0u128;
+            let mut fired = 0;
+            let mut admitted_after_reached = 0;
+            for _ in 0..200 {
+                if reached(cost_units(cumulative, prices()), ceiling) {
+                    // The loop admits no further model request once reached.
+                    admitted_after_reached += 1;
+                    break;
+                }
+                let request = Tokens {
+                    input: rng.next(50_000),
+                    output: rng.next(8_000),
+                    cache_read: rng.next(100_000),
+                    cache_write: rng.next(20_000),
+                };
+                let before = cost_units(cumulative, prices());
+                cumulative = Tokens {
+                    input: cumulative.input + request.input,
+                    output: cumulative.output + request.output,
+                    cache_read: cumulative.cache_read + request.cache_read,
+                    cache_write: cumulative.cache_write + request.cache_write,
+                };
+                let this_request = cost_units(request, prices());
+                parts += this_request;
+                let after = cost_units(cumulative, prices());
+                assert_eq!(after, before + this_request);
+                if !reached(before, ceiling) && reached(after, ceiling) {
+                    fired += 1;
+                    // Overshoot is bounded by the request that crossed the ceiling.
+                    assert!(after - ceiling * UNITS_PER_CENT <= this_request);
+                }
+            }
+            assert_eq!(parts, cost_units(cumulative, prices()));
+            assert!(fired <= 1, "budget_reached fired {fired} times");
+            assert!(admitted_after_reached <= 1);
+        }
+    }
+}
+
+/// The price snapshot frozen into a session at creation (`None` for unpriced models).
+pub fn snapshot(model: &str) -> Value {
+    match crate::catalog::current().find(model).and_then(|m| m.prices) {
+        Some(p) => json!({
+            "model": model,
+            "prices": { "input": p.input, "output": p.output, "cache_read": p.cache_read, "cache_write": p.cache_write },
+        }),
+        None => Value::Null,
+    }
+}
+
+fn snapshot_prices(snapshot: &Value) -> Option<Prices> {
+    let p = &snapshot["prices"];
+    Some(Prices {
+        input: p["input"].as_u64()?,
+        output: p["output"].as_u64()?,
+        cache_read: p["cache_read"].as_u64().unwrap_or(0),
+        cache_write: p["cache_write"].as_u64().unwrap_or(0),
+    })
+}
+
+/// Where a session stands against its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    /// Exact spend so far, if the session's model is priced.
+    pub spent_units: Option<u128>,
+    /// The ceiling in cents, if a budget is set.
+    pub ceiling_cents: Option<u128>,
+}
+
+impl Standing {
+    /// A session's standing from its stored body (budget, `_price_snapshot`) and usage.
+    pub fn of(body: &Value, usage: &Value) -> Self {
+        let spent_units = snapshot_prices(&body["_price_snapshot"]).map(|p| cost_units(Tokens::from_usage(usage), p));
+        Self { spent_units, ceiling_cents: ceiling_cents(&body["budget"]) }
+    }
+
+    /// True when a budget is set and the spend has reached it. A budgeted session
+    /// without a price can never be admitted (it was rejected at creation).
+    pub fn reached(&self) -> bool {
+        match (self.ceiling_cents, self.spent_units) {
+            (Some(ceiling), Some(spent)) => reached(spent, ceiling),
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    /// The wire `list_cost`, when priced.
+    pub fn list_cost(&self) -> Value {
+        self.spent_units.map_or(Value::Null, list_cost)
+    }
+}
