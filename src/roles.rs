@@ -246,6 +246,8 @@ struct Process {
     clock: Arc<dyn Clock>,
     /// Fires after draining, when listeners and background tasks must stop.
     stop: CancellationToken,
+    /// Fires shortly before the drain deadline: runs still in flight are handed back.
+    relinquish: CancellationToken,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -269,6 +271,7 @@ impl Process {
             secrets: None,
             clock: Arc::new(SystemClock),
             stop: CancellationToken::new(),
+            relinquish: CancellationToken::new(),
             tasks: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -294,7 +297,11 @@ impl Process {
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,
             queue,
-            ConsumerConfig { lease: self.settings.lease()?, ..ConsumerConfig::new() },
+            ConsumerConfig {
+                lease: self.settings.lease()?,
+                relinquish: self.relinquish.clone(),
+                ..ConsumerConfig::new()
+            },
             self.lifecycle.clone(),
             self.stop.clone(),
         ));
@@ -370,7 +377,7 @@ impl Process {
     }
 
     /// Waits for SIGTERM or Ctrl-C, drains, lets in-flight work finish within the
-    /// drain deadline, and returns (exit code 0).
+    /// drain deadline, hands back runs that could not finish, and returns (exit code 0).
     async fn run_until_signal(self) -> Result<()> {
         let deadline = self.settings.drain_timeout()?;
         shutdown_signal().await;
@@ -378,8 +385,15 @@ impl Process {
         self.lifecycle.drain().await;
         self.stop.cancel();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
-        if tokio::time::timeout(deadline, futures::future::join_all(tasks)).await.is_err() {
-            warn!(?deadline, "drain deadline passed with work still in flight; exiting");
+        let mut all = futures::future::join_all(tasks);
+        // Keep a margin before the deadline to hand unfinished runs back cleanly.
+        let margin = (deadline / 5).min(Duration::from_secs(5));
+        if tokio::time::timeout(deadline - margin, &mut all).await.is_err() {
+            warn!("drain deadline near with runs in flight; handing them back to the queue");
+            self.relinquish.cancel();
+            if tokio::time::timeout(margin, &mut all).await.is_err() {
+                warn!(?deadline, "drain deadline passed with work still in flight; exiting");
+            }
         }
         self.store.close().await;
         info!("stopped");

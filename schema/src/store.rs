@@ -597,6 +597,10 @@ pub trait Store: Send + Sync + 'static {
     /// Extends the lease of `claim`; returns the new expiry. `Fenced` if it was lost.
     async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64>;
 
+    /// Hands the run back as `pending` without spending retry budget. `Fenced` if the
+    /// claim was already lost.
+    async fn relinquish(&self, claim: &Claim) -> StoreResult<()>;
+
     /// Commits events under `claim`, atomically with the epoch check. `Fenced` (and
     /// nothing written) if the epoch is no longer current.
     async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;

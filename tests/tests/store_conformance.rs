@@ -519,3 +519,19 @@ conformance!(sessions_list_filter_page_both_ways_and_delete, |store, clock| asyn
     assert!(!store.delete_session(&workspace.id, "sesn_01").await.unwrap());
     assert!(store.list_events("sesn_01", 0, 10).await.unwrap().is_empty(), "events go with the session");
 });
+
+conformance!(relinquishing_hands_the_run_back_without_spending_budget, |store, clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let first = claim(store.as_ref(), &run, "worker-a").await;
+    clock.advance(LEASE_MS + 1);
+    let recovered = claim(store.as_ref(), &run, "worker-b").await;
+    assert_eq!(recovered.attempts, 1);
+    assert!(matches!(store.relinquish(&first).await, Err(StoreError::Fenced { .. })), "a lost claim cannot relinquish");
+    store.relinquish(&recovered).await.unwrap();
+    let row = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!((row.status, row.owner), (agentd_schema::RunStatus::Pending, None));
+    let next = claim(store.as_ref(), &run, "worker-c").await;
+    assert_eq!(next.epoch, recovered.epoch + 1);
+    assert_eq!(next.attempts, 1, "a relinquished run is not a recovery");
+});

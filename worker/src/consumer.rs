@@ -25,6 +25,9 @@ pub struct ConsumerConfig {
     pub lease: Duration,
     /// Runs driven at once by this process.
     pub max_concurrent_runs: usize,
+    /// Fired at the drain deadline: runs still in flight are handed back (without
+    /// spending their retry budget) for another worker to finish.
+    pub relinquish: CancellationToken,
 }
 
 impl ConsumerConfig {
@@ -36,6 +39,7 @@ impl ConsumerConfig {
             owner: format!("{host}-{}-{}", std::process::id(), &suffix[..8]),
             lease: Duration::from_secs(30),
             max_concurrent_runs: 256,
+            relinquish: CancellationToken::new(),
         }
     }
 }
@@ -171,6 +175,7 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
             tokio::select! {
                 end = driving => end,
                 () = heartbeat => AttemptEnd::Fenced,
+                () = config.relinquish.cancelled() => AttemptEnd::Relinquished,
             }
         };
         metrics::histogram!("agentd_run_attempt_duration_seconds").record(started.elapsed().as_secs_f64());
@@ -185,6 +190,17 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
                 metrics::counter!("agentd_fencing_rejections_total").increment(1);
                 tracing::info!(run = %claim.run_id, "fenced out: another worker owns the run");
                 let _ = delivery.ack().await;
+                return;
+            }
+            AttemptEnd::Relinquished => {
+                // Dropping the attempt dropped any model stream; nothing uncommitted counts.
+                match ctx.store.relinquish(&claim).await {
+                    Ok(()) => tracing::info!(run = %claim.run_id, "relinquished at the drain deadline"),
+                    Err(error) => {
+                        tracing::warn!(%error, run = %claim.run_id, "could not relinquish; the lease will expire")
+                    }
+                }
+                let _ = delivery.nak(Duration::ZERO).await;
                 return;
             }
             AttemptEnd::Abandoned(why) => {

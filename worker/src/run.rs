@@ -84,6 +84,8 @@ pub enum AttemptEnd {
     /// The attempt could not continue (store unavailable, …); the lease will expire and
     /// the run will be recovered.
     Abandoned(String),
+    /// The process is shutting down: the run was handed back to the queue unfinished.
+    Relinquished,
 }
 
 enum Stop {

@@ -294,6 +294,10 @@ impl Store for SqlStore {
         runs::renew(self, claim, lease_ms).await
     }
 
+    async fn relinquish(&self, claim: &Claim) -> StoreResult<()> {
+        runs::relinquish(self, claim).await
+    }
+
     async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
         Ok(runs::commit(self, claim, events, None).await?.events)
     }

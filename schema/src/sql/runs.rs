@@ -185,6 +185,17 @@ pub(super) async fn renew(store: &SqlStore, claim: &Claim, lease_ms: i64) -> Sto
     }
 }
 
+pub(super) async fn relinquish(store: &SqlStore, claim: &Claim) -> StoreResult<()> {
+    let row = sqlx::query(include_str!("../../queries/relinquish_run.sql"))
+        .bind(&claim.run_id)
+        .bind(claim.epoch)
+        .bind(&claim.owner)
+        .bind(store.now())
+        .fetch_optional(&store.pool)
+        .await?;
+    row.map(|_| ()).ok_or_else(|| fenced(claim))
+}
+
 /// Commits `events` under `claim` and, when given, settles the attempt, all in one
 /// transaction that the epoch check guards.
 pub(super) async fn commit(
