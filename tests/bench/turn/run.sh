@@ -3,9 +3,16 @@
 # `agentd dev` and for the distributed stack (gateway + worker on PostgreSQL, NATS,
 # Redis). Prints one JSON report per run (see tests/src/bin/turn_bench.rs).
 #
-# Usage: tests/bench/turn/run.sh [dev|distributed|all]
+# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak]
 # Environment: C1_TURNS (default 200), C32_TURNS (default 50 per session),
+#              SOAK_SECONDS (default 120; 600 for the documented 10-minute soak),
+#              KILL_EVERY (default 15 s), SOAK_CONCURRENCY (default 8),
 #              AGENTD_TEST_POSTGRES_URL / _NATS_URL / _REDIS_URL as for scripts/test.
+#
+# soak: the distributed stack with two workers, one of which is SIGKILLed and replaced
+# every KILL_EVERY seconds while sessions send turns for SOAK_SECONDS; reports lost
+# turns and duplicate events (both must be 0), latency including recovery, and every
+# long-lived process's resident memory over time (sampled every 10 s).
 #
 # The zero-latency model is the built-in `scripted` provider, routed through the model
 # catalog (AGENTD_MODEL_CATALOG), so the numbers measure agentd itself: admission,
@@ -75,8 +82,8 @@ if [ "$mode" = dev ] || [ "$mode" = all ]; then
     echo "{\"stack\":\"dev\",\"report\":$(drive "$dev_url" 32 "$C32_TURNS" "$dev_pid")}"
 fi
 
-if [ "$mode" = distributed ] || [ "$mode" = all ]; then
-    echo "== distributed: gateway + worker on PostgreSQL, NATS JetStream, Redis" >&2
+# distributed_stack [ENV…]: a fresh database, stream and prefix; migrate; start the gateway.
+distributed_stack() {
     db="agentd_bench_$$"
     stream="AGENTD_BENCH_$$"
     psql "$PG" -qc "CREATE DATABASE $db" >/dev/null
@@ -84,13 +91,61 @@ if [ "$mode" = distributed ] || [ "$mode" = all ]; then
     dist_env=(
         AGENTD_DATABASE_URL="${PG%/*}/$db" AGENTD_NATS_URL="$NATS" AGENTD_REDIS_URL="$REDIS"
         AGENTD_NATS_STREAM="$stream" AGENTD_NATS_CONSUMER="bench-$$" AGENTD_REDIS_PREFIX="bench-$$"
-        AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0
+        AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0 "$@"
     )
     env "${common_env[@]}" "${dist_env[@]}" "$BIN" migrate >&2
     start gateway gateway "${dist_env[@]}"
     gw_url="$URL"; gw_pid="$PID"
+}
+
+if [ "$mode" = distributed ] || [ "$mode" = all ]; then
+    echo "== distributed: gateway + worker on PostgreSQL, NATS JetStream, Redis" >&2
+    distributed_stack
     start worker worker "${dist_env[@]}"
     wk_pid="$PID"
     echo "{\"stack\":\"distributed\",\"report\":$(drive "$gw_url" 1 "$C1_TURNS" "$gw_pid" "$wk_pid")}"
     echo "{\"stack\":\"distributed\",\"report\":$(drive "$gw_url" 32 "$C32_TURNS" "$gw_pid" "$wk_pid")}"
+fi
+
+if [ "$mode" = soak ]; then
+    SOAK_SECONDS="${SOAK_SECONDS:-120}"
+    KILL_EVERY="${KILL_EVERY:-15}"
+    SOAK_CONCURRENCY="${SOAK_CONCURRENCY:-8}"
+    echo "== soak: ${SOAK_SECONDS}s, a worker SIGKILLed every ${KILL_EVERY}s" >&2
+    distributed_stack AGENTD_LEASE=3s AGENTD_QUEUE_ACK_WAIT=3s
+    start stable worker "${dist_env[@]}"
+    stable_pid="$PID"
+    start victim worker "${dist_env[@]}"
+    victim_pid="$PID"
+    "$DRIVER" --url "$gw_url" --key "$KEY" --model bench-zero-latency --concurrency "$SOAK_CONCURRENCY" \
+        --duration "$SOAK_SECONDS" --turn-timeout 60 --pid "$gw_pid" --pid "$stable_pid" > "$WORK/soak.json" &
+    driver=$!
+    : > "$WORK/rss.csv"
+    started=$SECONDS
+    kills=0
+    while kill -0 "$driver" 2>/dev/null; do
+        sleep 1
+        elapsed=$((SECONDS - started))
+        if [ $((elapsed % 10)) -eq 0 ]; then
+            for pair in "gateway:$gw_pid" "stable_worker:$stable_pid"; do
+                rss=$(awk '/VmRSS/ {print $2}' "/proc/${pair#*:}/status" 2>/dev/null || echo 0)
+                echo "$elapsed,${pair%%:*},$rss" >> "$WORK/rss.csv"
+            done
+        fi
+        if [ $((elapsed % KILL_EVERY)) -eq 0 ] && [ "$elapsed" -gt 0 ]; then
+            kill -9 "$victim_pid" 2>/dev/null || true
+            kills=$((kills + 1))
+            start "victim$kills" worker "${dist_env[@]}"
+            victim_pid="$PID"
+        fi
+    done
+    wait "$driver"
+    echo "{\"stack\":\"soak\",\"worker_kills\":$kills,\"report\":$(cat "$WORK/soak.json")}"
+    echo "resident memory (KiB) every 10 s, per long-lived process:" >&2
+    for name in gateway stable_worker; do
+        samples=$(awk -F, -v n="$name" '$2 == n {print $3}' "$WORK/rss.csv" | tr '\n' ' ')
+        first=$(awk -F, -v n="$name" '$2 == n {print $3; exit}' "$WORK/rss.csv")
+        last=$(awk -F, -v n="$name" '$2 == n {v=$3} END {print v}' "$WORK/rss.csv")
+        echo "{\"process\":\"$name\",\"rss_kib\":[${samples// /,}0],\"growth_percent\":$(( first > 0 ? (last - first) * 100 / first : 0 ))}" | sed 's/,0]/]/'
+    done
 fi

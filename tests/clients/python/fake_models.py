@@ -160,6 +160,8 @@ class Received:
     finished: bool = False
     disconnected: bool = False
     done: threading.Event = field(default_factory=threading.Event)
+    # The client's (host, port): tells which process made the request.
+    peer: Any = None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -347,7 +349,7 @@ class FakeModelServer:
 
     def handle(self, handler: _Handler, path: str, body: Any) -> None:
         key, reply = self._take(body)
-        record = Received(path=path, headers={k.lower(): v for k, v in handler.headers.items()}, body=body, key=key, at=time.time(), reply=reply)
+        record = Received(path=path, headers={k.lower(): v for k, v in handler.headers.items()}, body=body, key=key, at=time.time(), reply=reply, peer=handler.client_address)
         with self._lock:
             self.requests.append(record)
             self._lock.notify_all()

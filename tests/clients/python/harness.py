@@ -179,6 +179,8 @@ class Process:
         self.stdout_lines: "queue.Queue[str | None]" = queue.Queue()
         self.stdout_seen: list[str] = []
         self.stderr_seen: list[str] = []
+        # The announced listener (http for gateway/dev, ops for a worker), once known.
+        self.url: str | None = None
         self.proc = subprocess.Popen(
             argv,
             env=env,
@@ -295,6 +297,7 @@ def start_role(role: str, env: dict[str, str], name: str | None = None) -> tuple
     process = Process(name or f"agentd {role}", [AGENTD_BIN, role], env)
     prefix = "agentd: ops listening on " if role == "worker" else "agentd: http listening on "
     url = process.wait_for_line(prefix).rstrip("/")
+    process.url = url
     wait_ready(url, process)
     return process, url
 
@@ -434,6 +437,24 @@ class PrivateRedis:
 
     def stop(self) -> None:
         self.process.stop(timeout=10)
+
+    def restart(self, timeout: float = 15.0) -> None:
+        """Starts the (stopped) server again on the same port, with the same arguments."""
+        assert not self.process.alive(), "restart() needs a stopped redis-server"
+        self.process = Process(self.process.name, self.process.argv, base_env())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.process.alive():
+                pytest.fail(f"private redis-server exited on restart\n{self.process.output_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        pytest.fail(f"restarted redis-server did not answer PING\n{self.process.output_tail()}")
 
 
 # ---------------------------------------------------------------------------------------
