@@ -43,11 +43,18 @@ pub struct RelayConfig {
     pub min_age: Duration,
     /// Rows per pass.
     pub batch: i64,
+    /// Runs pending this long, or past an expired lease this long, are republished.
+    pub stranded_after: Duration,
 }
 
 impl Default for RelayConfig {
     fn default() -> Self {
-        Self { every: Duration::from_secs(2), min_age: Duration::from_secs(3), batch: 256 }
+        Self {
+            every: Duration::from_secs(2),
+            min_age: Duration::from_secs(3),
+            batch: 256,
+            stranded_after: Duration::from_secs(30),
+        }
     }
 }
 
@@ -72,6 +79,27 @@ pub async fn relay_once(
     }
     if published > 0 {
         metrics::counter!("agentd_outbox_relayed_total").increment(published as u64);
+    }
+    // The safety net behind queue redelivery: runs that should be moving but may have
+    // no message left get a fresh one. The id changes with the epoch and once a
+    // minute, so the queue's dedupe window cannot swallow a needed republish.
+    let now = clock.now_ms();
+    let stranded = store.stranded_runs(now - config.stranded_after.as_millis() as i64, config.batch).await?;
+    for run in &stranded {
+        let message = agentd_proto::v1::RunSubmission {
+            run_id: run.run_id.clone(),
+            session_id: run.session_id.clone(),
+            thread_id: run.thread_id.clone(),
+            generation: run.generation as u64,
+            trace_context: Default::default(),
+            submitted_at_ms: now,
+        };
+        let msg_id = format!("{}:{}:sweep:{}:{}", run.run_id, run.generation, run.epoch, now / 60_000);
+        if let Err(error) = queue.publish(&msg_id, Bytes::from(prost::Message::encode_to_vec(&message))).await {
+            tracing::warn!(run = %run.run_id, %error, "could not republish a stranded run; will retry");
+            break;
+        }
+        metrics::counter!("agentd_stranded_runs_republished_total").increment(1);
     }
     Ok(published)
 }

@@ -422,6 +422,21 @@ pub struct Settled {
     pub status: RunStatus,
 }
 
+/// A run that may need its submission republished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrandedRun {
+    /// The run.
+    pub run_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Its submission generation.
+    pub generation: i64,
+    /// Its epoch (changes with every claim).
+    pub epoch: i64,
+}
+
 /// How an attempt ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {
@@ -607,6 +622,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Commits final events and settles the attempt in one fenced transaction.
     async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled>;
+
+    /// Runs `pending` since before `cutoff_ms`, or leased with a lease that expired
+    /// before it: candidates for a republished submission (see `stranded_runs.sql`).
+    async fn stranded_runs(&self, cutoff_ms: i64, limit: i64) -> StoreResult<Vec<StrandedRun>>;
 
     // --- outbox and idempotency ----------------------------------------------------
 

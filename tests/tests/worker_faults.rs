@@ -35,7 +35,7 @@ async fn rig(kind: Kind) -> Rig {
         store: store.clone(),
         bus,
         providers: Registry::from_env(true),
-        histories: Arc::new(HistoryCache::new(16)),
+        histories: Arc::new(HistoryCache::new(1_000)),
     };
     let stop = CancellationToken::new();
     let consumer_queue: Arc<dyn Queue> = queue.clone();

@@ -306,6 +306,10 @@ impl Store for SqlStore {
         runs::commit(self, claim, events, Some(settlement)).await
     }
 
+    async fn stranded_runs(&self, cutoff_ms: i64, limit: i64) -> StoreResult<Vec<StrandedRun>> {
+        runs::stranded(self, cutoff_ms, limit).await
+    }
+
     async fn outbox_due(&self, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>> {
         outbox::due(self, created_before_ms, limit).await
     }

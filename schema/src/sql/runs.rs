@@ -9,7 +9,8 @@ use super::{SqlStore, flag, sessions};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{
-    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, Settled, Settlement, Submission, Submitted,
+    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, Settled, Settlement, StrandedRun, Submission,
+    Submitted,
 };
 
 /// The outbox topic of run submissions.
@@ -183,6 +184,25 @@ pub(super) async fn renew(store: &SqlStore, claim: &Claim, lease_ms: i64) -> Sto
         Some(row) => Ok(row.try_get("lease_until_ms")?),
         None => Err(fenced(claim)),
     }
+}
+
+pub(super) async fn stranded(store: &SqlStore, cutoff_ms: i64, limit: i64) -> StoreResult<Vec<StrandedRun>> {
+    let rows = sqlx::query(include_str!("../../queries/stranded_runs.sql"))
+        .bind(cutoff_ms)
+        .bind(limit.max(0))
+        .fetch_all(&store.pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(StrandedRun {
+                run_id: row.try_get("id")?,
+                session_id: row.try_get("session_id")?,
+                thread_id: row.try_get("thread_id")?,
+                generation: row.try_get("generation")?,
+                epoch: row.try_get("epoch")?,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn relinquish(store: &SqlStore, claim: &Claim) -> StoreResult<()> {

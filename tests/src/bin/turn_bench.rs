@@ -106,7 +106,11 @@ struct SessionReport {
     id: String,
 }
 
-async fn open_stream(client: &reqwest::Client, args: &Args, id: &str) -> Option<futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>> {
+async fn open_stream(
+    client: &reqwest::Client,
+    args: &Args,
+    id: &str,
+) -> Option<futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>> {
     let response = client
         .get(format!("{}/v1/sessions/{id}/events/stream", args.url))
         .header("x-api-key", &args.key)
@@ -118,7 +122,13 @@ async fn open_stream(client: &reqwest::Client, args: &Args, id: &str) -> Option<
 }
 
 /// One session: sends turns (a fixed number, or until the deadline) and times each.
-async fn session(client: reqwest::Client, args: &Args, agent: String, environment: String, deadline: Option<Instant>) -> SessionReport {
+async fn session(
+    client: reqwest::Client,
+    args: &Args,
+    agent: String,
+    environment: String,
+    deadline: Option<Instant>,
+) -> SessionReport {
     let session = post(&client, args, "/v1/sessions", json!({ "agent": agent, "environment_id": environment })).await;
     let id = session["id"].as_str().unwrap().to_owned();
     let mut report = SessionReport { id: id.clone(), ..SessionReport::default() };
