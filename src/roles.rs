@@ -293,7 +293,7 @@ impl Process {
     fn start_consumer(&self, providers: Registry) -> Result<()> {
         let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return Ok(()) };
         let store: Arc<dyn Store> = self.store.clone();
-        let ctx = RunContext { store, bus, providers, histories: Arc::new(HistoryCache::new(20_000)) };
+        let ctx = RunContext { store, bus, providers, histories: Arc::new(HistoryCache::new(10_000)) };
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,
             queue,

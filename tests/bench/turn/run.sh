@@ -10,9 +10,10 @@
 #              AGENTD_TEST_POSTGRES_URL / _NATS_URL / _REDIS_URL as for scripts/test.
 #
 # soak: the distributed stack with two workers, one of which is SIGKILLed and replaced
-# every KILL_EVERY seconds while sessions send turns for SOAK_SECONDS; reports lost
-# turns and duplicate events (both must be 0), latency including recovery, and every
-# long-lived process's resident memory over time (sampled every 10 s).
+# every KILL_EVERY seconds while sessions (25 turns each, then a new one) send turns for
+# SOAK_SECONDS; reports lost turns and duplicate events (both must be 0), latency
+# including recovery, and every long-lived process's resident memory over time (sampled
+# every 10 s; growth is measured after a warm-up of a third of the run).
 #
 # The zero-latency model is the built-in `scripted` provider, routed through the model
 # catalog (AGENTD_MODEL_CATALOG), so the numbers measure agentd itself: admission,
@@ -118,7 +119,7 @@ if [ "$mode" = soak ]; then
     start victim worker "${dist_env[@]}"
     victim_pid="$PID"
     "$DRIVER" --url "$gw_url" --key "$KEY" --model bench-zero-latency --concurrency "$SOAK_CONCURRENCY" \
-        --duration "$SOAK_SECONDS" --turn-timeout 60 --pid "$gw_pid" --pid "$stable_pid" > "$WORK/soak.json" &
+        --duration "$SOAK_SECONDS" --turns 25 --turn-timeout 60 --pid "$gw_pid" --pid "$stable_pid" > "$WORK/soak.json" &
     driver=$!
     : > "$WORK/rss.csv"
     started=$SECONDS
@@ -144,7 +145,9 @@ if [ "$mode" = soak ]; then
     echo "resident memory (KiB) every 10 s, per long-lived process:" >&2
     for name in gateway stable_worker; do
         samples=$(awk -F, -v n="$name" '$2 == n {print $3}' "$WORK/rss.csv" | tr '\n' ' ')
-        first=$(awk -F, -v n="$name" '$2 == n {print $3; exit}' "$WORK/rss.csv")
+        # Growth after warm-up: from the sample at a third of the run to the last one.
+        warm=$((SOAK_SECONDS / 3 / 10 * 10))
+        first=$(awk -F, -v n="$name" -v w="$warm" '$2 == n && $1 >= w {print $3; exit}' "$WORK/rss.csv")
         last=$(awk -F, -v n="$name" '$2 == n {v=$3} END {print v}' "$WORK/rss.csv")
         echo "{\"process\":\"$name\",\"rss_kib\":[${samples// /,}0],\"growth_percent\":$(( first > 0 ? (last - first) * 100 / first : 0 ))}" | sed 's/,0]/]/'
     done

@@ -410,6 +410,8 @@ def fast_env(provider_env: dict[str, str], **settings: str) -> dict[str, str]:
     env = dict(provider_env)
     env.setdefault("AGENTD_LEASE", "1s")
     env.setdefault("AGENTD_QUEUE_ACK_WAIT", "1s")
+    # Teardown SIGTERMs every role: a worker stuck with a run must not hold it for 30 s.
+    env.setdefault("AGENTD_DRAIN_TIMEOUT", "3s")
     env.update(settings)
     return env
 
@@ -464,6 +466,7 @@ def test_retry_exhaustion_after_max_attempts(
     assert kills == max_attempts
     assert worker.alive(), worker.output_tail()
     assert client.beta.sessions.retrieve(session.id).status == "idle"
+    at_exhaustion = events
 
     # The settled run does not hold the thread: the next turn runs normally.
     follow = unique("after")
@@ -473,6 +476,15 @@ def test_retry_exhaustion_after_max_attempts(
     assert_turns_well_formed(events, 2)
     assert stop_reasons(events) == ["retries_exhausted", "end_turn"]
     assert message_texts(events) == ["back in business"]
+
+    # Complete history: the killed attempt's model request span is closed when the turn
+    # ends (the in-run recovery path does this; the exhaustion settlement must too).
+    starts = {e["id"] for e in of_type(at_exhaustion, "span.model_request_start")}
+    closed = {e["model_request_start_id"] for e in of_type(at_exhaustion, "span.model_request_end")}
+    assert starts == closed, (
+        f"the turn ended retries_exhausted with span.model_request_start {sorted(starts - closed)} never closed: "
+        f"{types_of(at_exhaustion)}"
+    )
 
 
 def test_stale_worker_is_fenced_out(
@@ -683,20 +695,16 @@ def test_redis_down_admission_and_readiness_fail_closed_then_recover(
                 assert err.status_code == 503, err
                 assert_error_envelope(err.response, 503, "api_error")
                 accepted = 0
+            problems: list[str] = []
             if accepted:
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < 10 and committed().count("session.status_idle") < 2:
-                    time.sleep(1)
-                def cpu():
-                    f = open(f"/proc/{worker.pid}/stat").read().rsplit(")", 1)[1].split()
-                    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-                c0 = cpu(); time.sleep(2); print("CPU seconds over 2 s:", cpu() - c0)
-                print("DEBUG after", time.monotonic() - t0, committed(), len(fake_anthropic.received(during)))
-                print("\n".join(worker.stderr_seen[-40:])); print([(r.events_sent, r.finished, r.disconnected) for r in fake_anthropic.received(during)])
-                print("\n".join(deployment.processes[0].stdout_seen[-30:]))
-                fake_anthropic.wait_for(
-                    lambda: committed().count("session.status_idle") == 2, 15, "the turn sent while Redis is down"
-                )
+                try:
+                    fake_anthropic.wait_for(lambda: committed().count("session.status_idle") == 2, 15, "")
+                except AssertionError:
+                    problems.append(
+                        "a user.message accepted (200) while Redis was down was never answered: the model's "
+                        f"reply was {'fully sent' if all(r.finished for r in fake_anthropic.received(during)) else 'not sent'}"
+                        f" ({len(fake_anthropic.received(during))} request(s)), committed: {committed()}"
+                    )
 
             # Back: readiness and admission recover without restarting agentd.
             redis.restart()
@@ -704,18 +712,33 @@ def test_redis_down_admission_and_readiness_fail_closed_then_recover(
             while http.get("/readyz").status_code != 200:
                 assert time.monotonic() < deadline, f"readiness still {http.get('/readyz').text} after Redis came back"
                 time.sleep(0.2)
+            # The limiter has its own Redis connection, re-opened by the first request that
+            # fails on it: admission may lag readiness by one 503, not more than briefly.
+            deadline = time.monotonic() + 5
+            while (status := http.get("/v1/agents", headers=deployment.headers()).status_code) != 200:
+                assert status == 503, status
+                assert time.monotonic() < deadline, "admission still 503 five seconds after readiness came back"
+                time.sleep(0.1)
             assert client.beta.agents.list().data is not None
-            events = events_of(deployment, session.id)
-            assert_turns_well_formed(events, 1 + accepted)
-            assert stop_reasons(events) == ["end_turn"] * (1 + accepted)
-            expected = ["finished while redis was away"] + ["answered while redis was away"] * accepted
-            assert message_texts(events) == expected
+            # Turns run again (on a fresh session: the first may be the victim of a problem above).
+            other = make_session(client)
             follow = unique("redisback")
             fake_anthropic.script(follow, say("redis is back"))
-            client.beta.sessions.events.send(session.id, events=[user_message(f"again {follow}")])
-            events = wait_idles(deployment, session.id, count=2 + accepted)
-            assert_turns_well_formed(events, 2 + accepted)
-            assert message_texts(events)[-1] == "redis is back"
+            client.beta.sessions.events.send(other.id, events=[user_message(f"again {follow}")])
+            events = wait_idles(deployment, other.id)
+            assert_turns_well_formed(events, 1)
+            assert message_texts(events) == ["redis is back"]
+
+            events = events_of(deployment, session.id)
+            if not problems:
+                assert_turns_well_formed(events, 1 + accepted)
+                assert stop_reasons(events) == ["end_turn"] * (1 + accepted)
+                expected = ["finished while redis was away"] + ["answered while redis was away"] * accepted
+                assert message_texts(events) == expected
+            else:
+                assert message_texts(events)[:1] == ["finished while redis was away"]
+                assert stop_reasons(events)[:1] == ["end_turn"]
+            assert not problems, "\n".join(problems)
         finally:
             http.close()
     finally:

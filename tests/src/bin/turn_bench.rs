@@ -136,10 +136,8 @@ async fn session(
     let mut buffer = String::new();
     let mut turn = 0;
     loop {
-        match deadline {
-            Some(deadline) if Instant::now() >= deadline => break,
-            None if turn >= args.turns => break,
-            _ => {}
+        if turn >= args.turns || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            break;
         }
         turn += 1;
         let sent = Instant::now();
@@ -223,7 +221,23 @@ async fn main() {
     let tasks: Vec<_> = (0..args.concurrency)
         .map(|_| {
             let (client, args, agent, environment) = (client.clone(), args.clone(), agent.clone(), environment.clone());
-            tokio::spawn(async move { session(client, &args, agent, environment, deadline).await })
+            tokio::spawn(async move {
+                match deadline {
+                    // Soak: like real traffic, conversations end and new ones start, so
+                    // each session sends a bounded number of turns.
+                    Some(deadline) => {
+                        let mut reports = Vec::new();
+                        while Instant::now() < deadline {
+                            reports.push(
+                                session(client.clone(), &args, agent.clone(), environment.clone(), Some(deadline))
+                                    .await,
+                            );
+                        }
+                        reports
+                    }
+                    None => vec![session(client, &args, agent, environment, None).await],
+                }
+            })
         })
         .collect();
     let mut idle = Vec::new();
@@ -231,12 +245,13 @@ async fn main() {
     let mut timed_out = 0;
     let mut sessions = Vec::new();
     for task in tasks {
-        let report = task.await.expect("session task");
-        timed_out += report.timed_out;
-        sessions.push(report.id);
-        for (to_idle, to_first) in report.samples {
-            idle.push(to_idle);
-            first.push(to_first);
+        for report in task.await.expect("session task") {
+            timed_out += report.timed_out;
+            sessions.push(report.id);
+            for (to_idle, to_first) in report.samples {
+                idle.push(to_idle);
+                first.push(to_first);
+            }
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
