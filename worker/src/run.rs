@@ -141,7 +141,10 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
         _ => Environment::Cloud,
     };
     let agent = session.body["agent"].clone();
-    let interrupts = watch_interrupts(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &cancel).await;
+    // The watcher lives exactly as long as this attempt.
+    let watching = cancel.child_token();
+    let _stop_watching = watching.clone().drop_guard();
+    let interrupts = watch_interrupts(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &watching).await;
     // History comes from the cache (or is read once), then is extended with what was
     // committed since (our own commits and any input that arrived): each step costs one
     // small read, whatever the length of the conversation.

@@ -446,7 +446,14 @@ impl Forwarder {
         if self.fill_from_store().await.is_err() {
             return;
         }
-        while let Some(item) = subscription.next().await {
+        loop {
+            // A client that went away while nothing was published must still release its
+            // subscription and task: watch for the channel closing, not only for sends.
+            let item = tokio::select! {
+                () = self.tx.closed() => return,
+                item = subscription.next() => item,
+            };
+            let Some(item) = item else { return };
             let delivered = match item {
                 BusItem::Gap => self.fill_from_store().await,
                 BusItem::Message(bytes) => match LiveEvent::decode(bytes.as_ref()) {
