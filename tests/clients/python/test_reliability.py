@@ -81,8 +81,11 @@ def make_session(client: anthropic.Anthropic, *, model: str = PRICED_MODEL, **fi
 
 def events_of(deployment: Deployment, session_id: str) -> list[dict[str, Any]]:
     """Committed history as raw JSON (the SDK's union lacks some of these event types)."""
-    with httpx.Client(base_url=deployment.url, trust_env=False, timeout=10.0) as http:
-        return list_all(http, f"/v1/sessions/{session_id}/events", deployment.headers(), limit=1000)
+    http = getattr(deployment, "_reliability_http", None)
+    if http is None:
+        http = deployment.http()  # recorded for the secret audit, closed with the deployment
+        deployment._reliability_http = http  # type: ignore[attr-defined]
+    return list_all(http, f"/v1/sessions/{session_id}/events", deployment.headers(), limit=1000)
 
 
 def types_of(events: list[dict[str, Any]]) -> list[str]:
@@ -644,103 +647,101 @@ def test_redis_down_admission_and_readiness_fail_closed_then_recover(
     try:
         deployment = launch("prod", worker=True, redis_url=redis.url, extra_env=fast_env(provider_env))
         client = deployment.client()
-        http = httpx.Client(base_url=deployment.url, trust_env=False, timeout=10.0)
+        http = deployment.http()
+        assert http.get("/readyz").status_code == 200
+        key = unique("redisdown")
+        fake_anthropic.script(key, slow("finished while redis was away", chunks=10, delay=0.3))
+        session = make_session(client)
+        client.beta.sessions.events.send(session.id, events=[user_message(f"question {key}")])
+        first = wait_streaming(fake_anthropic, key, events=3)
+
+        redis.stop()
+        # Admission fails closed: both metered buckets (reads, creates) answer 503.
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            client.beta.agents.list()
+        assert caught.value.status_code == 503
+        assert_error_envelope(caught.value.response, 503, "api_error")
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            client.beta.agents.create(name=unique("down"), model=PRICED_MODEL)
+        assert caught.value.status_code == 503
+        assert_error_envelope(caught.value.response, 503, "api_error")
+        ready = http.get("/readyz")
+        assert ready.status_code == 503, ready.text
+        assert ready.json().get("status") == "unavailable", ready.text
+        worker = deployment.workers()[0]
+        assert worker.url
+        worker_ready = httpx.get(f"{worker.url}/readyz", timeout=5.0, trust_env=False)
+        assert worker_ready.status_code == 503, worker_ready.text
+
+        # The running turn still commits to PostgreSQL.
+        database = deployment.cli_env["AGENTD_DATABASE_URL"]
+
+        def committed() -> list[str]:
+            out = psql(database, f"SELECT type FROM session_events WHERE session_id = '{session.id}' ORDER BY seq")
+            return [line for line in out.splitlines() if line]
+
+        fake_anthropic.wait_for(first.done.is_set, 15, "the reply finishing")
+        fake_anthropic.wait_for(
+            lambda: "session.status_idle" in committed(), 15, "the turn committing while Redis is down"
+        )
+        assert committed().count("session.status_idle") == 1, committed()
+
+        # Sending events draws from no rate-limit bucket (gateway admission/limiter.rs
+        # `classify`), so it passes admission without Redis; a message accepted now must
+        # be answered now, from PostgreSQL and NATS.
+        during = unique("during")
+        fake_anthropic.script(during, say("answered while redis was away"))
         try:
-            assert http.get("/readyz").status_code == 200
-            key = unique("redisdown")
-            fake_anthropic.script(key, slow("finished while redis was away", chunks=10, delay=0.3))
-            session = make_session(client)
-            client.beta.sessions.events.send(session.id, events=[user_message(f"question {key}")])
-            first = wait_streaming(fake_anthropic, key, events=3)
-
-            redis.stop()
-            # Admission fails closed: both metered buckets (reads, creates) answer 503.
-            with pytest.raises(anthropic.APIStatusError) as caught:
-                client.beta.agents.list()
-            assert caught.value.status_code == 503
-            assert_error_envelope(caught.value.response, 503, "api_error")
-            with pytest.raises(anthropic.APIStatusError) as caught:
-                client.beta.agents.create(name=unique("down"), model=PRICED_MODEL)
-            assert caught.value.status_code == 503
-            assert_error_envelope(caught.value.response, 503, "api_error")
-            ready = http.get("/readyz")
-            assert ready.status_code == 503, ready.text
-            assert ready.json().get("status") == "unavailable", ready.text
-            worker = deployment.workers()[0]
-            assert worker.url
-            worker_ready = httpx.get(f"{worker.url}/readyz", timeout=5.0, trust_env=False)
-            assert worker_ready.status_code == 503, worker_ready.text
-
-            # The running turn still commits to PostgreSQL.
-            database = deployment.cli_env["AGENTD_DATABASE_URL"]
-
-            def committed() -> list[str]:
-                out = psql(database, f"SELECT type FROM session_events WHERE session_id = '{session.id}' ORDER BY seq")
-                return [line for line in out.splitlines() if line]
-
-            fake_anthropic.wait_for(first.done.is_set, 15, "the reply finishing")
-            fake_anthropic.wait_for(
-                lambda: "session.status_idle" in committed(), 15, "the turn committing while Redis is down"
-            )
-            assert committed().count("session.status_idle") == 1, committed()
-
-            # Sending events is not metered (no bucket: wire §rate limits), so it needs no
-            # Redis: a message accepted now is answered now, from PostgreSQL and NATS.
-            during = unique("during")
-            fake_anthropic.script(during, say("answered while redis was away"))
+            client.beta.sessions.events.send(session.id, events=[user_message(f"meanwhile {during}")])
+            accepted = 1
+        except anthropic.APIStatusError as err:
+            assert err.status_code == 503, err
+            assert_error_envelope(err.response, 503, "api_error")
+            accepted = 0
+        problems: list[str] = []
+        if accepted:
             try:
-                client.beta.sessions.events.send(session.id, events=[user_message(f"meanwhile {during}")])
-                accepted = 1
-            except anthropic.APIStatusError as err:
-                assert err.status_code == 503, err
-                assert_error_envelope(err.response, 503, "api_error")
-                accepted = 0
-            problems: list[str] = []
-            if accepted:
-                try:
-                    fake_anthropic.wait_for(lambda: committed().count("session.status_idle") == 2, 15, "")
-                except AssertionError:
-                    problems.append(
-                        "a user.message accepted (200) while Redis was down was never answered: the model's "
-                        f"reply was {'fully sent' if all(r.finished for r in fake_anthropic.received(during)) else 'not sent'}"
-                        f" ({len(fake_anthropic.received(during))} request(s)), committed: {committed()}"
-                    )
+                fake_anthropic.wait_for(lambda: committed().count("session.status_idle") == 2, 15, "")
+            except AssertionError:
+                problems.append(
+                    "a user.message accepted (200) while Redis was down was never answered: the model's "
+                    f"reply was {'fully sent' if all(r.finished for r in fake_anthropic.received(during)) else 'not sent'}"
+                    f" ({len(fake_anthropic.received(during))} request(s)), committed: {committed()}"
+                )
 
-            # Back: readiness and admission recover without restarting agentd.
-            redis.restart()
-            deadline = time.monotonic() + 20
-            while http.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, f"readiness still {http.get('/readyz').text} after Redis came back"
-                time.sleep(0.2)
-            # The limiter has its own Redis connection, re-opened by the first request that
-            # fails on it: admission may lag readiness by one 503, not more than briefly.
-            deadline = time.monotonic() + 5
-            while (status := http.get("/v1/agents", headers=deployment.headers()).status_code) != 200:
-                assert status == 503, status
-                assert time.monotonic() < deadline, "admission still 503 five seconds after readiness came back"
-                time.sleep(0.1)
-            assert client.beta.agents.list().data is not None
-            # Turns run again (on a fresh session: the first may be the victim of a problem above).
-            other = make_session(client)
-            follow = unique("redisback")
-            fake_anthropic.script(follow, say("redis is back"))
-            client.beta.sessions.events.send(other.id, events=[user_message(f"again {follow}")])
-            events = wait_idles(deployment, other.id)
-            assert_turns_well_formed(events, 1)
-            assert message_texts(events) == ["redis is back"]
+        # Back: readiness and admission recover without restarting agentd.
+        redis.restart()
+        deadline = time.monotonic() + 20
+        while http.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, f"readiness still {http.get('/readyz').text} after Redis came back"
+            time.sleep(0.2)
+        # The limiter has its own Redis connection, re-opened by the first request that
+        # fails on it: admission may lag readiness by one 503, not more than briefly.
+        deadline = time.monotonic() + 5
+        while (status := http.get("/v1/agents", headers=deployment.headers()).status_code) != 200:
+            assert status == 503, status
+            assert time.monotonic() < deadline, "admission still 503 five seconds after readiness came back"
+            time.sleep(0.1)
+        assert client.beta.agents.list().data is not None
+        # Turns run again (on a fresh session: the first may be the victim of a problem above).
+        other = make_session(client)
+        follow = unique("redisback")
+        fake_anthropic.script(follow, say("redis is back"))
+        client.beta.sessions.events.send(other.id, events=[user_message(f"again {follow}")])
+        events = wait_idles(deployment, other.id)
+        assert_turns_well_formed(events, 1)
+        assert message_texts(events) == ["redis is back"]
 
-            events = events_of(deployment, session.id)
-            if not problems:
-                assert_turns_well_formed(events, 1 + accepted)
-                assert stop_reasons(events) == ["end_turn"] * (1 + accepted)
-                expected = ["finished while redis was away"] + ["answered while redis was away"] * accepted
-                assert message_texts(events) == expected
-            else:
-                assert message_texts(events)[:1] == ["finished while redis was away"]
-                assert stop_reasons(events)[:1] == ["end_turn"]
-            assert not problems, "\n".join(problems)
-        finally:
-            http.close()
+        events = events_of(deployment, session.id)
+        if not problems:
+            assert_turns_well_formed(events, 1 + accepted)
+            assert stop_reasons(events) == ["end_turn"] * (1 + accepted)
+            expected = ["finished while redis was away"] + ["answered while redis was away"] * accepted
+            assert message_texts(events) == expected
+        else:
+            assert message_texts(events)[:1] == ["finished while redis was away"]
+            assert stop_reasons(events)[:1] == ["end_turn"]
+        assert not problems, "\n".join(problems)
     finally:
         redis.stop()
 
