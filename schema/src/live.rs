@@ -51,8 +51,15 @@ pub async fn publish_committed(bus: &dyn Bus, events: &[StoredEvent]) {
     }
 }
 
-/// Publishes a preview frame (`event_start` / `event_delta`) of `event_type`.
-pub async fn publish_preview(bus: &dyn Bus, session_id: &str, thread_id: &str, event_type: &str, frame: &Value) {
+/// Publishes a preview frame (`event_start` / `event_delta`) of `event_type`; `false`
+/// when the bus did not take it (the caller may stop previewing for a while).
+pub async fn publish_preview(
+    bus: &dyn Bus,
+    session_id: &str,
+    thread_id: &str,
+    event_type: &str,
+    frame: &Value,
+) -> bool {
     let message = LiveEvent {
         session_id: session_id.to_owned(),
         thread_id: thread_id.to_owned(),
@@ -61,8 +68,12 @@ pub async fn publish_preview(bus: &dyn Bus, session_id: &str, thread_id: &str, e
             event_type: event_type.to_owned(),
         })),
     };
-    if let Err(error) = publish(bus, session_id, &message).await {
-        tracing::debug!(%error, "preview dropped");
+    match publish(bus, session_id, &message).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::debug!(%error, "preview dropped");
+            false
+        }
     }
 }
 

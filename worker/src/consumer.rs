@@ -222,7 +222,35 @@ async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim) -> Result<(), S
         let digest = sha2::Sha256::digest(format!("{}:{}:{what}", claim.run_id, claim.generation));
         format!("sevt_{}", &hex::encode(digest)[..26])
     };
-    let events = vec![
+    let mut events = Vec::new();
+    // Close the span of a request cut off by the last lost worker, so history reads cleanly.
+    let last_span = ctx
+        .store
+        .query_events(
+            &claim.session_id,
+            &agentd_schema::EventQuery {
+                thread_id: Some(claim.thread_id.clone()),
+                types: vec!["span.model_request_start".into(), "span.model_request_end".into()],
+                limit: 1,
+                descending: true,
+                ..agentd_schema::EventQuery::default()
+            },
+        )
+        .await?;
+    if let Some(start) = last_span.first().filter(|e| e.kind == "span.model_request_start") {
+        events.push(agentd_schema::NewEvent {
+            event_id: id("span"),
+            thread_id: claim.thread_id.clone(),
+            kind: "span.model_request_end".into(),
+            body: serde_json::json!({
+                "type": "span.model_request_end",
+                "model_request_start_id": start.event_id,
+                "is_error": true,
+                "model_usage": { "input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0 },
+            }),
+        });
+    }
+    events.extend([
         agentd_schema::NewEvent {
             event_id: id("error"),
             thread_id: claim.thread_id.clone(),
@@ -242,7 +270,7 @@ async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim) -> Result<(), S
             kind: "session.status_idle".into(),
             body: serde_json::json!({ "type": "session.status_idle", "stop_reason": { "type": "retries_exhausted" }, "stop_details": null }),
         },
-    ];
+    ]);
     let settled =
         ctx.store.settle(claim, events, agentd_schema::Settlement::Done { outcome: "indeterminate".into() }).await?;
     agentd_schema::live::publish_committed(ctx.bus.as_ref(), &settled.events).await;

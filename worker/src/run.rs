@@ -506,6 +506,10 @@ async fn stream_model(
     let mut interrupts = interrupts.clone();
     let mut blocks: BTreeMap<usize, OpenBlock> = BTreeMap::new();
     let mut finished = false;
+    let mut watching = true;
+    // Previews are best-effort: after the bus refuses one, the rest of this response is
+    // committed without previews rather than waiting on a bus that is down.
+    let mut previews = true;
     let interrupted = |seq: i64| seq > start_seq;
     if interrupted(*interrupts.borrow()) {
         return Ok(Streamed { cut: Some(Cut::Interrupted), ..out });
@@ -514,11 +518,16 @@ async fn stream_model(
         let item = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(Stop::Fenced),
-            changed = interrupts.changed() => {
-                if changed.is_ok() && interrupted(*interrupts.borrow()) {
-                    // Dropping the stream closes the provider connection.
-                    out.cut = Some(Cut::Interrupted);
-                    return Ok(out);
+            changed = interrupts.changed(), if watching => {
+                match changed {
+                    Ok(()) if interrupted(*interrupts.borrow()) => {
+                        // Dropping the stream closes the provider connection.
+                        out.cut = Some(Cut::Interrupted);
+                        return Ok(out);
+                    }
+                    Ok(()) => {}
+                    // The watcher is gone (no bus): interrupts reach the next step from history.
+                    Err(_) => watching = false,
                 }
                 continue;
             }
@@ -545,15 +554,20 @@ async fn stream_model(
                     BlockKind::Thinking => Some("agent.thinking"),
                     BlockKind::ToolUse { .. } => None,
                 };
-                if let Some(preview) = preview {
+                if let Some(preview) = preview.filter(|_| previews) {
                     let frame = json!({ "type": "event_start", "event": { "type": preview, "id": event_id } });
-                    live::publish_preview(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, preview, &frame).await;
+                    previews =
+                        live::publish_preview(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, preview, &frame)
+                            .await;
                 }
                 blocks.insert(index, OpenBlock { kind, event_id, text: String::new(), json: String::new() });
             }
             ModelEvent::TextDelta { index, text } => {
                 if let Some(block) = blocks.get_mut(&index).filter(|b| b.kind == BlockKind::Text) {
                     block.text.push_str(&text);
+                    if !previews {
+                        continue;
+                    }
                     let frame = json!({
                         "type": "event_delta",
                         "event_id": block.event_id,

@@ -395,11 +395,9 @@ pub async fn update(
                     ));
                 }
                 let updated = budget(value, &current.body["agent"])?;
-                let amount =
-                    |b: &Value| b["max_list_cost"]["amount"].as_str().and_then(|a| a.parse::<u128>().ok()).unwrap_or(0);
-                let consumed =
-                    current.usage["list_cost"]["amount"].as_str().and_then(|a| a.parse::<u128>().ok()).unwrap_or(0);
-                if amount(&updated) <= consumed {
+                let ceiling = agentd_schema::budget::ceiling_cents(&updated).unwrap_or(0);
+                let spent = agentd_schema::budget::Standing::of(&current.body, &current.usage).spent_units.unwrap_or(0);
+                if agentd_schema::budget::reached(spent, ceiling) {
                     return Err(ApiError::invalid_with_code(
                         "budget_not_raised",
                         "budget: max_list_cost must stay above the list cost already consumed",
