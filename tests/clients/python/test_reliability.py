@@ -598,18 +598,21 @@ def test_drain_relinquishes_without_spending_retry_budget(
     assert survivor.alive(), survivor.output_tail()
 
 
-def test_repeated_sigkill_mid_stream_with_two_workers(
+ROUNDS = 20
+
+
+def test_repeated_sigkill_mid_stream_with_three_workers(
     launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
 ) -> None:
-    """Five sessions, one turn each; the worker streaming each reply is SIGKILLed (and
-    replaced) while two workers run: every turn completes exactly once."""
+    """Twenty sessions, one turn each; the worker streaming each reply is SIGKILLed (and
+    replaced) while three workers run: every turn completes exactly once."""
     deployment = launch("prod", worker=False, extra_env=fast_env(provider_env))
     client = deployment.client()
-    workers = [deployment.start_worker(), deployment.start_worker()]
+    workers = [deployment.start_worker(), deployment.start_worker(), deployment.start_worker()]
     agent = client.beta.agents.create(name=unique("rel-agent"), model=PRICED_MODEL)
     environment = client.beta.environments.create(name=unique("rel-env"), config={"type": "cloud"})
     started = time.monotonic()
-    for round_ in range(5):
+    for round_ in range(ROUNDS):
         key = unique(f"kill{round_}")
         fake_anthropic.script(key, slow("interrupted by a crash " * 4, chunks=40, delay=0.25), say(f"recovered {round_}"))
         session = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
@@ -636,7 +639,7 @@ def test_repeated_sigkill_mid_stream_with_two_workers(
         closed = {e["model_request_start_id"] for e in of_type(events, "span.model_request_end")}
         assert starts == closed, f"round {round_}: unclosed spans {sorted(starts - closed)}"
         require_nothing_more(fake_anthropic, key, 2, f"round {round_}")
-    assert time.monotonic() - started < 90, "five recoveries took too long"
+    assert time.monotonic() - started < 300, f"{ROUNDS} recoveries took too long"
     assert all(w.alive() for w in workers)
 
 
