@@ -50,7 +50,7 @@ app.kubernetes.io/component: {{ .role }}
   value: {{ .Values.logFormat | quote }}
 - name: AGENTD_DRAIN_TIMEOUT
   value: {{ printf "%vs" .Values.drainTimeoutSeconds | quote }}
-{{- range $key := list "AGENTD_DATABASE_URL" "AGENTD_NATS_URL" "AGENTD_REDIS_URL" }}
+{{- range $key := list "AGENTD_DATABASE_URL" "AGENTD_NATS_URL" "AGENTD_REDIS_URL" "AGENTD_SECRET_KEY" }}
 - name: {{ $key }}
   valueFrom:
     secretKeyRef:
