@@ -48,10 +48,7 @@ pub fn normalize(config: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
     out.insert("mcp_servers".into(), Value::Array(servers));
     out.insert("tools".into(), Value::Array(tools));
     out.insert("skills".into(), skills(config.get("skills"))?);
-    let metadata = match config.get("metadata") {
-        None | Some(Value::Null) => Map::new(),
-        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
-    };
+    let metadata = body::optional_metadata(config.get("metadata"))?;
     out.insert("metadata".into(), Value::Object(metadata));
     out.insert("multiagent".into(), multiagent(config.get("multiagent"))?);
     out.insert("execution_identity".into(), execution_identity(config.get("execution_identity"))?);

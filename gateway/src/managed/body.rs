@@ -120,6 +120,14 @@ pub fn metadata(map: &Map<String, Value>, path: &str) -> ApiResult<Map<String, V
     Ok(map.clone())
 }
 
+/// An optional `metadata` field of a create body (absent or `null` is empty).
+pub fn optional_metadata(value: Option<&Value>) -> ApiResult<Map<String, Value>> {
+    match value {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(value) => metadata(as_object(value, "metadata")?, "metadata"),
+    }
+}
+
 /// Applies a metadata patch: string values upsert, `null` deletes.
 pub fn patch_metadata(stored: &Value, patch: &Value, path: &str) -> ApiResult<Value> {
     let mut merged = stored.as_object().cloned().unwrap_or_default();

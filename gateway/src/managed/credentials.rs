@@ -3,7 +3,7 @@
 //! [`SecretBox`](agentd_schema::secrets::SecretBox) into the stored row under
 //! [`SEALED`] and never rendered, logged or echoed in an error.
 
-use agentd_schema::{ListQuery, NewResource, Resource, Store};
+use agentd_schema::{ListQuery, Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -307,10 +307,7 @@ pub async fn create(
         return Err(ApiError::invalid(format!("vault {vault_id} is archived")));
     }
     let (auth, secrets) = create_auth(request.get("auth"))?;
-    let metadata = match request.get("metadata") {
-        None | Some(Value::Null) => Map::new(),
-        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
-    };
+    let metadata = body::optional_metadata(request.get("metadata"))?;
     let id = agentd_schema::ids::new_id("vcrd");
     let now = rfc3339(now_ms());
     let credential = json!({
@@ -325,16 +322,7 @@ pub async fn create(
         "archived_at": null,
         SEALED: state.secrets.seal(&id, &Value::Object(secrets)),
     });
-    let resource = store
-        .create_resource(NewResource {
-            id,
-            workspace_id: tenant.workspace_id,
-            kind: KIND.into(),
-            parent_id: Some(vault_id),
-            body: credential,
-            versioned: false,
-        })
-        .await?;
+    let resource = FAMILY.create(store, &tenant, id, Some(vault_id), credential, false).await?;
     Ok(Json(render(&resource)))
 }
 

@@ -2,7 +2,7 @@
 //! built-in runner, `self_hosted` ones by the customer's worker. `config.type` never
 //! changes after creation; archived environments cannot be updated or start sessions.
 
-use agentd_schema::{NewResource, Resource, Store};
+use agentd_schema::{Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -158,10 +158,7 @@ pub async fn create(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, FIELDS, "")?;
-    let metadata = match request.get("metadata") {
-        None | Some(Value::Null) => Map::new(),
-        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
-    };
+    let metadata = body::optional_metadata(request.get("metadata"))?;
     let id = agentd_schema::ids::new_id("env");
     let now = rfc3339(now_ms());
     let environment = json!({
@@ -179,18 +176,7 @@ pub async fn create(
         "updated_at": now,
         "archived_at": null,
     });
-    let resource = state
-        .backends
-        .store
-        .create_resource(NewResource {
-            id,
-            workspace_id: tenant.workspace_id,
-            kind: KIND.into(),
-            parent_id: None,
-            body: environment,
-            versioned: false,
-        })
-        .await?;
+    let resource = FAMILY.create(state.backends.store.as_ref(), &tenant, id, None, environment, false).await?;
     Ok(Json(render(&resource)))
 }
 

@@ -2,7 +2,7 @@
 //! scoped loads, newest-first cursor pages, archive, and the lifecycle fields rendered
 //! from the row.
 
-use agentd_schema::{ListQuery, Resource, Store};
+use agentd_schema::{ListQuery, NewResource, Resource, Store};
 use axum::http::Uri;
 use serde_json::{Value, json};
 
@@ -73,6 +73,27 @@ impl Family {
         };
         let rows = store.list_resources(&tenant.workspace_id, self.kind, &list).await?;
         Ok(cursor_page(rows, limit, |r| r.id.clone(), render))
+    }
+
+    /// Stores a new resource of this family in the caller's workspace.
+    pub async fn create(
+        &self,
+        store: &dyn Store,
+        tenant: &Tenant,
+        id: String,
+        parent_id: Option<String>,
+        body: Value,
+        versioned: bool,
+    ) -> ApiResult<Resource> {
+        let new = NewResource {
+            id,
+            workspace_id: tenant.workspace_id.clone(),
+            kind: self.kind.into(),
+            parent_id,
+            body,
+            versioned,
+        };
+        Ok(store.create_resource(new).await?)
     }
 
     /// Archives a resource of the caller's workspace (idempotent).

@@ -266,10 +266,7 @@ pub async fn create(
         None | Some(Value::Null) => Value::Null,
         Some(value) => budget(value, &agent)?,
     };
-    let metadata = match request.get("metadata") {
-        None | Some(Value::Null) => Map::new(),
-        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
-    };
+    let metadata = body::optional_metadata(request.get("metadata"))?;
     let mut initial = Vec::new();
     for (i, event) in body::array(request.get("initial_events"), "initial_events", 50)?.iter().enumerate() {
         let path = format!("initial_events[{i}]");

@@ -1,14 +1,14 @@
 //! Vaults: named groups of credentials that sessions use to reach MCP servers and
 //! outbound APIs. See `credentials.rs` for the credentials themselves.
 
-use agentd_schema::{NewResource, Resource, Store};
+use agentd_schema::{Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
 use axum::{Extension, Json};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::body::{self, as_object};
+use super::body::{self};
 use super::family::{Family, with_lifecycle};
 use super::query::{now_ms, rfc3339};
 use crate::AppState;
@@ -36,10 +36,7 @@ pub async fn create(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, &["display_name", "metadata"], "")?;
-    let metadata = match request.get("metadata") {
-        None | Some(Value::Null) => Map::new(),
-        Some(value) => body::metadata(as_object(value, "metadata")?, "metadata")?,
-    };
+    let metadata = body::optional_metadata(request.get("metadata"))?;
     let id = agentd_schema::ids::new_id("vlt");
     let now = rfc3339(now_ms());
     let vault = json!({
@@ -51,18 +48,7 @@ pub async fn create(
         "updated_at": now,
         "archived_at": null,
     });
-    let resource = state
-        .backends
-        .store
-        .create_resource(NewResource {
-            id,
-            workspace_id: tenant.workspace_id,
-            kind: KIND.into(),
-            parent_id: None,
-            body: vault,
-            versioned: false,
-        })
-        .await?;
+    let resource = FAMILY.create(state.backends.store.as_ref(), &tenant, id, None, vault, false).await?;
     Ok(Json(render(&resource)))
 }
 
