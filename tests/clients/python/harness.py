@@ -457,6 +457,147 @@ class PrivateRedis:
         pytest.fail(f"restarted redis-server did not answer PING\n{self.process.output_tail()}")
 
 
+def _wait_tcp(port: int, timeout: float, alive: Callable[[], bool], what: str, greeting: bytes | None = None) -> None:
+    """Waits until 127.0.0.1:`port` accepts (and, with `greeting`, sends a line starting with it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            pytest.fail(f"{what} exited")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                if greeting is None or sock.recv(64).startswith(greeting):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"{what} did not answer on port {port} within {timeout:.0f} s")
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the test's own on a free port (initdb + pg_ctl), so stopping
+    it disturbs nobody. PostgreSQL refuses to run as root: as root, its binaries run as the
+    `postgres` user (runuser) in a directory that user owns."""
+
+    def __init__(self) -> None:
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+        if not bins:
+            pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
+        self.bin = bins[-1].parent
+        self.as_user: list[str] = []
+        import tempfile
+
+        self.dir = Path(tempfile.mkdtemp(prefix="agentd-pytest-pg-"))
+        if os.geteuid() == 0:
+            if shutil.which("runuser") is None:
+                pytest.skip("running as root without runuser: cannot start a private PostgreSQL")
+            import pwd
+
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("running as root and there is no `postgres` user")
+            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.admin_url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.running = False
+        _PRIVATE_SERVICES.add(self)
+        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"], 120)
+        self.start()
+
+    def _run(self, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [*self.as_user, *argv], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+            env=base_env(LC_ALL="C.UTF-8"), cwd=str(self.dir),
+        )
+        if result.returncode != 0:
+            log = ""
+            try:
+                log = (self.dir / "log").read_text()[-3000:]
+            except OSError:
+                pass
+            pytest.fail(f"{' '.join(argv)} exited {result.returncode}\n{result.stdout}\n{result.stderr}\n--- log ---\n{log}")
+        return result
+
+    def start(self, timeout: float = 30) -> None:
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "-t", str(int(timeout)), "start"], timeout + 10)
+        self.running = True
+
+    def stop(self, mode: str = "immediate") -> None:
+        """`pg_ctl stop -m <mode>` (immediate: every backend dies at once, like a crash)."""
+        if self.running:
+            self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"], 60)
+            self.running = False
+
+    def create_database(self, name: str) -> str:
+        psql(self.admin_url, f'CREATE DATABASE "{name}"')
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        except BaseException as err:  # noqa: BLE001 - best effort, then remove the files
+            print(f"stopping the private PostgreSQL failed: {err}")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        _PRIVATE_SERVICES.discard(self)
+
+
+class PrivateNats:
+    """A nats-server with JetStream of the test's own on a free port; `restart` kills it
+    and starts it again on the same port and store directory."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("nats-server") or ("/usr/sbin/nats-server" if os.access("/usr/sbin/nats-server", os.X_OK) else None)
+        if binary is None:
+            pytest.skip("nats-server is not installed")
+        self.port = free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.store = workdir / "jetstream"
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.argv = [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store)]
+        self.process = Process("private nats-server", self.argv, base_env())
+        self._wait()
+
+    def _wait(self, timeout: float = 15.0) -> None:
+        _wait_tcp(self.port, timeout, self.process.alive, "private nats-server", greeting=b"INFO")
+
+    def kill(self) -> None:
+        if self.process.alive():
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.proc.wait(timeout=10)
+        _LIVE.discard(self.process)
+
+    def start(self) -> None:
+        assert not self.process.alive(), "start() needs a stopped nats-server"
+        self.process = Process(self.process.name, self.argv, base_env())
+        self._wait()
+
+    def restart(self, down_for: float = 0.0) -> None:
+        self.kill()
+        if down_for:
+            time.sleep(down_for)
+        self.start()
+
+    def stop(self) -> None:
+        self.process.stop(timeout=10)
+
+
+_PRIVATE_SERVICES: set[PrivatePostgres] = set()
+
+
+def _close_private_services() -> None:
+    for service in list(_PRIVATE_SERVICES):
+        try:
+            service.close()
+        except BaseException:  # noqa: BLE001 - exiting anyway
+            pass
+
+
+atexit.register(_close_private_services)
+
+
 # ---------------------------------------------------------------------------------------
 # Deployments
 
@@ -635,25 +776,31 @@ def start_prod(
     read_limit: int = GENEROUS_READ,
     worker: bool = True,
     redis_url: str = REDIS_URL,
+    nats_url: str = NATS_URL,
+    database_url: str | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> Deployment:
     """`extra_env` (e.g. model provider endpoints) reaches every role it starts, later
-    gateways and workers included."""
+    gateways and workers included. `database_url`: an existing (empty) database to use
+    instead of a fresh one on the shared server (the caller owns it: it is not dropped)."""
     suffix = uuid.uuid4().hex[:12]
     db_name = f"agentd_pytest_{suffix}"
-    database_url = with_database(POSTGRES_URL, db_name)
+    own_database = database_url is None
+    if database_url is None:
+        database_url = with_database(POSTGRES_URL, db_name)
     stream = f"AGENTD_PYTEST_{suffix.upper()}"
     prefix = f"agentd-pytest-{suffix}"
     key = new_secret_key()
 
-    try:
-        psql(POSTGRES_URL, f'CREATE DATABASE "{db_name}"')
-    except RuntimeError as err:
-        pytest.fail(f"cannot create the prod-mode database on {POSTGRES_URL}: {err}")
+    if own_database:
+        try:
+            psql(POSTGRES_URL, f'CREATE DATABASE "{db_name}"')
+        except RuntimeError as err:
+            pytest.fail(f"cannot create the prod-mode database on {POSTGRES_URL}: {err}")
 
     env = base_env(
         AGENTD_DATABASE_URL=database_url,
-        AGENTD_NATS_URL=NATS_URL,
+        AGENTD_NATS_URL=nats_url,
         AGENTD_REDIS_URL=redis_url,
         AGENTD_HTTP_ADDR="127.0.0.1:0",
         AGENTD_GRPC_ADDR="127.0.0.1:0",
@@ -673,8 +820,9 @@ def start_prod(
         psql(POSTGRES_URL, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
 
     # Registered first so they run last: processes stop, then the backends are cleaned.
-    deployment._cleanups.append(drop_database)
-    deployment._cleanups.append(lambda: nats_delete_stream(NATS_URL, stream))
+    if own_database:
+        deployment._cleanups.append(drop_database)
+    deployment._cleanups.append(lambda: nats_delete_stream(nats_url, stream))
     deployment._cleanups.append(lambda: redis_delete_prefix(redis_url, prefix))
     try:
         run_cli(["migrate"], env)

@@ -15,7 +15,11 @@ with exactly one final ``session.status_idle``, plus its specific outcome:
   and exits 0 before its deadline;
 * repeated SIGKILL mid-stream with two workers: every turn completes once;
 * Redis down: admission and readiness answer 503, a running turn still commits to
-  PostgreSQL, and everything is back once Redis is.
+  PostgreSQL, and everything is back once Redis is;
+* PostgreSQL down: input answers 503 and is not committed (nothing is acknowledged that
+  was not written), readiness answers 503, and everything is back once PostgreSQL is;
+* NATS restarted mid-run: the running turn completes exactly once and the next turn's
+  submission recovers.
 
 The prod-only tests start their own deployments with short leases and ack waits
 (``launch``), so they do not wait out the 30 s defaults.
@@ -35,6 +39,8 @@ import pytest
 from fake_models import FakeAnthropic, Reply, Usage, say, slow, text, tool_use
 from harness import (
     Deployment,
+    PrivateNats,
+    PrivatePostgres,
     PrivateRedis,
     Process,
     assert_error_envelope,
@@ -748,3 +754,137 @@ def test_redis_down_admission_and_readiness_fail_closed_then_recover(
     finally:
         redis.stop()
 
+
+
+def wait_status(http: httpx.Client, path: str, status: int, timeout: float, what: str, **kwargs: Any) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            response = http.get(path, **kwargs)
+            if response.status_code == status:
+                return response
+            last = f"{response.status_code} {response.text[:300]}"
+        except httpx.HTTPError as err:
+            last = repr(err)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: GET {path} not {status} within {timeout:.0f} s (last: {last})")
+        time.sleep(0.2)
+
+
+def test_postgres_down_fails_closed_and_acknowledges_nothing(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    """PostgreSQL stopped (immediate shutdown, like a crash): a user.message answers 503
+    api_error and /readyz 503; once it is back, readiness recovers, the refused message is
+    in no history (no acknowledgement for input that was not committed) and turns run."""
+    postgres = PrivatePostgres()
+    try:
+        database = postgres.create_database("agentd")
+        deployment = launch("prod", worker=True, database_url=database, extra_env=fast_env(provider_env))
+        client = deployment.client()
+        http = deployment.http()
+        assert http.get("/readyz").status_code == 200
+        session = make_session(client)
+        # A first turn, so the key, the session and every pool are warm.
+        before = unique("pgbefore")
+        fake_anthropic.script(before, say("before the outage"))
+        client.beta.sessions.events.send(session.id, events=[user_message(f"first {before}")])
+        wait_idles(deployment, session.id, count=1)
+
+        postgres.stop("immediate")
+        lost = unique("pglost")
+        fake_anthropic.script(lost, say("must never be asked"))
+        started = time.monotonic()
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            client.beta.sessions.events.send(session.id, events=[user_message(f"refused {lost}")])
+        took = time.monotonic() - started
+        assert caught.value.status_code == 503, (
+            f"events.send with PostgreSQL down answered {caught.value.status_code}: {caught.value.response.text[:500]}"
+        )
+        assert_error_envelope(caught.value.response, 503, "api_error")
+        assert took < 20, f"the 503 took {took:.1f} s"
+        ready = wait_status(http, "/readyz", 503, 15, "readiness with PostgreSQL down")
+        assert ready.json().get("status") == "unavailable", ready.text
+        worker = deployment.workers()[0]
+        assert worker.url
+        worker_ready = httpx.get(f"{worker.url}/readyz", timeout=5.0, trust_env=False)
+        assert worker_ready.status_code == 503, worker_ready.text
+
+        postgres.start()
+        wait_status(http, "/readyz", 200, 30, "readiness after PostgreSQL came back")
+        with httpx.Client(trust_env=False, timeout=5.0) as ops:
+            wait_status(ops, f"{worker.url}/readyz", 200, 30, "worker readiness after PostgreSQL came back")
+        settle(2.0)  # an outbox relay or a retry that wrongly kept the input would commit it now
+        events = events_of(deployment, session.id)
+        assert all(lost not in str(e) for e in events), (
+            f"the user.message refused with 503 reached committed history: {types_of(events)}"
+        )
+        # Straight from the database too (any table the input could have been parked in).
+        stored = psql(database, f"SELECT count(*) FROM session_events WHERE body LIKE '%{lost}%'").strip()
+        assert stored == "0", f"{stored} committed event(s) carry the refused user.message"
+        assert_turns_well_formed(events, 1)
+        require_nothing_more(fake_anthropic, lost, 0, "after the refused user.message")
+
+        # A new turn works end to end, on the same session.
+        after = unique("pgafter")
+        fake_anthropic.script(after, say("postgres is back"))
+        client.beta.sessions.events.send(session.id, events=[user_message(f"again {after}")])
+        events = wait_idles(deployment, session.id, count=2)
+        settle(0.5)
+        events = events_of(deployment, session.id)
+        assert_turns_well_formed(events, 2)
+        assert stop_reasons(events) == ["end_turn", "end_turn"]
+        assert message_texts(events) == ["before the outage", "postgres is back"]
+        assert all(lost not in str(e) for e in events), types_of(events)
+        require_nothing_more(fake_anthropic, lost, 0, "after PostgreSQL came back")
+        assert all(p.alive() for p in deployment.processes), "\n".join(p.output_tail() for p in deployment.processes)
+    finally:
+        postgres.close()
+
+
+def test_nats_restart_mid_run(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic, tmp_path: Any
+) -> None:
+    """The private nats-server (JetStream, file store) is killed and started again while a
+    model reply streams: that turn completes exactly once, and a turn submitted after the
+    restart completes too."""
+    nats = PrivateNats(tmp_path / "nats")
+    try:
+        deployment = launch("prod", worker=True, nats_url=nats.url, extra_env=fast_env(provider_env))
+        client = deployment.client()
+        key = unique("natsmid")
+        # A redelivered run would find a second reply; the history must still hold one turn.
+        fake_anthropic.script(key, slow("streamed across a NATS restart " * 2, chunks=16, delay=0.3), say("redelivered"))
+        session = make_session(client)
+        client.beta.sessions.events.send(session.id, events=[user_message(f"question {key}")])
+        first = wait_streaming(fake_anthropic, key, events=3)
+        nats.restart(down_for=1.0)
+        assert not first.done.is_set(), "the slow reply ended before NATS restarted; the test proves nothing"
+
+        events = wait_idles(deployment, session.id, count=1, timeout=40)
+        settle(3.0)  # lease + ack wait: a duplicate delivery would show now
+        events = events_of(deployment, session.id)
+        assert_turns_well_formed(events, 1)
+        assert stop_reasons(events) == ["end_turn"], f"{types_of(events)}; errors: {of_type(events, 'session.error')}"
+        assert len(message_texts(events)) == 1, message_texts(events)
+        starts = {e["id"] for e in of_type(events, "span.model_request_start")}
+        closed = {e["model_request_start_id"] for e in of_type(events, "span.model_request_end")}
+        assert starts == closed, f"unclosed model request spans: {sorted(starts - closed)}"
+
+        # The submission path recovers: a turn sent after the restart completes.
+        follow = unique("natsafter")
+        fake_anthropic.script(follow, say("nats is back"))
+        sent = time.monotonic()
+        client.beta.sessions.events.send(session.id, events=[user_message(f"again {follow}")])
+        events = wait_idles(deployment, session.id, count=2, timeout=40)
+        took = time.monotonic() - sent
+        settle(1.0)
+        events = events_of(deployment, session.id)
+        assert_turns_well_formed(events, 2)
+        assert stop_reasons(events) == ["end_turn", "end_turn"]
+        assert message_texts(events)[-1] == "nats is back"
+        require_nothing_more(fake_anthropic, follow, 1, "the turn after the restart")
+        print(f"turn after the NATS restart completed in {took:.1f} s; first turn asked the model {len(fake_anthropic.received(key))} time(s)")
+        assert all(p.alive() for p in deployment.processes), "\n".join(p.output_tail() for p in deployment.processes)
+    finally:
+        nats.stop()
