@@ -84,7 +84,7 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_QUEUE_ACK_WAIT", value_name = "DURATION")]
     pub queue_ack_wait: Option<String>,
 
-    /// Deliveries of one submission after which the queue stops redelivering it [default: 20].
+    /// Deliveries of one submission after which the queue stops redelivering it [default: 1000].
     #[arg(long, global = true, env = "AGENTD_QUEUE_MAX_DELIVER", value_name = "N")]
     pub queue_max_deliver: Option<i64>,
 

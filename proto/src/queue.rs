@@ -32,7 +32,7 @@ pub struct QueueConfig {
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        Self { ack_wait: Duration::from_secs(30), max_deliver: 20, dedupe_window: Duration::from_secs(120) }
+        Self { ack_wait: Duration::from_secs(30), max_deliver: 1_000, dedupe_window: Duration::from_secs(120) }
     }
 }
 

@@ -53,7 +53,7 @@ impl Default for RelayConfig {
             every: Duration::from_secs(2),
             min_age: Duration::from_secs(3),
             batch: 256,
-            stranded_after: Duration::from_secs(30),
+            stranded_after: Duration::from_secs(10),
         }
     }
 }
