@@ -1,7 +1,5 @@
 //! The Anthropic Messages API with streaming (`POST /v1/messages`, `stream: true`).
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -21,12 +19,7 @@ pub struct Anthropic {
 impl Anthropic {
     /// A provider for `base_url` (e.g. `https://api.anthropic.com`).
     pub fn new(base_url: String, api_key: Option<String>) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
-            .build()
-            .unwrap_or_default();
-        Self { base_url: base_url.trim_end_matches('/').to_owned(), api_key, http }
+        Self { base_url: base_url.trim_end_matches('/').to_owned(), api_key, http: super::http_client() }
     }
 }
 
@@ -111,14 +104,8 @@ impl Provider for Anthropic {
             http = http.header("x-api-key", key);
         }
         let response = http.send().await.map_err(ProviderError::transport)?;
-        let status = response.status().as_u16();
-        if status >= 400 {
-            let text = response.text().await.unwrap_or_default();
-            let detail = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| text.chars().take(200).collect());
-            return Err(ProviderError::from_status(status, &detail));
+        if !response.status().is_success() {
+            return Err(super::status_error(response).await);
         }
         let mut totals = Usage::default();
         let events = frames(response.bytes_stream().boxed()).flat_map(move |frame| {

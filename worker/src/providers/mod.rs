@@ -209,6 +209,28 @@ impl ProviderError {
     }
 }
 
+/// The HTTP client every provider uses: bounded connect time, `TCP_NODELAY` so
+/// streamed tokens are not held back by Nagle's algorithm.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .tcp_nodelay(true)
+        .build()
+        .unwrap_or_default()
+}
+
+/// Turns a non-2xx provider response into a classified error, taking the message from
+/// the usual `{"error":{"message":…}}` body when there is one.
+async fn status_error(response: reqwest::Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    let detail = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| text.chars().take(200).collect());
+    ProviderError::from_status(status, &detail)
+}
+
 /// A stream of model events.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ProviderError>>;
 
