@@ -10,4 +10,4 @@ UPDATE sessions
 SET next_seq      = next_seq + $2,
     updated_at_ms = $3
 WHERE id = $1
-RETURNING next_seq, usage
+RETURNING next_seq, usage, active_ms, running_since_ms

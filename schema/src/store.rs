@@ -167,6 +167,18 @@ pub struct Session {
     pub updated_at_ms: i64,
     /// Set once archived.
     pub archived_at_ms: Option<i64>,
+    /// Time spent in `running` up to the last status change, ms.
+    pub active_ms: i64,
+    /// When the current `running` stretch began; `None` unless running.
+    pub running_since_ms: Option<i64>,
+}
+
+impl Session {
+    /// Cumulative seconds spent in `running`, including a stretch still under way.
+    pub fn active_seconds(&self, now_ms: i64) -> f64 {
+        let ongoing = self.running_since_ms.map_or(0, |since| (now_ms - since).max(0));
+        (self.active_ms + ongoing) as f64 / 1000.0
+    }
 }
 
 /// A session to create.

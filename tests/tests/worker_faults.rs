@@ -97,6 +97,7 @@ fn assert_one_clean_turn(events: &[agentd_schema::StoredEvent]) {
             "span.model_request_start",
             "agent.message",
             "span.model_request_end",
+            "session.usage",
             "session.status_idle"
         ],
     );

@@ -127,7 +127,10 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
                 return;
             }
             Ok(ClaimOutcome::ThreadBusy) => {
-                let _ = delivery.nak(Duration::from_millis(500)).await;
+                // Another run of the thread is live; back off so a long run does not
+                // burn this message's deliveries (the stranded-run sweep is the floor).
+                let wait = busy_backoff(delivery.delivery_count);
+                let _ = delivery.nak(wait).await;
                 return;
             }
             Ok(ClaimOutcome::Held { lease_until_ms }) => {
@@ -210,6 +213,13 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
             }
         }
     }
+}
+
+/// How long to wait before offering a message again whose thread is busy: 0.5 s,
+/// doubling with each delivery, at most 8 s, with jitter.
+fn busy_backoff(delivery_count: u64) -> Duration {
+    let doublings = delivery_count.saturating_sub(1).min(4) as u32;
+    Duration::from_millis(500 * 2u64.pow(doublings) + rand::random_range(0..250))
 }
 
 /// Settles a run whose retry budget is spent: `session.error` (exhausted) and an idle

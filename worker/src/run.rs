@@ -255,11 +255,9 @@ struct Reconcile<'a> {
 }
 
 impl Reconcile<'_> {
-    /// The `session.usage` snapshot after a request, for budgeted sessions.
-    fn snapshot(&self, request: &Usage) -> Option<Value> {
-        if self.body["budget"].is_null() {
-            return None;
-        }
+    /// The `session.usage` snapshot after a request: cumulative usage including it, and
+    /// its list cost when the session froze prices.
+    fn snapshot(&self, request: &Usage) -> Value {
         let n = |key: &str| self.before[key].as_u64().unwrap_or(0);
         let cache_5m = self.before["cache_creation"]["ephemeral_5m_input_tokens"].as_u64().unwrap_or(0);
         let mut usage = json!({
@@ -268,8 +266,11 @@ impl Reconcile<'_> {
             "cache_read_input_tokens": n("cache_read_input_tokens") + request.cache_read_input_tokens,
             "cache_creation": { "ephemeral_5m_input_tokens": cache_5m + request.cache_creation_input_tokens, "ephemeral_1h_input_tokens": 0 },
         });
-        usage["list_cost"] = Standing::of(self.body, &usage).list_cost();
-        Some(json!({ "type": "session.usage", "usage": usage, "budget": self.body["budget"] }))
+        let list_cost = Standing::of(self.body, &usage).list_cost();
+        if !list_cost.is_null() {
+            usage["list_cost"] = list_cost;
+        }
+        json!({ "type": "session.usage", "usage": usage, "budget": self.body["budget"] })
     }
 }
 
@@ -409,7 +410,7 @@ async fn model_request(
         }));
         // Whether the failed response produced anything, before usage is appended.
         let produced = closing.len() > 1;
-        closing.extend(reconcile.snapshot(&usage));
+        closing.push(reconcile.snapshot(&usage));
         let Some(Cut::Failed(error)) = cut else {
             if refused {
                 closing.push(json!({

@@ -86,6 +86,13 @@ const EVENT_TYPES: &[&str] = &[
 ];
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// While a session is active and its stream hears nothing, the store is re-read after
+/// this long, doubling up to [`RESYNC_MAX`]. Live publishing is best effort (a worker
+/// can die between a commit and its publish); this bounds how long a stream can miss
+/// committed events, at no cost for idle sessions.
+const RESYNC_FIRST: Duration = Duration::from_secs(1);
+const RESYNC_MAX: Duration = Duration::from_secs(16);
+
 /// Life of a turn, steps 2–3: commit the input with the run and its outbox row in one
 /// transaction, then publish the submission and the committed events. A failed publish
 /// is left to the outbox relay.
@@ -423,7 +430,8 @@ async fn open_stream(
         ApiError::Unavailable("the live bus is unavailable; retry shortly".to_owned())
     })?;
     let (tx, rx) = mpsc::channel::<Event>(256);
-    let forwarder = Forwarder { state, session_id: session.id, thread, deltas, last_seq: high_water, tx };
+    let active = !matches!(session.status.as_str(), "idle" | "terminated");
+    let forwarder = Forwarder { state, session_id: session.id, thread, deltas, last_seq: high_water, active, tx };
     tokio::spawn(forwarder.run(subscription));
     metrics::gauge!("agentd_sse_connections").increment(1.0);
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
@@ -437,6 +445,8 @@ struct Forwarder {
     thread: Option<String>,
     deltas: HashSet<String>,
     last_seq: i64,
+    /// The last committed event left the session running (not idle or terminated).
+    active: bool,
     tx: mpsc::Sender<Event>,
 }
 
@@ -446,14 +456,24 @@ impl Forwarder {
         if self.fill_from_store().await.is_err() {
             return;
         }
+        let mut resync = RESYNC_FIRST;
         loop {
             // A client that went away while nothing was published must still release its
             // subscription and task: watch for the channel closing, not only for sends.
+            let quiet = async {
+                if self.active {
+                    tokio::time::sleep(resync).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
             let item = tokio::select! {
                 () = self.tx.closed() => return,
                 item = subscription.next() => item,
+                () = quiet => Some(BusItem::Gap),
             };
             let Some(item) = item else { return };
+            resync = if matches!(item, BusItem::Gap) { (resync * 2).min(RESYNC_MAX) } else { RESYNC_FIRST };
             let delivered = match item {
                 BusItem::Gap => self.fill_from_store().await,
                 BusItem::Message(bytes) => match LiveEvent::decode(bytes.as_ref()) {
@@ -486,8 +506,9 @@ impl Forwarder {
                     }
                 }
                 self.last_seq = committed.seq;
+                let body: Value = serde_json::from_str(&committed.body_json).unwrap_or(Value::Null);
+                self.note_activity(body["type"].as_str().unwrap_or_default());
                 if on_thread {
-                    let body: Value = serde_json::from_str(&committed.body_json).unwrap_or(Value::Null);
                     self.send(&body).await?;
                 }
                 Ok(true)
@@ -522,6 +543,7 @@ impl Forwarder {
             let done = events.len() < 500;
             for event in events {
                 self.last_seq = event.seq;
+                self.note_activity(&event.kind);
                 if self.thread.as_deref().is_none_or(|thread| thread == event.thread_id) {
                     self.send(&live::render(&event)).await?;
                 }
@@ -530,6 +552,10 @@ impl Forwarder {
                 return Ok(true);
             }
         }
+    }
+
+    fn note_activity(&mut self, kind: &str) {
+        self.active = !matches!(kind, "session.status_idle" | "session.status_terminated");
     }
 
     async fn send(&self, body: &Value) -> Result<(), ()> {

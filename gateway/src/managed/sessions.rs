@@ -51,8 +51,9 @@ pub fn render(session: &Session) -> Value {
     }
     out["updated_at"] = json!(rfc3339(session.updated_at_ms));
     out["archived_at"] = json!(session.archived_at_ms.map(rfc3339));
-    let duration = (now_ms() - session.created_at_ms).max(0) as f64 / 1000.0;
-    out["stats"] = json!({ "duration_seconds": duration, "active_seconds": null });
+    let now = now_ms();
+    let duration = (now - session.created_at_ms).max(0) as f64 / 1000.0;
+    out["stats"] = json!({ "duration_seconds": duration, "active_seconds": session.active_seconds(now) });
     out
 }
 

@@ -1,7 +1,7 @@
-//! Sessions and their committed event history. Two projections are kept in step with
-//! the history by the transaction that commits it: the session's `status` (from
-//! `session.status_*` events) and its cumulative `usage` (from
-//! `span.model_request_end` events).
+//! Sessions and their committed event history. Projections are kept in step with the
+//! history by the transaction that commits it: the session's `status` (from
+//! `session.status_*` events), the time it spent running (from the same events), and
+//! its cumulative `usage` (from `span.model_request_end` events).
 
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
@@ -11,7 +11,7 @@ use super::{SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{EventQuery, NewEvent, NewSession, Session, SessionQuery, StoredEvent, TimeBounds};
 
-const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms";
+const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms";
 const EVENT_COLUMNS: &str = "session_id, seq, event_id, thread_id, type, body, processed_at_ms";
 
 fn session(row: &AnyRow) -> StoreResult<Session> {
@@ -27,6 +27,8 @@ fn session(row: &AnyRow) -> StoreResult<Session> {
         created_at_ms: row.try_get("created_at_ms")?,
         updated_at_ms: row.try_get("updated_at_ms")?,
         archived_at_ms: row.try_get("archived_at_ms")?,
+        active_ms: row.try_get("active_ms")?,
+        running_since_ms: row.try_get("running_since_ms")?,
     })
 }
 
@@ -135,6 +137,8 @@ pub(super) async fn append(
     };
     let next: i64 = allocated.try_get("next_seq")?;
     let mut usage = json(&allocated, "usage")?;
+    let mut active_ms: i64 = allocated.try_get("active_ms")?;
+    let mut running_since_ms: Option<i64> = allocated.try_get("running_since_ms")?;
     let mut status = None;
     let mut usage_changed = false;
     let mut stored = Vec::with_capacity(events.len());
@@ -154,8 +158,18 @@ pub(super) async fn append(
         .execute(&mut **tx)
         .await?;
         // Only the primary thread's status is the session's status.
-        if new.thread_id == session_id {
-            status = status_of(&new.kind).or(status);
+        if new.thread_id == session_id
+            && let Some(next) = status_of(&new.kind)
+        {
+            status = Some(next);
+            match (next == "running", running_since_ms) {
+                (true, None) => running_since_ms = Some(now),
+                (false, Some(since)) => {
+                    active_ms += (now - since).max(0);
+                    running_since_ms = None;
+                }
+                _ => {}
+            }
         }
         if new.kind == "span.model_request_end" {
             add_usage(&mut usage, &new.body["model_usage"]);
@@ -172,11 +186,16 @@ pub(super) async fn append(
         });
     }
     if status.is_some() || usage_changed {
-        sqlx::query("UPDATE sessions SET status = COALESCE($2, status), usage = $3 WHERE id = $1")
-            .bind(session_id)
-            .bind(status)
-            .bind(usage.to_string())
-            .execute(&mut **tx)
+        sqlx::query(
+            "UPDATE sessions SET status = COALESCE($2, status), usage = $3, active_ms = $4, running_since_ms = $5 \
+             WHERE id = $1",
+        )
+        .bind(session_id)
+        .bind(status)
+        .bind(usage.to_string())
+        .bind(active_ms)
+        .bind(running_since_ms)
+        .execute(&mut **tx)
             .await?;
     }
     Ok(stored)

@@ -65,6 +65,7 @@ PLAIN_TURN = [
     "span.model_request_start",
     "agent.message",
     "span.model_request_end",
+    "session.usage",
     "session.status_idle",
 ]
 
@@ -339,8 +340,10 @@ def test_plain_turn_through_list_and_stream(
     assert types_of(events) == PLAIN_TURN, types_of(events)
     assert events[0].id == echo.id
     assert texts(events) == [f"Hello back, {key}"]
-    start, end, idle = events[2], events[4], events[5]
+    start, end, usage, idle = events[2], events[4], events[5], events[6]
     assert stop_reason(idle) == "end_turn"
+    assert usage.usage.input_tokens == 321 and usage.usage.output_tokens == 45, "the snapshot is cumulative"
+    assert usage.budget is None
     assert end.model_request_start_id == start.id
     assert not end.is_error
     assert end.model_usage.input_tokens == 321
@@ -352,7 +355,7 @@ def test_plain_turn_through_list_and_stream(
     assert [e.id for e in collect(client.beta.sessions.events.list(session.id, limit=2))] == [e.id for e in events]
     assert [e.id for e in history(client, session.id, types=["agent.message", "session.status_idle"])] == [
         events[3].id,
-        events[5].id,
+        events[6].id,
     ]
 
     live = reader.wait_idle()
@@ -367,6 +370,10 @@ def test_plain_turn_through_list_and_stream(
     assert retrieved.usage.cache_read_input_tokens == 67
     assert retrieved.usage.cache_creation is not None
     assert retrieved.usage.cache_creation.ephemeral_5m_input_tokens == 89
+    active = retrieved.stats.active_seconds
+    assert active is not None and 0 <= active <= retrieved.stats.duration_seconds, retrieved.stats
+    running_ms = int((idle.processed_at - events[1].processed_at).total_seconds() * 1000)
+    assert abs(active * 1000 - running_ms) <= 2, (active, running_ms)
 
     (request,) = fake_anthropic.wait_requests(key, 1)
     assert request.path == "/v1/messages"
@@ -407,6 +414,7 @@ def test_thinking_and_several_blocks_are_separate_events(
         "agent.message",
         "agent.message",
         "span.model_request_end",
+        "session.usage",
         "session.status_idle",
     ]
     assert texts(events) == ["First.", "Second."]
@@ -526,6 +534,7 @@ def test_custom_tool_round_trip(
         "agent.message",
         "agent.custom_tool_use",
         "span.model_request_end",
+        "session.usage",
         "session.status_idle",
     ]
     use = events[4]
