@@ -5,6 +5,7 @@ pub mod budget;
 pub mod catalog;
 pub mod clock;
 pub mod error;
+pub mod faults;
 pub mod ids;
 pub mod live;
 pub mod outbox;

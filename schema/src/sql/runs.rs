@@ -240,6 +240,7 @@ pub(super) async fn commit(
         return Err(fenced(claim));
     }
     let mut status = RunStatus::Leased;
+    let settlement_asked = settlement.is_some();
     if let Some(settlement) = settlement {
         let (asked, outcome) = match settlement {
             Settlement::Awaiting => (RunStatus::Awaiting, None),
@@ -262,7 +263,10 @@ pub(super) async fn commit(
         let text: String = settled.try_get("status")?;
         status = RunStatus::parse(&text).ok_or_else(|| StoreError::Backend(format!("unknown run status {text:?}")))?;
     }
+    let (before, after) = if settlement_asked { ("settle.before", "settle.after") } else { ("commit.before", "commit.after") };
+    crate::faults::crash_point(before);
     tx.commit().await?;
+    crate::faults::crash_point(after);
     Ok(Settled { events: stored, status })
 }
 

@@ -711,11 +711,12 @@ class Deployment:
         self.processes.append(process)
         return url
 
-    def start_worker(self) -> Process:
+    def start_worker(self, extra_env: dict[str, str] | None = None) -> Process:
         """Another worker on the same database, NATS stream and Redis prefix."""
         assert self.mode == "prod", "only prod deployments have workers"
         workers = sum(1 for p in self.processes if p.name.startswith("agentd worker"))
-        process, _ops = start_role("worker", dict(self._role_env), name=f"agentd worker #{workers + 1}")
+        env = dict(self._role_env) | (extra_env or {})
+        process, _ops = start_role("worker", env, name=f"agentd worker #{workers + 1}")
         self.processes.append(process)
         return process
 

@@ -13,7 +13,9 @@ with exactly one final ``session.status_idle``, plus its specific outcome:
   fenced out: nothing it produced after resuming is committed;
 * drain: a SIGTERMed worker hands its in-flight run back without spending retry budget
   and exits 0 before its deadline;
-* repeated SIGKILL mid-stream with two workers: every turn completes once;
+* repeated SIGKILL mid-stream with three workers: every turn completes once;
+* repeated crashes mid-commit (before and after COMMIT, of commits and settlements)
+  with three workers: every turn completes once;
 * Redis down: admission and readiness answer 503, a running turn still commits to
   PostgreSQL, and everything is back once Redis is;
 * PostgreSQL down: input answers 503 and is not committed (nothing is acknowledged that
@@ -646,6 +648,69 @@ def test_repeated_sigkill_mid_stream_with_three_workers(
         assert starts == closed, f"round {round_}: unclosed spans {sorted(starts - closed)}"
         require_nothing_more(fake_anthropic, key, 2, f"round {round_}")
     assert time.monotonic() - started < 300, f"{ROUNDS} recoveries took too long"
+    assert all(w.alive() for w in workers)
+
+
+CRASH_POINTS = ["commit.before", "commit.after", "settle.before", "settle.after"]
+MID_COMMIT_CRASHES = 20
+
+
+def test_repeated_crashes_mid_commit_with_three_workers(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    """Three workers, each armed to die abruptly at one of the commit crash points
+    (writes done but COMMIT not sent; COMMIT done but nothing after it), replaced by a
+    worker armed at the next point whenever one dies. Turns run until at least twenty
+    crashes happened, at least four at each point: every turn ends once, with the
+    scripted reply, and no event is committed twice."""
+    deployment = launch("prod", worker=False, extra_env=fast_env(provider_env, AGENTD_MAX_ATTEMPTS="100"))
+    client = deployment.client()
+    rotation = iter(range(10_000))
+
+    def armed_worker() -> Process:
+        n = next(rotation)
+        point = CRASH_POINTS[n % len(CRASH_POINTS)]
+        return deployment.start_worker({"AGENTD_FAULT_CRASH_AT": f"{point}@{1 + n // len(CRASH_POINTS) % 2}"})
+
+    workers = [armed_worker() for _ in range(3)]
+    crashed: list[str] = []
+
+    def replace_the_dead() -> None:
+        nonlocal workers
+        for worker in [w for w in workers if not w.alive()]:
+            tail = worker.output_tail(200)
+            point = next((p for p in CRASH_POINTS if f"crashing at {p}" in tail), None)
+            assert point is not None, f"a worker died without reaching its crash point:\n{tail}"
+            crashed.append(point)
+            workers = [w for w in workers if w is not worker] + [armed_worker()]
+
+    agent = client.beta.agents.create(name=unique("crash-agent"), model=PRICED_MODEL)
+    environment = client.beta.environments.create(name=unique("crash-env"), config={"type": "cloud"})
+    started = time.monotonic()
+    rounds = 0
+    while len(crashed) < MID_COMMIT_CRASHES or min(crashed.count(p) for p in CRASH_POINTS) < 4:
+        assert rounds < 80 and time.monotonic() - started < 240, f"only {len(crashed)} crashes in {rounds} turns"
+        key = unique(f"crash{rounds}")
+        # A crash before a commit lands can make the run ask again: every answer is the same.
+        fake_anthropic.script(key, *[say(f"answer {rounds}")] * 10)
+        session = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+        client.beta.sessions.events.send(session.id, events=[user_message(f"question {key}")])
+        deadline = time.monotonic() + TURN_TIMEOUT
+        while not idles(events := events_of(deployment, session.id)):
+            assert time.monotonic() < deadline, f"turn {rounds} did not end: {types_of(events)}"
+            replace_the_dead()
+            time.sleep(0.1)
+        settle(0.3)
+        replace_the_dead()
+        events = events_of(deployment, session.id)
+        assert_turns_well_formed(events, 1, f"turn {rounds}")
+        assert stop_reasons(events) == ["end_turn"], f"turn {rounds}: {types_of(events)}"
+        assert message_texts(events) == [f"answer {rounds}"], f"turn {rounds}: {message_texts(events)}"
+        starts = {e["id"] for e in of_type(events, "span.model_request_start")}
+        closed = {e["model_request_start_id"] for e in of_type(events, "span.model_request_end")}
+        assert starts == closed, f"turn {rounds}: unclosed spans {sorted(starts - closed)}"
+        rounds += 1
+    print(f"{len(crashed)} crashes in {rounds} turns: " + ", ".join(f"{p} x{crashed.count(p)}" for p in CRASH_POINTS))
     assert all(w.alive() for w in workers)
 
 

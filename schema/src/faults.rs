@@ -1,0 +1,41 @@
+//! Crash points for fault-injection tests: a process started with
+//! `AGENTD_FAULT_CRASH_AT=<point>@<n>` dies abruptly (no destructors, no further I/O)
+//! the `n`-th time it reaches `<point>`. Points:
+//!
+//! - `commit.before` / `settle.before`: the transaction's writes are done, `COMMIT` is
+//!   not sent (the database rolls the transaction back when the connection drops);
+//! - `commit.after` / `settle.after`: `COMMIT` succeeded, nothing after it ran (no live
+//!   publish, no queue ack).
+//!
+//! Unset (the only production setting), a crash point is one relaxed atomic load.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Armed {
+    point: String,
+    at: u64,
+    hits: AtomicU64,
+}
+
+fn armed() -> Option<&'static Armed> {
+    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            let spec = std::env::var("AGENTD_FAULT_CRASH_AT").ok()?;
+            let (point, at) = spec.split_once('@').unwrap_or((spec.as_str(), "1"));
+            let at = at.parse().unwrap_or(1);
+            tracing::warn!(point, at, "fault injection armed: this process will crash on purpose");
+            Some(Armed { point: point.to_owned(), at, hits: AtomicU64::new(0) })
+        })
+        .as_ref()
+}
+
+/// Dies here if this point is armed and its count is reached.
+pub fn crash_point(point: &str) {
+    let Some(armed) = armed() else { return };
+    if armed.point == point && armed.hits.fetch_add(1, Ordering::Relaxed) + 1 == armed.at {
+        eprintln!("agentd: fault injection: crashing at {point}");
+        std::process::abort();
+    }
+}
