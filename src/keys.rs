@@ -21,6 +21,14 @@ pub enum KeysCommand {
         /// A label shown by `keys list`.
         #[arg(long, default_value = "cli")]
         name: String,
+        /// Create an environment key instead: it authenticates only that environment's
+        /// work queue (poll, ack, heartbeat, stop, list, stats) and its sessions.
+        #[arg(long, conflicts_with = "runner")]
+        environment: Option<String>,
+        /// Create a runner key instead: `agentd runner` serves every `cloud`
+        /// environment of the workspace with it.
+        #[arg(long)]
+        runner: bool,
     },
     /// List keys (never their secrets).
     List {
@@ -59,11 +67,28 @@ pub async fn run(settings: Settings, command: KeysCommand) -> Result<()> {
     }
     let store: &dyn agentd_schema::Store = store.as_ref();
     match command {
-        KeysCommand::Create { workspace, organization, name } => {
+        KeysCommand::Create { workspace, organization, name, environment, runner } => {
             let workspace = store.ensure_workspace(&organization, &workspace).await?;
-            let secret = agentd_schema::ids::new_secret("sk-agentd");
-            let info = store.insert_api_key(&workspace.id, &name, &secret).await?;
-            eprintln!("created {} for workspace {} ({}); it is shown only now", info.id, workspace.name, workspace.id);
+            let (kind, prefix) = match environment {
+                Some(environment_id) => {
+                    let found = store.get_resource(&workspace.id, "environment", &environment_id).await?;
+                    if found.is_none() {
+                        bail!("no environment {environment_id} in workspace {}", workspace.name);
+                    }
+                    (agentd_schema::KeyKind::Environment(environment_id), "sk-agentd-env")
+                }
+                None if runner => (agentd_schema::KeyKind::Runner, "sk-agentd-runner"),
+                None => (agentd_schema::KeyKind::Api, "sk-agentd"),
+            };
+            let secret = agentd_schema::ids::new_secret(prefix);
+            let info = store.insert_api_key(&workspace.id, &name, &secret, &kind).await?;
+            eprintln!(
+                "created {} {} key for workspace {} ({}); it is shown only now",
+                info.id,
+                kind.as_str(),
+                workspace.name,
+                workspace.id
+            );
             println!("{secret}");
         }
         KeysCommand::List { workspace, json } => {
@@ -85,6 +110,11 @@ pub async fn run(settings: Settings, command: KeysCommand) -> Result<()> {
                     "hint": key.hint,
                     "created_at": key.created_at_ms,
                     "revoked_at": key.revoked_at_ms,
+                    "kind": key.kind.as_str(),
+                    "environment_id": match &key.kind {
+                        agentd_schema::KeyKind::Environment(id) => Some(id.as_str()),
+                        _ => None,
+                    },
                 }));
             }
             if json {

@@ -145,7 +145,7 @@ async fn dev_api_key(store: &SqlStore, data_dir: &std::path::Path) -> Result<Str
         }
     };
     let workspace = store.ensure_workspace("default", "default").await?;
-    store.insert_api_key(&workspace.id, "dev", &key).await?;
+    store.insert_api_key(&workspace.id, "dev", &key, &agentd_schema::KeyKind::Api).await?;
     Ok(key)
 }
 
@@ -178,7 +178,7 @@ async fn bootstrap_key(store: &SqlStore, settings: &Settings) -> Result<()> {
         return Ok(());
     };
     let workspace = store.ensure_workspace("default", "default").await?;
-    let info = store.insert_api_key(&workspace.id, "bootstrap", key.trim()).await?;
+    let info = store.insert_api_key(&workspace.id, "bootstrap", key.trim(), &agentd_schema::KeyKind::Api).await?;
     info!(key_id = %info.id, workspace = %workspace.id, "bootstrap API key ready");
     Ok(())
 }

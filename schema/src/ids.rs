@@ -41,3 +41,9 @@ mod tests {
         assert!(a < b, "{a} should sort before {b}");
     }
 }
+
+/// How secrets (API keys, sessions tokens) are stored: hex SHA-256, never the secret.
+pub fn secret_hash(secret: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
+}

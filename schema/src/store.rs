@@ -68,9 +68,33 @@ pub struct ApiKeyInfo {
     pub created_at_ms: i64,
     /// Set once revoked; a revoked key authenticates nothing.
     pub revoked_at_ms: Option<i64>,
+    /// What the key may do.
+    pub kind: KeyKind,
 }
 
-/// The trusted scope an API key resolves to.
+/// What a key may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyKind {
+    /// An API key: everything in its workspace.
+    Api,
+    /// An environment key: that environment's work queue and its sessions.
+    Environment(String),
+    /// A runner key: the work of every `cloud` environment of its workspace.
+    Runner,
+}
+
+impl KeyKind {
+    /// The stored `kind` column.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            KeyKind::Api => "api",
+            KeyKind::Environment(_) => "environment",
+            KeyKind::Runner => "runner",
+        }
+    }
+}
+
+/// The trusted scope a key resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// The key that authenticated.
@@ -79,6 +103,120 @@ pub struct Scope {
     pub organization_id: String,
     /// Its workspace.
     pub workspace_id: String,
+    /// What it may do.
+    pub kind: KeyKind,
+}
+
+/// A work item of an environment's queue (`environments.work`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkItem {
+    /// `work_…`
+    pub id: String,
+    /// Owning workspace.
+    pub workspace_id: String,
+    /// The environment whose queue holds it.
+    pub environment_id: String,
+    /// The session that needs hands.
+    pub session_id: String,
+    /// `cloud` (our runner) or `self_hosted` (the customer's worker).
+    pub hands: String,
+    /// `queued`, `starting`, `active`, `stopping`, `stopped`.
+    pub state: String,
+    /// User metadata.
+    pub metadata: Value,
+    /// Offered to a poller (and not acked) since, epoch ms.
+    pub offered_at_ms: Option<i64>,
+    /// Leases lost after an ack so far.
+    pub lost_leases: i64,
+    /// The exact heartbeat string a worker must echo; `None` before the first.
+    pub last_heartbeat: Option<String>,
+    /// Lease length.
+    pub ttl_seconds: i64,
+    /// Lease expiry, epoch ms.
+    pub lease_until_ms: Option<i64>,
+    /// Timestamps, epoch ms.
+    pub created_at_ms: i64,
+    /// Acked.
+    pub acknowledged_at_ms: Option<i64>,
+    /// First heartbeat.
+    pub started_at_ms: Option<i64>,
+    /// Latest heartbeat.
+    pub latest_heartbeat_at_ms: Option<i64>,
+    /// Stop requested.
+    pub stop_requested_at_ms: Option<i64>,
+    /// Stopped.
+    pub stopped_at_ms: Option<i64>,
+}
+
+/// Which queue a poll takes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkSource {
+    /// One environment's queue.
+    Environment(String),
+    /// Every `cloud` environment of a workspace (runner keys).
+    Cloud {
+        /// The workspace.
+        workspace_id: String,
+    },
+}
+
+/// The answer to a heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Heartbeat {
+    /// Recorded (or, when stopping or stopped, not compared and not extended).
+    Recorded {
+        /// The item after the heartbeat.
+        item: WorkItem,
+        /// Whether the lease was extended.
+        extended: bool,
+    },
+    /// `expected_last_heartbeat` did not match: another worker may hold the lease.
+    PreconditionFailed(WorkItem),
+    /// The item is not in a state that takes heartbeats (queued).
+    NotAcked(WorkItem),
+}
+
+/// A work transition that did not apply, and the item as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkConflict(pub WorkItem);
+
+/// What a sessions token grants: one session's routes and its work item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionsToken {
+    /// The work item it came with.
+    pub work_id: String,
+    /// The session.
+    pub session_id: String,
+    /// The environment.
+    pub environment_id: String,
+    /// Workspace and organization of the session.
+    pub workspace_id: String,
+    /// Organization.
+    pub organization_id: String,
+}
+
+/// Queue statistics of one environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkStats {
+    /// Queued and not offered.
+    pub depth: i64,
+    /// Offered, not acked.
+    pub pending: i64,
+    /// Oldest queued item, epoch ms.
+    pub oldest_queued_at_ms: Option<i64>,
+    /// Distinct pollers in the last 30 s.
+    pub workers_polling: i64,
+}
+
+/// A session whose hands were given up on: its unanswered built-in calls fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostHands {
+    /// The work item that was stopped.
+    pub work_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// How many leases were lost.
+    pub lost_leases: i64,
 }
 
 /// A stored resource of one of the generic managed families.
@@ -514,7 +652,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores the hash of `secret` as a new key of `workspace_id`. Idempotent when the
     /// same secret is stored twice (returns the existing key).
-    async fn insert_api_key(&self, workspace_id: &str, name: &str, secret: &str) -> StoreResult<ApiKeyInfo>;
+    async fn insert_api_key(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        secret: &str,
+        kind: &KeyKind,
+    ) -> StoreResult<ApiKeyInfo>;
 
     /// Resolves a presented secret to its trusted scope; `None` for unknown or revoked.
     async fn resolve_api_key(&self, secret: &str) -> StoreResult<Option<Scope>>;
@@ -664,4 +808,67 @@ pub trait Store: Send + Sync + 'static {
         status_code: i64,
         response: &str,
     ) -> StoreResult<()>;
+
+    // --- environment work (hands) ----------------------------------------------------
+
+    /// Queues a work item for a session unless one is open; `Some` when created.
+    async fn ensure_work_item(
+        &self,
+        workspace_id: &str,
+        environment_id: &str,
+        session_id: &str,
+        hands: &str,
+    ) -> StoreResult<Option<WorkItem>>;
+
+    /// Offers the oldest queued item of `source` that is not offered, or whose offer is
+    /// older than `reclaim_older_than_ms`, with a new sessions token (stored hashed).
+    async fn poll_work(
+        &self,
+        source: &WorkSource,
+        reclaim_older_than_ms: i64,
+        token_hash: &str,
+    ) -> StoreResult<Option<WorkItem>>;
+
+    /// Records a poller of an environment (`workers_polling`).
+    async fn note_work_poller(&self, environment_id: &str, worker_id: &str) -> StoreResult<()>;
+
+    /// Reads a work item of an environment.
+    async fn get_work(&self, environment_id: &str, work_id: &str) -> StoreResult<Option<WorkItem>>;
+
+    /// Lists an environment's work items by id, after the cursor.
+    async fn list_work(&self, environment_id: &str, after_id: Option<&str>, limit: i64) -> StoreResult<Vec<WorkItem>>;
+
+    /// `queued` → `starting`.
+    async fn ack_work(&self, environment_id: &str, work_id: &str) -> StoreResult<Result<WorkItem, WorkConflict>>;
+
+    /// Records a heartbeat when `expected` matches (`NO_HEARTBEAT` for the first).
+    async fn heartbeat_work(
+        &self,
+        environment_id: &str,
+        work_id: &str,
+        expected: &str,
+        ttl_seconds: Option<i64>,
+    ) -> StoreResult<Option<Heartbeat>>;
+
+    /// Graceful (`stopping`) or forced (`stopped`) stop; a conflict when already stopped.
+    async fn stop_work(
+        &self,
+        environment_id: &str,
+        work_id: &str,
+        force: bool,
+    ) -> StoreResult<Option<Result<WorkItem, WorkConflict>>>;
+
+    /// Merge-patches an item's metadata (a null value deletes the key).
+    async fn update_work_metadata(&self, environment_id: &str, work_id: &str, patch: &Value)
+    -> StoreResult<Option<WorkItem>>;
+
+    /// Queue statistics.
+    async fn work_stats(&self, environment_id: &str) -> StoreResult<WorkStats>;
+
+    /// Resolves a sessions token of an item that has not stopped.
+    async fn resolve_sessions_token(&self, token: &str) -> StoreResult<Option<SessionsToken>>;
+
+    /// Expired leases: `stopping` items stop; acked items go back to the queue, and
+    /// after `max_lost_leases` lost leases stop and are reported for a session error.
+    async fn expire_work_leases(&self, max_lost_leases: i64) -> StoreResult<Vec<LostHands>>;
 }

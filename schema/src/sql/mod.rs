@@ -11,6 +11,7 @@ mod resources;
 mod runs;
 mod sessions;
 mod tenancy;
+mod work;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,8 +168,14 @@ impl Store for SqlStore {
         tenancy::find_workspace(self, id_or_name).await
     }
 
-    async fn insert_api_key(&self, workspace_id: &str, name: &str, secret: &str) -> StoreResult<ApiKeyInfo> {
-        tenancy::insert_api_key(self, workspace_id, name, secret).await
+    async fn insert_api_key(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        secret: &str,
+        kind: &KeyKind,
+    ) -> StoreResult<ApiKeyInfo> {
+        tenancy::insert_api_key(self, workspace_id, name, secret, kind).await
     }
 
     async fn resolve_api_key(&self, secret: &str) -> StoreResult<Option<Scope>> {
@@ -336,5 +343,83 @@ impl Store for SqlStore {
         response: &str,
     ) -> StoreResult<()> {
         idempotency::complete(self, workspace_id, key, status_code, response).await
+    }
+
+    async fn ensure_work_item(
+        &self,
+        workspace_id: &str,
+        environment_id: &str,
+        session_id: &str,
+        hands: &str,
+    ) -> StoreResult<Option<WorkItem>> {
+        work::ensure(self, workspace_id, environment_id, session_id, hands).await
+    }
+
+    async fn poll_work(
+        &self,
+        source: &WorkSource,
+        reclaim_older_than_ms: i64,
+        token_hash: &str,
+    ) -> StoreResult<Option<WorkItem>> {
+        work::poll(self, source, reclaim_older_than_ms, token_hash).await
+    }
+
+    async fn note_work_poller(&self, environment_id: &str, worker_id: &str) -> StoreResult<()> {
+        work::note_poller(self, environment_id, worker_id).await
+    }
+
+    async fn get_work(&self, environment_id: &str, work_id: &str) -> StoreResult<Option<WorkItem>> {
+        work::get(self, environment_id, work_id).await
+    }
+
+    async fn list_work(&self, environment_id: &str, after_id: Option<&str>, limit: i64) -> StoreResult<Vec<WorkItem>> {
+        work::list(self, environment_id, after_id, limit).await
+    }
+
+    async fn ack_work(&self, environment_id: &str, work_id: &str) -> StoreResult<Result<WorkItem, WorkConflict>> {
+        match work::ack(self, environment_id, work_id).await? {
+            Some(outcome) => Ok(outcome),
+            None => Err(StoreError::NotFound { what: "work", id: work_id.to_owned() }),
+        }
+    }
+
+    async fn heartbeat_work(
+        &self,
+        environment_id: &str,
+        work_id: &str,
+        expected: &str,
+        ttl_seconds: Option<i64>,
+    ) -> StoreResult<Option<Heartbeat>> {
+        work::heartbeat(self, environment_id, work_id, expected, ttl_seconds).await
+    }
+
+    async fn stop_work(
+        &self,
+        environment_id: &str,
+        work_id: &str,
+        force: bool,
+    ) -> StoreResult<Option<Result<WorkItem, WorkConflict>>> {
+        work::stop(self, environment_id, work_id, force).await
+    }
+
+    async fn update_work_metadata(
+        &self,
+        environment_id: &str,
+        work_id: &str,
+        patch: &Value,
+    ) -> StoreResult<Option<WorkItem>> {
+        work::update_metadata(self, environment_id, work_id, patch).await
+    }
+
+    async fn work_stats(&self, environment_id: &str) -> StoreResult<WorkStats> {
+        work::stats(self, environment_id).await
+    }
+
+    async fn resolve_sessions_token(&self, token: &str) -> StoreResult<Option<SessionsToken>> {
+        work::resolve_token(self, token).await
+    }
+
+    async fn expire_work_leases(&self, max_lost_leases: i64) -> StoreResult<Vec<LostHands>> {
+        work::expire_leases(self, max_lost_leases).await
     }
 }

@@ -1,18 +1,17 @@
 //! Organizations, workspaces and hashed API keys.
 
-use sha2::{Digest, Sha256};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::SqlStore;
 use crate::error::StoreResult;
 use crate::ids::new_id;
-use crate::store::{ApiKeyInfo, Scope, Workspace};
+use crate::store::{ApiKeyInfo, KeyKind, Scope, Workspace};
 
 /// The stored form of a secret: its SHA-256, hex. Keys are high-entropy random
 /// strings, so a fast hash is enough (no password stretching needed).
 pub(crate) fn hash_secret(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+    crate::ids::secret_hash(secret)
 }
 
 fn workspace(row: &AnyRow) -> StoreResult<Workspace> {
@@ -32,6 +31,16 @@ fn api_key(row: &AnyRow) -> StoreResult<ApiKeyInfo> {
         hint: row.try_get("hint")?,
         created_at_ms: row.try_get("created_at_ms")?,
         revoked_at_ms: row.try_get("revoked_at_ms")?,
+        kind: kind(row)?,
+    })
+}
+
+fn kind(row: &AnyRow) -> StoreResult<KeyKind> {
+    let kind: String = row.try_get("kind")?;
+    Ok(match kind.as_str() {
+        "environment" => KeyKind::Environment(row.try_get::<Option<String>, _>("environment_id")?.unwrap_or_default()),
+        "runner" => KeyKind::Runner,
+        _ => KeyKind::Api,
     })
 }
 
@@ -87,12 +96,13 @@ pub(super) async fn insert_api_key(
     workspace_id: &str,
     name: &str,
     secret: &str,
+    kind: &KeyKind,
 ) -> StoreResult<ApiKeyInfo> {
     let hash = hash_secret(secret);
     let hint: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
     sqlx::query(
-        "INSERT INTO api_keys (id, workspace_id, name, key_hash, hint, created_at_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO NOTHING",
+        "INSERT INTO api_keys (id, workspace_id, name, key_hash, hint, created_at_ms, kind, environment_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key_hash) DO NOTHING",
     )
     .bind(new_id("apikey"))
     .bind(workspace_id)
@@ -100,10 +110,16 @@ pub(super) async fn insert_api_key(
     .bind(&hash)
     .bind(&hint)
     .bind(store.now())
+    .bind(kind.as_str())
+    .bind(match kind {
+        KeyKind::Environment(environment_id) => Some(environment_id.as_str()),
+        _ => None,
+    })
     .execute(&store.pool)
     .await?;
     let row = sqlx::query(
-        "SELECT id, workspace_id, name, hint, created_at_ms, revoked_at_ms FROM api_keys WHERE key_hash = $1",
+        "SELECT id, workspace_id, name, hint, created_at_ms, revoked_at_ms, kind, environment_id FROM api_keys \
+         WHERE key_hash = $1",
     )
     .bind(&hash)
     .fetch_one(&store.pool)
@@ -113,7 +129,7 @@ pub(super) async fn insert_api_key(
 
 pub(super) async fn resolve_api_key(store: &SqlStore, secret: &str) -> StoreResult<Option<Scope>> {
     let row = sqlx::query(
-        "SELECT k.id AS key_id, w.organization_id, w.id AS workspace_id FROM api_keys k \
+        "SELECT k.id AS key_id, w.organization_id, w.id AS workspace_id, k.kind, k.environment_id FROM api_keys k \
          JOIN workspaces w ON w.id = k.workspace_id \
          WHERE k.key_hash = $1 AND k.revoked_at_ms IS NULL AND w.archived_at_ms IS NULL",
     )
@@ -125,6 +141,7 @@ pub(super) async fn resolve_api_key(store: &SqlStore, secret: &str) -> StoreResu
             key_id: row.try_get("key_id")?,
             organization_id: row.try_get("organization_id")?,
             workspace_id: row.try_get("workspace_id")?,
+            kind: kind(&row)?,
         })
     })
     .transpose()
@@ -132,7 +149,7 @@ pub(super) async fn resolve_api_key(store: &SqlStore, secret: &str) -> StoreResu
 
 pub(super) async fn list_api_keys(store: &SqlStore, workspace_id: Option<&str>) -> StoreResult<Vec<ApiKeyInfo>> {
     let rows = sqlx::query(
-        "SELECT id, workspace_id, name, hint, created_at_ms, revoked_at_ms FROM api_keys \
+        "SELECT id, workspace_id, name, hint, created_at_ms, revoked_at_ms, kind, environment_id FROM api_keys \
          WHERE ($1 IS NULL OR workspace_id = $1) ORDER BY id",
     )
     .bind(workspace_id)
