@@ -120,6 +120,31 @@ pub struct Settings {
     /// required by the gateway [dev: generated into the data dir]. Never logged.
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
+
+    /// The gateway `agentd runner` talks to, e.g. http://gateway:8080.
+    #[arg(long, global = true, env = "AGENTD_RUNNER_GATEWAY_URL", value_name = "URL")]
+    pub runner_gateway_url: Option<String>,
+
+    /// The runner key of `agentd runner` (`agentd keys create --runner`). Never logged.
+    #[arg(long, global = true, env = "AGENTD_RUNNER_KEY", value_name = "KEY", hide_env_values = true)]
+    pub runner_key: Option<String>,
+
+    /// Directory holding one workdir per session [default: <data dir>/sandboxes].
+    #[arg(long, global = true, env = "AGENTD_SANDBOX_ROOT", value_name = "DIR")]
+    pub sandbox_root: Option<PathBuf>,
+
+    /// Sandbox isolation: workdir or namespace (bubblewrap) [default: workdir].
+    #[arg(long, global = true, env = "AGENTD_SANDBOX_ISOLATION", value_name = "LEVEL")]
+    pub sandbox_isolation: Option<String>,
+
+    /// How long a session may idle before the runner stops its work item [default: 10s].
+    #[arg(long, global = true, env = "AGENTD_RUNNER_IDLE_STOP", value_name = "DURATION")]
+    pub runner_idle_stop: Option<String>,
+
+    /// Run no in-process runner in `agentd dev` (cloud tool calls then wait for an
+    /// external `agentd runner`).
+    #[arg(long, global = true, env = "AGENTD_DEV_NO_RUNNER")]
+    pub dev_no_runner: bool,
 }
 
 impl Settings {
@@ -140,6 +165,12 @@ impl Settings {
             grpc_addr: self.grpc_addr.or(file.grpc_addr),
             data_dir: self.data_dir.or(file.data_dir),
             database_url: self.database_url.or(file.database_url),
+            runner_gateway_url: self.runner_gateway_url.or(file.runner_gateway_url),
+            runner_key: self.runner_key.or(file.runner_key),
+            sandbox_root: self.sandbox_root.or(file.sandbox_root),
+            sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),
+            runner_idle_stop: self.runner_idle_stop.or(file.runner_idle_stop),
+            dev_no_runner: self.dev_no_runner || file.dev_no_runner,
             nats_url: self.nats_url.or(file.nats_url),
             redis_url: self.redis_url.or(file.redis_url),
             log_format: self.log_format.or(file.log_format),
@@ -180,6 +211,24 @@ impl Settings {
     }
 
     /// The drain deadline.
+    /// The runner's sandbox settings (networking comes from each environment).
+    pub fn sandbox(&self) -> Result<agentd_runner::sandbox::SandboxConfig> {
+        use agentd_runner::sandbox::{Isolation, Limits, Networking, SandboxConfig};
+        let isolation: Isolation = self
+            .sandbox_isolation
+            .as_deref()
+            .unwrap_or("workdir")
+            .parse()
+            .map_err(|error: String| anyhow::anyhow!("AGENTD_SANDBOX_ISOLATION: {error}"))?;
+        let root = self.sandbox_root.clone().unwrap_or_else(|| self.data_dir().join("sandboxes"));
+        Ok(SandboxConfig { root, isolation, limits: Limits::default(), networking: Networking::Unrestricted })
+    }
+
+    /// See `AGENTD_RUNNER_IDLE_STOP`.
+    pub fn runner_idle_stop(&self) -> Result<Duration> {
+        duration("AGENTD_RUNNER_IDLE_STOP", self.runner_idle_stop.as_deref(), Duration::from_secs(10))
+    }
+
     pub fn drain_timeout(&self) -> Result<Duration> {
         duration("AGENTD_DRAIN_TIMEOUT", self.drain_timeout.as_deref(), Duration::from_secs(30))
     }

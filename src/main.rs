@@ -36,6 +36,10 @@ enum Command {
     Gateway,
     /// Run a worker against PostgreSQL, NATS JetStream and Redis (same settings as the gateway).
     Worker,
+    /// Run the hands of `cloud` environments: poll their work through a gateway
+    /// (AGENTD_RUNNER_GATEWAY_URL, AGENTD_RUNNER_KEY) and run built-in tool calls in
+    /// per-session sandboxes.
+    Runner,
     /// Apply database migrations to AGENTD_DATABASE_URL and exit. Safe to run from
     /// several processes at once.
     Migrate,
@@ -52,6 +56,7 @@ impl Command {
             Command::Dev => "dev",
             Command::Gateway => "gateway",
             Command::Worker => "worker",
+            Command::Runner => "runner",
             Command::Migrate => "migrate",
             Command::Keys { .. } => "keys",
         }
@@ -87,6 +92,7 @@ fn run(cli: Cli) -> Result<()> {
             Command::Dev => roles::dev(settings).await,
             Command::Gateway => roles::gateway(settings).await,
             Command::Worker => roles::worker(settings).await,
+            Command::Runner => roles::runner(settings).await,
             Command::Migrate => roles::migrate(settings).await,
             Command::Keys { command } => keys::run(settings, command).await,
         }

@@ -83,6 +83,20 @@ pub async fn dev(settings: Settings) -> Result<()> {
         process.lifecycle.report(true).await;
     }
     let base = format!("http://{bound}");
+    // The hands of cloud environments, in process, over the same HTTP protocol.
+    if !process.settings.dev_no_runner {
+        let key = agentd_schema::ids::new_secret("sk-agentd-runner");
+        let workspace = process.backends.store.ensure_workspace("default", "default").await?;
+        let kind = agentd_schema::KeyKind::Runner;
+        process.backends.store.insert_api_key(&workspace.id, "dev-runner", &key, &kind).await?;
+        let config = runner_config(&process.settings, base.clone(), key)?;
+        let stop = process.stop.clone();
+        tokio::spawn(async move {
+            if let Err(error) = agentd_runner::run(config, stop).await {
+                tracing::error!(%error, "the in-process runner stopped");
+            }
+        });
+    }
     println!();
     println!("  agentd dev is running at {base}");
     println!("  data:      {} (SQLite; in-process queue and bus)", data_dir.display());
@@ -93,6 +107,34 @@ pub async fn dev(settings: Settings) -> Result<()> {
     println!("  ANTHROPIC_BASE_URL={base} ANTHROPIC_API_KEY={dev_key}");
     println!();
     process.run_until_signal().await
+}
+
+fn runner_config(settings: &Settings, gateway_url: String, key: String) -> Result<agentd_runner::RunnerConfig> {
+    Ok(agentd_runner::RunnerConfig {
+        gateway_url,
+        key,
+        sandbox: settings.sandbox()?,
+        max_sessions: 64,
+        idle_stop: settings.runner_idle_stop()?,
+    })
+}
+
+/// `agentd runner`: polls cloud work through a gateway until SIGTERM/SIGINT.
+pub async fn runner(settings: Settings) -> Result<()> {
+    let Some(url) = settings.runner_gateway_url.clone() else {
+        bail!("agentd runner needs AGENTD_RUNNER_GATEWAY_URL (the gateway to poll, e.g. http://gateway:8080)");
+    };
+    let Some(key) = settings.runner_key.clone() else {
+        bail!("agentd runner needs AGENTD_RUNNER_KEY (create one with `agentd keys create --workspace W --runner`)");
+    };
+    let config = runner_config(&settings, url, key)?;
+    let stop = CancellationToken::new();
+    let runner = tokio::spawn(agentd_runner::run(config, stop.clone()));
+    shutdown_signal().await;
+    info!("runner stopping: open work items are left to expire and be offered again");
+    stop.cancel();
+    runner.await??;
+    Ok(())
 }
 
 /// `agentd gateway`.

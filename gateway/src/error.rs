@@ -37,6 +37,14 @@ pub enum ApiError {
     /// 409 `conflict_error`, never worth replaying unchanged.
     #[error("{0}")]
     Conflict(String),
+    /// 412 `invalid_request_error` with `error.details` (`error_code` and more).
+    #[error("{message}")]
+    PreconditionFailed {
+        /// What did not match.
+        message: String,
+        /// `error.details`.
+        details: serde_json::Value,
+    },
     /// 429 `rate_limit_error` with `retry-after`.
     #[error("{message}")]
     RateLimited {
@@ -72,6 +80,7 @@ impl ApiError {
             ApiError::PermissionDenied(_) => Code::PermissionDenied,
             ApiError::NotFound(_) => Code::NotFound,
             ApiError::Conflict(_) => Code::Conflict,
+            ApiError::PreconditionFailed { .. } => Code::PreconditionFailed,
             ApiError::RateLimited { .. } => Code::RateLimited,
             ApiError::Unavailable(_) => Code::Unavailable,
             ApiError::Internal(_) => Code::Internal,
@@ -81,7 +90,7 @@ impl ApiError {
     /// The wire `error.type`.
     pub fn wire_type(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest { .. } => "invalid_request_error",
+            ApiError::InvalidRequest { .. } | ApiError::PreconditionFailed { .. } => "invalid_request_error",
             ApiError::Unauthenticated(_) => "authentication_error",
             ApiError::PermissionDenied(_) => "permission_error",
             ApiError::NotFound(_) => "not_found_error",
@@ -115,6 +124,9 @@ impl IntoResponse for ApiError {
         let mut error = json!({ "type": self.wire_type(), "message": self.to_string() });
         if let ApiError::InvalidRequest { code: Some(code), .. } = &self {
             error["details"] = json!({ "error_code": code });
+        }
+        if let ApiError::PreconditionFailed { details, .. } = &self {
+            error["details"] = details.clone();
         }
         let mut body = json!({ "type": "error", "error": error });
         if let Some(id) = request_id::current() {

@@ -28,6 +28,12 @@ pub fn new_secret(prefix: &str) -> String {
     format!("{prefix}-{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
+/// How secrets (API keys, sessions tokens) are stored: hex SHA-256, never the secret.
+pub fn secret_hash(secret: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,10 +46,4 @@ mod tests {
         assert!(a.starts_with("sesn_") && a.len() == 31, "{a}");
         assert!(a < b, "{a} should sort before {b}");
     }
-}
-
-/// How secrets (API keys, sessions tokens) are stored: hex SHA-256, never the secret.
-pub fn secret_hash(secret: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
 }

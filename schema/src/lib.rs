@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod clock;
 pub mod error;
 pub mod faults;
+pub mod hands;
 pub mod ids;
 pub mod live;
 pub mod outbox;

@@ -101,6 +101,8 @@ pub async fn relay_once(
         }
         metrics::counter!("agentd_stranded_runs_republished_total").increment(1);
     }
+    // Work items whose hands stopped heartbeating go back to the queue, or are given up.
+    crate::hands::expire(store, queue).await?;
     Ok(published)
 }
 

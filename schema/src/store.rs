@@ -176,9 +176,12 @@ pub enum Heartbeat {
     NotAcked(WorkItem),
 }
 
-/// A work transition that did not apply, and the item as it is.
+/// A work transition that did not apply: the state the item is in.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WorkConflict(pub WorkItem);
+pub struct WorkConflict {
+    /// The item's current state.
+    pub state: String,
+}
 
 /// What a sessions token grants: one session's routes and its work item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -859,8 +862,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Result<WorkItem, WorkConflict>>>;
 
     /// Merge-patches an item's metadata (a null value deletes the key).
-    async fn update_work_metadata(&self, environment_id: &str, work_id: &str, patch: &Value)
-    -> StoreResult<Option<WorkItem>>;
+    async fn update_work_metadata(
+        &self,
+        environment_id: &str,
+        work_id: &str,
+        patch: &Value,
+    ) -> StoreResult<Option<WorkItem>>;
 
     /// Queue statistics.
     async fn work_stats(&self, environment_id: &str) -> StoreResult<WorkStats>;

@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use agentd_schema::outbox::{RelayConfig, relay_once};
 use agentd_schema::{
-    Heartbeat, KeyKind, WorkSource,
-    Claim, ClaimOutcome, Clock, IdempotencyBegin, ListQuery, ManualClock, NewEvent, NewResource, NewSession,
-    Settlement, Store, StoreError, Submission,
+    Claim, ClaimOutcome, Clock, Heartbeat, IdempotencyBegin, KeyKind, ListQuery, ManualClock, NewEvent, NewResource,
+    NewSession, Settlement, Store, StoreError, Submission, WorkSource,
 };
 use agentd_tests::stores::{Kind, TestStore};
 use serde_json::json;
@@ -558,11 +557,13 @@ conformance!(work_items_move_through_the_protocol_states, |store, clock| async m
     assert_eq!(offered.id, created.id);
     let stats = store.work_stats("env_a").await.unwrap();
     assert_eq!((stats.depth, stats.pending), (0, 1));
-    assert!(store.poll_work(&source, 5_000, "hash-2").await.unwrap().is_none(), "offered items wait for the reclaim time");
+    assert!(
+        store.poll_work(&source, 5_000, "hash-2").await.unwrap().is_none(),
+        "offered items wait for the reclaim time"
+    );
     clock.advance(5_001);
     let token = "wst-test-token";
-    let reoffered =
-        store.poll_work(&source, 5_000, &agentd_schema::ids::secret_hash(token)).await.unwrap().unwrap();
+    let reoffered = store.poll_work(&source, 5_000, &agentd_schema::ids::secret_hash(token)).await.unwrap().unwrap();
     assert_eq!(reoffered.id, created.id, "an unacked item is offered again after reclaim_older_than_ms");
     // Heartbeats need an ack first; the ack happens once.
     assert!(matches!(
@@ -611,11 +612,8 @@ conformance!(work_items_move_through_the_protocol_states, |store, clock| async m
     assert!(store.resolve_sessions_token(token).await.unwrap().is_none(), "a stopped item's token is dead");
     // A stopped item frees the session for a new one.
     assert!(store.ensure_work_item(&workspace, "env_a", &session, "self_hosted").await.unwrap().is_some());
-    let patched = store
-        .update_work_metadata("env_a", &created.id, &json!({ "a": "1", "b": null }))
-        .await
-        .unwrap()
-        .unwrap();
+    let patched =
+        store.update_work_metadata("env_a", &created.id, &json!({ "a": "1", "b": null })).await.unwrap().unwrap();
     assert_eq!(patched.metadata, json!({ "a": "1" }));
     assert_eq!(store.list_work("env_a", None, 10).await.unwrap().len(), 2);
 });

@@ -10,15 +10,6 @@ use serde_json::{Value, json};
 
 use crate::providers::{Block, Message, ModelRequest, Role, ToolSpec};
 
-/// Where the session's built-in tools run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Environment {
-    /// Our runner executes them (not available yet: calls end the turn with an error).
-    Cloud,
-    /// The customer's worker executes them and answers with `user.tool_result`.
-    SelfHosted,
-}
-
 /// What to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -32,6 +23,13 @@ pub enum Decision {
     /// Commit these events (ending with `session.status_idle`) and park the run.
     Idle {
         /// The events.
+        events: Vec<Value>,
+    },
+    /// Built-in tool calls are out with the environment's hands (our runner on `cloud`,
+    /// the customer's worker on `self_hosted`): park without committing; the session
+    /// stays `running` and their results make the run runnable again.
+    AwaitHands {
+        /// Events to commit first (a closed span, synthetic results of denied calls).
         events: Vec<Value>,
     },
     /// Nothing to do: park the run without committing.
@@ -248,7 +246,7 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
 }
 
 /// Decides the next step of a thread from its committed history.
-pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) -> Decision {
+pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     let mut uses: Vec<(&str, &str, Option<&str>)> = Vec::new();
     let mut answered: HashSet<&str> = HashSet::new();
     let mut confirmations: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
@@ -260,6 +258,8 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
     let mut last_input: Option<usize> = None;
     let mut last_interrupt: Option<usize> = None;
     let mut last_idle: Option<(usize, &Value)> = None;
+    // A session.error that gave up (retries or hands exhausted) ends the turn.
+    let mut last_given_up: Option<usize> = None;
     let mut running = false;
     for (i, event) in history.iter().enumerate() {
         let body = &event.body;
@@ -296,6 +296,7 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
                 running = false;
             }
             "session.status_running" => running = true,
+            "session.error" if body["error"]["retry_status"]["type"] == "exhausted" => last_given_up = Some(i),
             _ => {}
         }
     }
@@ -311,6 +312,7 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
         }));
     }
     let mut blocking = Vec::new();
+    let mut with_hands = Vec::new();
     let mut unexecutable = Vec::new();
     for (id, kind, permission) in &uses {
         if answered.contains(id) {
@@ -337,24 +339,33 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
                 Some(_) => {}
             }
         }
-        match (*kind, environment) {
-            ("agent.tool_use", Environment::SelfHosted) => blocking.push(*id),
+        match *kind {
+            "agent.tool_use" => with_hands.push(*id),
             _ => unexecutable.push(*id),
         }
+    }
+    // The environment's hands gave up on the turn (see `hands::give_up`): it ends.
+    if let Some(error) = last_given_up
+        && last_idle.is_none_or(|(i, _)| i < error)
+        && last_input.is_none_or(|input| input < error)
+    {
+        let mut events = before;
+        events.push(idle(json!({ "type": "retries_exhausted" })));
+        return Decision::Idle { events };
     }
     if !unexecutable.is_empty() {
         let mut events = before;
         for id in &unexecutable {
             events.push(json!({
                 "type": "agent.tool_result", "tool_use_id": id, "is_error": true,
-                "content": [{ "type": "text", "text": "this tool cannot run here: no environment runner is available" }],
+                "content": [{ "type": "text", "text": "this tool cannot run here: MCP toolsets are not supported yet" }],
             }));
         }
         events.push(json!({
             "type": "session.error",
             "error": {
                 "type": "unknown_error",
-                "message": "built-in and MCP tool calls need an environment runner, which this deployment does not provide yet; the turn ended",
+                "message": "MCP tool calls need an MCP client, which this deployment does not provide yet; the turn ended",
                 "retry_status": { "type": "exhausted" },
             },
         }));
@@ -370,6 +381,9 @@ pub fn decide(agent: &Value, environment: Environment, history: &[StoredEvent]) 
         let mut events = before;
         events.push(idle(stop));
         return Decision::Idle { events };
+    }
+    if !with_hands.is_empty() {
+        return Decision::AwaitHands { events: before };
     }
     // Input is consumed by a model request only if it was committed before that
     // request started; anything later (mid-turn input, tool results) is still pending.
@@ -457,7 +471,7 @@ mod tests {
 
     #[test]
     fn new_input_calls_the_model_after_marking_the_session_running() {
-        let decision = decide(&agent(), Environment::Cloud, &history(&[user("hi")]));
+        let decision = decide(&agent(), &history(&[user("hi")]));
         let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
         assert_eq!(before, vec![json!({ "type": "session.status_running" })]);
         assert_eq!(request.system.as_deref(), Some("be brief"));
@@ -475,11 +489,11 @@ mod tests {
             json!({"type":"agent.message","content":[{"type":"text","text":"hello"}]}),
             json!({"type":"span.model_request_end"}),
         ];
-        let decision = decide(&agent(), Environment::Cloud, &history(&turn));
+        let decision = decide(&agent(), &history(&turn));
         assert_eq!(decision, Decision::Idle { events: vec![idle(json!({ "type": "end_turn" }))] });
         let mut done = turn.to_vec();
         done.push(idle(json!({ "type": "end_turn" })));
-        assert_eq!(decide(&agent(), Environment::Cloud, &history(&done)), Decision::Park);
+        assert_eq!(decide(&agent(), &history(&done)), Decision::Park);
     }
 
     #[test]
@@ -491,19 +505,15 @@ mod tests {
             json!({"type":"agent.custom_tool_use","id":"t2","name":"lookup","input":{}}),
             json!({"type":"span.model_request_end"}),
         ];
-        let Decision::Idle { events: idle_events } = decide(&agent(), Environment::Cloud, &history(&events)) else {
-            panic!()
-        };
+        let Decision::Idle { events: idle_events } = decide(&agent(), &history(&events)) else { panic!() };
         assert_eq!(idle_events[0]["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1", "t2"] }));
         events.extend(idle_events);
         events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t1","content":[]}));
-        let Decision::Idle { events: again } = decide(&agent(), Environment::Cloud, &history(&events)) else {
-            panic!()
-        };
+        let Decision::Idle { events: again } = decide(&agent(), &history(&events)) else { panic!() };
         assert_eq!(again[0]["stop_reason"]["event_ids"], json!(["t2"]), "fewer answers re-idle with the remainder");
         events.extend(again);
         events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t2","content":[]}));
-        let decision = decide(&agent(), Environment::Cloud, &history(&events));
+        let decision = decide(&agent(), &history(&events));
         let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
         assert_eq!(before, vec![json!({ "type": "session.status_running" })]);
         assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
@@ -526,53 +536,50 @@ mod tests {
             idle(json!({"type":"requires_action","event_ids":["t1"]})),
             json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"deny","deny_message":"no"}),
         ];
-        let Decision::CallModel { before, .. } = decide(&agent(), Environment::Cloud, &history(&events)) else {
-            panic!()
-        };
+        let Decision::CallModel { before, .. } = decide(&agent(), &history(&events)) else { panic!() };
         assert_eq!(before[0]["type"], "session.status_running");
         assert_eq!(before[1]["type"], "agent.tool_result");
         assert_eq!(before[1]["is_error"], true);
         assert_eq!(before[1]["content"][0]["text"], "no");
     }
 
-    #[test]
-    fn an_allowed_builtin_call_on_cloud_ends_the_turn_with_an_error() {
-        let events = vec![
-            user("go"),
-            json!({"type":"session.status_running"}),
-            builtin_tool_use("read", json!({"file_path":"a"}), "always_allow")
-                .as_object()
-                .map(|m| {
-                    let mut m = m.clone();
-                    m.insert("id".into(), json!("t1"));
-                    Value::Object(m)
-                })
-                .unwrap(),
-            json!({"type":"span.model_request_end"}),
-        ];
-        let Decision::Idle { events } = decide(&agent(), Environment::Cloud, &history(&events)) else { panic!() };
-        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["agent.tool_result", "session.error", "session.status_idle"]);
-        assert_eq!(events[2]["stop_reason"]["type"], "retries_exhausted");
+    fn allowed_read(id: &str) -> Value {
+        let mut call = builtin_tool_use("read", json!({"file_path":"a"}), "always_allow");
+        call["id"] = json!(id);
+        call
     }
 
     #[test]
-    fn self_hosted_builtin_calls_wait_for_the_clients_result() {
+    fn allowed_builtin_calls_wait_for_hands_without_idling() {
         let events = vec![
             user("go"),
             json!({"type":"session.status_running"}),
-            builtin_tool_use("read", json!({"file_path":"a"}), "always_allow")
-                .as_object()
-                .map(|m| {
-                    let mut m = m.clone();
-                    m.insert("id".into(), json!("t1"));
-                    Value::Object(m)
-                })
-                .unwrap(),
+            allowed_read("t1"),
             json!({"type":"span.model_request_end"}),
         ];
-        let Decision::Idle { events } = decide(&agent(), Environment::SelfHosted, &history(&events)) else { panic!() };
-        assert_eq!(events[0]["stop_reason"]["event_ids"], json!(["t1"]));
+        assert_eq!(decide(&agent(), &history(&events)), Decision::AwaitHands { events: vec![] });
+        // The hands answer: the model is asked again with the result.
+        let mut answered = events.clone();
+        answered.push(json!({"type":"agent.tool_result","tool_use_id":"t1","content":[{"type":"text","text":"x"}]}));
+        assert!(matches!(decide(&agent(), &history(&answered)), Decision::CallModel { .. }));
+    }
+
+    #[test]
+    fn hands_that_gave_up_end_the_turn_once() {
+        let mut events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            allowed_read("t1"),
+            json!({"type":"span.model_request_end"}),
+            json!({"type":"agent.tool_result","tool_use_id":"t1","is_error":true,"content":[]}),
+            json!({"type":"session.error","error":{"type":"unknown_error","message":"lost","retry_status":{"type":"exhausted"}}}),
+        ];
+        let Decision::Idle { events: idle_events } = decide(&agent(), &history(&events)) else { panic!() };
+        assert_eq!(idle_events, vec![idle(json!({"type":"retries_exhausted"}))]);
+        events.extend(idle_events);
+        assert_eq!(decide(&agent(), &history(&events)), Decision::Park, "ended once");
+        events.push(user("again"));
+        assert!(matches!(decide(&agent(), &history(&events)), Decision::CallModel { .. }), "new input runs again");
     }
 
     #[test]
@@ -585,9 +592,7 @@ mod tests {
             json!({"type":"agent.message","content":[{"type":"text","text":"re: one"}]}),
             json!({"type":"span.model_request_end"}),
         ];
-        let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else {
-            panic!()
-        };
+        let Decision::CallModel { before, request } = decide(&agent(), &history(&events)) else { panic!() };
         assert!(before.is_empty(), "already running");
         let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, [Role::User, Role::Assistant, Role::User], "user two follows the reply it missed");
@@ -598,9 +603,7 @@ mod tests {
     fn a_request_cut_off_by_a_crash_is_made_again() {
         let events =
             vec![user("go"), json!({"type":"session.status_running"}), json!({"type":"span.model_request_start"})];
-        let Decision::CallModel { before, request } = decide(&agent(), Environment::Cloud, &history(&events)) else {
-            panic!()
-        };
+        let Decision::CallModel { before, request } = decide(&agent(), &history(&events)) else { panic!() };
         assert_eq!(before.len(), 1, "the orphaned span is closed: {before:?}");
         assert_eq!(before[0]["type"], "span.model_request_end");
         assert_eq!(before[0]["model_request_start_id"], "sevt_2");
@@ -618,13 +621,13 @@ mod tests {
             json!({"type":"span.model_request_end"}),
         ];
         assert_eq!(
-            decide(&agent(), Environment::Cloud, &history(&events)),
+            decide(&agent(), &history(&events)),
             Decision::Idle { events: vec![idle(json!({"type":"end_turn"}))] }
         );
         let mut events = events;
         events.push(idle(json!({"type":"end_turn"})));
-        assert_eq!(decide(&agent(), Environment::Cloud, &history(&events)), Decision::Park);
+        assert_eq!(decide(&agent(), &history(&events)), Decision::Park);
         events.push(user("again"));
-        assert!(matches!(decide(&agent(), Environment::Cloud, &history(&events)), Decision::CallModel { .. }));
+        assert!(matches!(decide(&agent(), &history(&events)), Decision::CallModel { .. }));
     }
 }

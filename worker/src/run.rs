@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::{self, Decision, Environment, ToolClass};
+use crate::agent_loop::{self, Decision, ToolClass};
 use crate::providers::{BlockKind, ModelEvent, ModelRequest, ProviderError, Registry, Usage};
 
 /// Retries of a retryable provider failure before the turn ends.
@@ -135,11 +135,6 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
         // The session was deleted: nothing to do, and nothing to write.
         return Ok(RunStatus::Done);
     };
-    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
-    let environment = match store.get_resource(&session.workspace_id, "environment", environment_id).await? {
-        Some(env) if env.body["config"]["type"] == "self_hosted" => Environment::SelfHosted,
-        _ => Environment::Cloud,
-    };
     let agent = session.body["agent"].clone();
     // The watcher lives exactly as long as this attempt.
     let watching = cancel.child_token();
@@ -149,7 +144,7 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     // committed since (our own commits and any input that arrived): each step costs one
     // small read, whatever the length of the conversation.
     let mut history = ctx.histories.take(&claim.thread_id);
-    let result = steps(ctx, claim, &agent, environment, &interrupts, &cancel, &mut history).await;
+    let result = steps(ctx, claim, &agent, &interrupts, &cancel, &mut history).await;
     if result.is_ok() {
         ctx.histories.put(&claim.thread_id, history);
     }
@@ -160,7 +155,6 @@ async fn steps(
     ctx: &RunContext,
     claim: &mut Claim,
     agent: &Value,
-    environment: Environment,
     interrupts: &watch::Receiver<i64>,
     cancel: &CancellationToken,
     history: &mut Vec<StoredEvent>,
@@ -187,10 +181,29 @@ async fn steps(
             return Ok(RunStatus::Done);
         };
         let standing = Standing::of(&session.body, &session.usage);
-        let decision = agent_loop::decide(agent, environment, history);
+        let decision = agent_loop::decide(agent, history);
         let decision = if standing.reached() { within_budget(decision, history, &session, standing) } else { decision };
         match decision {
             Decision::Park => return settle(ctx, claim, Vec::new()).await,
+            Decision::AwaitHands { events } => {
+                // The hands may have stopped their work item (idle timeout, lost lease):
+                // make sure one is queued before parking.
+                let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+                if let Some(environment) =
+                    store.get_resource(&session.workspace_id, "environment", environment_id).await?
+                {
+                    agentd_schema::hands::ensure(
+                        store,
+                        ctx.bus.as_ref(),
+                        &session.workspace_id,
+                        environment_id,
+                        &session.id,
+                        agentd_schema::hands::hands_of(&environment.body),
+                    )
+                    .await?;
+                }
+                return settle(ctx, claim, events).await;
+            }
             Decision::Idle { events } => return settle(ctx, claim, events).await,
             Decision::CallModel { before, request } => {
                 let reconcile = Reconcile { before: session.usage.clone(), body: &session.body };

@@ -8,4 +8,4 @@ pub mod limiter;
 pub mod request_id;
 pub mod workspace_path;
 
-pub use auth::Tenant;
+pub use auth::{Access, Tenant};

@@ -28,7 +28,7 @@ use super::content;
 use super::query::{Query, cursor_page, decode_cursor, rfc3339};
 use super::sessions::load;
 use crate::AppState;
-use crate::admission::Tenant;
+use crate::admission::{Access, Tenant};
 use crate::error::{ApiError, ApiResult};
 
 /// Event types that make the thread's run runnable.
@@ -39,6 +39,8 @@ const RUN_INPUTS: &[&str] = &[
     "user.tool_confirmation",
     "user.define_outcome",
     "system.message",
+    // Our runner's answers on `cloud` environments.
+    "agent.tool_result",
 ];
 /// Every type `events.list?types[]=` accepts.
 const EVENT_TYPES: &[&str] = &[
@@ -128,6 +130,22 @@ pub async fn submit_and_publish(
     Ok(submitted.events)
 }
 
+/// Queues a work item for the session's hands unless one is open, and wakes pollers.
+pub async fn queue_hands(state: &AppState, session: &Session, environment: &Value) -> ApiResult<()> {
+    let Some(bus) = &state.backends.bus else { return Ok(()) };
+    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+    agentd_schema::hands::ensure(
+        state.backends.store.as_ref(),
+        bus.as_ref(),
+        &session.workspace_id,
+        environment_id,
+        &session.id,
+        agentd_schema::hands::hands_of(environment),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Tool calls of a session and what has answered them so far.
 #[derive(Default)]
 struct ToolLedger {
@@ -144,6 +162,7 @@ async fn tool_ledger(state: &AppState, session_id: &str) -> ApiResult<ToolLedger
         "agent.mcp_tool_use",
         "user.custom_tool_result",
         "user.tool_result",
+        "agent.tool_result",
         "user.tool_confirmation",
     ];
     let events = state
@@ -168,7 +187,9 @@ async fn tool_ledger(state: &AppState, session_id: &str) -> ApiResult<ToolLedger
             kind => {
                 let key = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
                 let id = event.body[key].as_str().unwrap_or_default().to_owned();
-                ledger.answers.insert((kind.to_owned(), id), event);
+                // A call answered by the runner (or by a denial) takes no second result.
+                let kind = if kind == "agent.tool_result" { "user.tool_result" } else { kind };
+                ledger.answers.entry((kind.to_owned(), id)).or_insert(event);
             }
         }
     }
@@ -229,15 +250,19 @@ pub async fn send(
         matches!(e["type"].as_str(), Some("user.custom_tool_result" | "user.tool_result" | "user.tool_confirmation"))
     });
     let ledger = if needs_ledger { tool_ledger(&state, &id).await? } else { ToolLedger::default() };
-    let self_hosted = if parsed.iter().any(|e| e["type"] == "user.tool_result") {
+    // `user.tool_result` comes from hands: the customer's worker on `self_hosted`
+    // environments; on `cloud` ones only our runner (with the item's sessions token or
+    // a runner key), and its answers are committed as `agent.tool_result`.
+    let hands = if parsed.iter().any(|e| e["type"] == "user.tool_result") {
         let environment = session.body["environment_id"].as_str().unwrap_or_default();
-        store
-            .get_resource(&tenant.workspace_id, "environment", environment)
-            .await?
-            .is_some_and(|env| env.body["config"]["type"] == "self_hosted")
+        let environment = store.get_resource(&tenant.workspace_id, "environment", environment).await?;
+        environment.map(|env| agentd_schema::hands::hands_of(&env.body))
     } else {
-        false
+        None
     };
+    let from_runner = matches!(tenant.access, Access::Session { .. } | Access::Runner);
+    let self_hosted = hands == Some("self_hosted");
+    let runner_answer = hands == Some("cloud") && from_runner;
     // Each output slot is a new event to commit, an answer committed earlier, or a
     // repeat of an answer earlier in this same request.
     let mut slots: Vec<Slot> = Vec::with_capacity(parsed.len());
@@ -267,7 +292,7 @@ pub async fn send(
                     "events[{i}].tool_use_id: {use_id} does not await a confirmation"
                 )));
             }
-            if kind == "user.tool_result" && !self_hosted {
+            if kind == "user.tool_result" && !self_hosted && !runner_answer {
                 return Err(ApiError::invalid(format!(
                     "events[{i}]: user.tool_result is only valid on self_hosted environments"
                 )));
@@ -281,6 +306,10 @@ pub async fn send(
             if let Some(first) = answered_now.get(&key) {
                 slots.push(Slot::SameAs(first.clone()));
                 continue;
+            }
+            let mut event = event;
+            if key.0 == "user.tool_result" && runner_answer {
+                event.insert("type".into(), json!("agent.tool_result"));
             }
             let new = new_event(&id, event);
             answered_now.insert(key, new.event_id.clone());
@@ -300,7 +329,15 @@ pub async fn send(
     let committed = if fresh.is_empty() {
         Vec::new()
     } else if drives_run {
-        submit_and_publish(&state, &id, fresh).await?
+        let committed = submit_and_publish(&state, &id, fresh).await?;
+        // New input after the previous work item stopped needs hands again.
+        if agentd_schema::hands::needs_hands(&session.body["agent"]) {
+            let environment = session.body["environment_id"].as_str().unwrap_or_default();
+            if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment).await? {
+                queue_hands(&state, &session, &environment.body).await?;
+            }
+        }
+        committed
     } else {
         let stored = store.append_events(&id, fresh).await?;
         if let Some(bus) = &state.backends.bus {

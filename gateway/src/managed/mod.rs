@@ -6,6 +6,7 @@ pub mod agents;
 pub mod body;
 mod content;
 pub mod credentials;
+pub mod environment_keys;
 pub mod environments;
 pub mod events;
 pub mod family;
@@ -14,6 +15,7 @@ pub mod models;
 pub mod query;
 pub mod sessions;
 pub mod vaults;
+pub mod work;
 
 use axum::Router;
 use axum::middleware;
@@ -36,6 +38,13 @@ pub fn router() -> Router<AppState> {
             get(environments::retrieve).post(environments::update).delete(environments::delete),
         )
         .route("/environments/{environment_id}/archive", post(environments::archive))
+        .route("/environments/{environment_id}/work", get(work::list))
+        .route("/environments/{environment_id}/work/poll", get(work::poll))
+        .route("/environments/{environment_id}/work/stats", get(work::stats))
+        .route("/environments/{environment_id}/work/{work_id}", get(work::retrieve).post(work::update))
+        .route("/environments/{environment_id}/work/{work_id}/ack", post(work::ack))
+        .route("/environments/{environment_id}/work/{work_id}/heartbeat", post(work::heartbeat))
+        .route("/environments/{environment_id}/work/{work_id}/stop", post(work::stop))
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{session_id}", get(sessions::retrieve).post(sessions::update).delete(sessions::delete))
         .route("/sessions/{session_id}/archive", post(sessions::archive))
@@ -62,5 +71,10 @@ pub fn router() -> Router<AppState> {
         .route_layer(middleware::from_fn(beta::require_managed_agents));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
-    managed_agents.merge(models)
+    // Extension routes (documented in docs/api/hands.md); no beta selector.
+    let extensions = Router::new()
+        .route("/ext/runner/work/poll", get(work::poll_cloud))
+        .route("/ext/environments/{environment_id}/keys", post(environment_keys::create).get(environment_keys::list))
+        .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke));
+    managed_agents.merge(models).merge(extensions)
 }

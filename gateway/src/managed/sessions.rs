@@ -327,6 +327,10 @@ pub async fn create(
             .collect();
         submit_and_publish(&state, &id, events).await?;
     }
+    // Session start: a session whose agent has built-in tools needs hands.
+    if agentd_schema::hands::needs_hands(&session.body["agent"]) {
+        super::events::queue_hands(&state, &session, &environment.body).await?;
+    }
     let session = load(store, &tenant, &session.id).await?;
     Ok(Json(without_secrets(render(&session))))
 }

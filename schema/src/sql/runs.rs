@@ -263,7 +263,8 @@ pub(super) async fn commit(
         let text: String = settled.try_get("status")?;
         status = RunStatus::parse(&text).ok_or_else(|| StoreError::Backend(format!("unknown run status {text:?}")))?;
     }
-    let (before, after) = if settlement_asked { ("settle.before", "settle.after") } else { ("commit.before", "commit.after") };
+    let (before, after) =
+        if settlement_asked { ("settle.before", "settle.after") } else { ("commit.before", "commit.after") };
     crate::faults::crash_point(before);
     tx.commit().await?;
     crate::faults::crash_point(after);

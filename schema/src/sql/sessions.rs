@@ -196,7 +196,7 @@ pub(super) async fn append(
         .bind(active_ms)
         .bind(running_since_ms)
         .execute(&mut **tx)
-            .await?;
+        .await?;
     }
     Ok(stored)
 }

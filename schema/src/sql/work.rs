@@ -170,7 +170,7 @@ async fn transition(
     if let Some(row) = row {
         return Ok(Some(Ok(item(&row)?)));
     }
-    Ok(get(store, environment_id, work_id).await?.map(|current| Err(WorkConflict(current))))
+    Ok(get(store, environment_id, work_id).await?.map(|current| Err(WorkConflict { state: current.state })))
 }
 
 pub(super) async fn ack(
@@ -206,10 +206,8 @@ pub(super) async fn heartbeat(
     let now = store.now();
     // Each heartbeat string is unique to the row (time plus a counter in the fraction)
     // so that a worker echoing a stale one is told apart from the current holder.
-    let stamp = chrono::DateTime::from_timestamp_millis(now)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
+    let stamp =
+        chrono::DateTime::from_timestamp_millis(now).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     let stamp = unique_stamp(&stamp, current.last_heartbeat.as_deref());
     let ttl = ttl_seconds.map_or(current.ttl_seconds, |ttl| ttl.clamp(TTL_RANGE.0, TTL_RANGE.1));
     let matches = if expected == "NO_HEARTBEAT" { "last_heartbeat IS NULL" } else { "last_heartbeat = $4" };

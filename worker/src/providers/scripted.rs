@@ -1,7 +1,8 @@
 //! The `scripted` model: deterministic and offline, so `agentd dev` does something
 //! real with no key. It answers by echoing the last user text; if that text names one
-//! of the request's tools as `use <tool>`, it calls that tool once (with `{"text": …}`),
-//! and after a tool result it reports the result.
+//! of the request's tools as `use <tool>`, it calls that tool once (with `{"text": …}`;
+//! `use bash: <command>` calls the built-in `bash` with that command), and after a tool
+//! result it reports the result.
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -59,8 +60,13 @@ impl Provider for Scripted {
         events.push(ModelEvent::BlockStop { index: 0 });
         if let Some(name) = tool {
             let id = format!("toolu_scripted_{}", uuid::Uuid::new_v4().simple());
+            let is_bash = name == "bash";
             events.push(ModelEvent::BlockStart { index: 1, kind: BlockKind::ToolUse { id, name } });
-            events.push(ModelEvent::InputDelta { index: 1, json: json!({ "text": text }).to_string() });
+            let input = match text.split_once("use bash") {
+                Some((_, command)) if is_bash => json!({ "command": command.trim_start_matches(':').trim() }),
+                _ => json!({ "text": text }),
+            };
+            events.push(ModelEvent::InputDelta { index: 1, json: input.to_string() });
             events.push(ModelEvent::BlockStop { index: 1 });
         }
         let output_tokens = reply.split_whitespace().count() as u64;

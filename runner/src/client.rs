@@ -1,0 +1,173 @@
+//! The runner's side of the environment work protocol, over HTTP like any customer's
+//! `EnvironmentWorker`: poll (runner key), ack, heartbeat and stop, then the session's
+//! events with the work item's sessions token.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// An HTTP client bound to one gateway.
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// How a heartbeat went.
+pub enum Beat {
+    /// Recorded: echo `last_heartbeat` next time; renew within `ttl_seconds`.
+    Extended { last_heartbeat: String, ttl_seconds: u64 },
+    /// The item is stopping or stopped: wind down.
+    Stop,
+    /// 412: another worker holds the lease; walk away without stopping the item.
+    LeaseLost,
+}
+
+impl Api {
+    /// A client for the gateway at `base` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(base: &str) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Self { http, base: base.trim_end_matches('/').to_owned() })
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str, bearer: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(bearer)
+            .header("anthropic-beta", "managed-agents-2026-04-01")
+            .header("x-stainless-helper", "agentd-runner")
+    }
+
+    async fn json(response: reqwest::Response) -> Result<Value> {
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            bail!("HTTP {status}: {}", body["error"]["message"].as_str().unwrap_or("(no message)"));
+        }
+        Ok(body)
+    }
+
+    /// Long-polls the cloud work of the runner key's workspace; `None` when empty.
+    pub async fn poll(&self, key: &str) -> Result<Option<Value>> {
+        let response = self
+            .request(reqwest::Method::GET, "/v1/ext/runner/work/poll?block_ms=999", key)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await?;
+        let body = Self::json(response).await?;
+        Ok((!body.is_null()).then_some(body))
+    }
+
+    /// Acks an offered item.
+    pub async fn ack(&self, key: &str, environment: &str, work: &str) -> Result<()> {
+        let path = format!("/v1/environments/{environment}/work/{work}/ack");
+        Self::json(self.request(reqwest::Method::POST, &path, key).send().await?).await.map(drop)
+    }
+
+    /// One heartbeat, echoing `expected` (`NO_HEARTBEAT` first).
+    pub async fn heartbeat(&self, token: &str, environment: &str, work: &str, expected: &str) -> Result<Beat> {
+        let path = format!("/v1/environments/{environment}/work/{work}/heartbeat");
+        let response = self
+            .request(reqwest::Method::POST, &path, token)
+            .query(&[("expected_last_heartbeat", expected)])
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await?;
+        if response.status() == reqwest::StatusCode::PRECONDITION_FAILED {
+            return Ok(Beat::LeaseLost);
+        }
+        let body = Self::json(response).await?;
+        if body["state"] == "stopping" || body["state"] == "stopped" || body["lease_extended"] == false {
+            return Ok(Beat::Stop);
+        }
+        Ok(Beat::Extended {
+            last_heartbeat: body["last_heartbeat"].as_str().unwrap_or_default().to_owned(),
+            ttl_seconds: body["ttl_seconds"].as_u64().unwrap_or(30),
+        })
+    }
+
+    /// Force-stops an item (a 409 for one already stopped is fine).
+    pub async fn stop(&self, token: &str, environment: &str, work: &str) -> Result<()> {
+        let path = format!("/v1/environments/{environment}/work/{work}/stop");
+        let response = self.request(reqwest::Method::POST, &path, token).json(&json!({ "force": true })).send().await?;
+        if response.status() == reqwest::StatusCode::CONFLICT {
+            return Ok(());
+        }
+        Self::json(response).await.map(drop)
+    }
+
+    /// The session object.
+    pub async fn session(&self, token: &str, session: &str) -> Result<Value> {
+        Self::json(self.request(reqwest::Method::GET, &format!("/v1/sessions/{session}"), token).send().await?).await
+    }
+
+    /// An environment (its networking policy).
+    pub async fn environment(&self, key: &str, environment: &str) -> Result<Value> {
+        let path = format!("/v1/environments/{environment}");
+        Self::json(self.request(reqwest::Method::GET, &path, key).send().await?).await
+    }
+
+    /// The session's whole committed history, oldest first.
+    pub async fn events(&self, token: &str, session: &str) -> Result<Vec<Value>> {
+        let mut events = Vec::new();
+        let mut page: Option<String> = None;
+        loop {
+            let mut request = self
+                .request(reqwest::Method::GET, &format!("/v1/sessions/{session}/events"), token)
+                .query(&[("limit", "1000")]);
+            if let Some(page) = &page {
+                request = request.query(&[("page", page.as_str())]);
+            }
+            let body = Self::json(request.send().await?).await?;
+            events.extend(body["data"].as_array().cloned().unwrap_or_default());
+            match body["next_page"].as_str() {
+                Some(next) => page = Some(next.to_owned()),
+                None => return Ok(events),
+            }
+        }
+    }
+
+    /// Opens the session's live stream.
+    pub async fn stream(&self, token: &str, session: &str) -> Result<reqwest::Response> {
+        let response =
+            self.request(reqwest::Method::GET, &format!("/v1/sessions/{session}/events/stream"), token).send().await?;
+        if !response.status().is_success() {
+            bail!("opening the stream: HTTP {}", response.status());
+        }
+        Ok(response)
+    }
+
+    /// Answers one tool call; retried by the caller on transport errors.
+    pub async fn answer(
+        &self,
+        token: &str,
+        session: &str,
+        tool_use_id: &str,
+        output: &crate::tools::ToolOutput,
+    ) -> Result<()> {
+        let event = json!({
+            "type": "user.tool_result",
+            "tool_use_id": tool_use_id,
+            "is_error": output.is_error,
+            "content": output.content,
+        });
+        let path = format!("/v1/sessions/{session}/events");
+        let response =
+            self.request(reqwest::Method::POST, &path, token).json(&json!({ "events": [event] })).send().await?;
+        Self::json(response).await.map(drop)
+    }
+}
+
+/// The `sessions_token` inside a work item's `secret` (URL-safe base64 JSON).
+pub fn sessions_token(secret: &str) -> Result<String> {
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let bytes = engine.decode(secret.trim_end_matches('=')).context("secret is not URL-safe base64")?;
+    let payload: Value = serde_json::from_slice(&bytes).context("secret is not JSON")?;
+    payload["sessions_token"].as_str().map(str::to_owned).context("secret carries no sessions_token")
+}

@@ -1,0 +1,304 @@
+//! `agentd runner`: the hands of `cloud` environments. Polls work items over the
+//! self-hosted environment work protocol, runs each session's built-in tool calls in a
+//! per-session sandbox, and answers them over the same HTTP API a customer's
+//! `EnvironmentWorker` uses (results as `user.tool_result`, which the gateway commits as
+//! `agent.tool_result` for a cloud environment's hands).
+//!
+//! Per work item: ack, heartbeat at a third of the TTL (412 → walk away), read the
+//! session's history once and then follow its live stream, run allowed calls one at a
+//! time, and stop the item once the session has been idle (not awaiting anything) for
+//! `idle_stop`. A runner that is stopped abandons its items: their leases expire and
+//! another runner gets them (an item is never stopped with calls still open).
+
+pub mod client;
+pub mod sandbox;
+pub mod tools;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use client::{Api, Beat};
+use sandbox::{Networking, Sandbox, SandboxConfig};
+
+/// Runner settings.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The gateway, e.g. `http://127.0.0.1:8080`.
+    pub gateway_url: String,
+    /// A runner key (`agentd keys create --runner`).
+    pub key: String,
+    /// Sandboxes (root, isolation, limits); networking comes from each environment.
+    pub sandbox: SandboxConfig,
+    /// Sessions served at once.
+    pub max_sessions: usize,
+    /// How long a session may sit idle before its work item is stopped.
+    pub idle_stop: Duration,
+}
+
+/// Polls and serves work until `stop` fires.
+pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
+    let api = Api::new(&config.gateway_url)?;
+    let config = Arc::new(config);
+    let permits = Arc::new(Semaphore::new(config.max_sessions));
+    tracing::info!(gateway = %config.gateway_url, "runner polling cloud work");
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else { return Ok(()) };
+        let polled = tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            polled = api.poll(&config.key) => polled,
+        };
+        let item = match polled {
+            Ok(Some(item)) => item,
+            Ok(None) => continue,
+            Err(error) => {
+                tracing::warn!(%error, "runner poll failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(500);
+        let (api, config, stop) = (api.clone(), config.clone(), stop.clone());
+        tokio::spawn(async move {
+            let work = item["id"].as_str().unwrap_or_default().to_owned();
+            if let Err(error) = serve(&api, &config, &item, stop).await {
+                tracing::warn!(%work, %error, "work item ended with an error");
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Serves one work item to its end.
+async fn serve(api: &Api, config: &RunnerConfig, item: &Value, stop: CancellationToken) -> Result<()> {
+    let work = item["id"].as_str().unwrap_or_default();
+    let environment = item["environment_id"].as_str().unwrap_or_default();
+    let session = item["data"]["id"].as_str().unwrap_or_default();
+    let token = client::sessions_token(item["secret"].as_str().unwrap_or_default())?;
+    api.ack(&config.key, environment, work).await?;
+    let lease = CancellationToken::new();
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let heartbeat = tokio::spawn(heartbeats(
+        api.clone(),
+        token.clone(),
+        environment.into(),
+        work.into(),
+        lease.clone(),
+        lost.clone(),
+    ));
+    let span = tracing::info_span!("work", %work, %session);
+    let outcome =
+        tracing::Instrument::instrument(tools_loop(api, config, &token, environment, session, &lease, &stop), span)
+            .await;
+    lease.cancel();
+    let _ = heartbeat.await;
+    let lease_lost = lost.load(std::sync::atomic::Ordering::Relaxed);
+    match outcome {
+        // Done serving: stop the item unless the lease was lost or the runner is stopping
+        // (then the lease expires and the item is offered to another runner).
+        Ok(()) if !lease_lost && !stop.is_cancelled() => api.stop(&token, environment, work).await,
+        Ok(()) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// Renews the lease until `lease` is cancelled; cancels it on 412 or a stop request.
+async fn heartbeats(
+    api: Api,
+    token: String,
+    environment: String,
+    work: String,
+    lease: CancellationToken,
+    lost: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut expected = "NO_HEARTBEAT".to_owned();
+    let mut interval = Duration::from_secs(10);
+    loop {
+        match api.heartbeat(&token, &environment, &work, &expected).await {
+            Ok(Beat::Extended { last_heartbeat, ttl_seconds }) => {
+                expected = last_heartbeat;
+                interval = Duration::from_millis((ttl_seconds * 1000 / 3).max(500));
+            }
+            Ok(Beat::Stop) => return lease.cancel(),
+            Ok(Beat::LeaseLost) => {
+                tracing::warn!(%work, "lease lost to another worker; abandoning the item");
+                lost.store(true, std::sync::atomic::Ordering::Relaxed);
+                return lease.cancel();
+            }
+            Err(error) => tracing::warn!(%work, %error, "heartbeat failed; retrying"),
+        }
+        tokio::select! {
+            () = lease.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// What the session's history says about its built-in calls.
+#[derive(Default)]
+struct Calls {
+    /// Calls in commit order: id → (name, input, evaluated permission).
+    uses: Vec<(String, String, Value, String)>,
+    answered: HashSet<String>,
+    allowed: HashSet<String>,
+    /// The session ended or idles awaiting nothing.
+    idle: bool,
+    terminated: bool,
+}
+
+impl Calls {
+    fn see(&mut self, event: &Value) {
+        let id = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+        match event["type"].as_str().unwrap_or_default() {
+            "agent.tool_use" => {
+                self.idle = false;
+                let permission = event["evaluated_permission"].as_str().unwrap_or("allow").to_owned();
+                let name = event["name"].as_str().unwrap_or_default().to_owned();
+                self.uses.push((id("id"), name, event["input"].clone(), permission));
+            }
+            "agent.tool_result" | "user.tool_result" => {
+                self.answered.insert(id("tool_use_id"));
+            }
+            "user.tool_confirmation" if event["result"] == "allow" => {
+                self.allowed.insert(id("tool_use_id"));
+            }
+            "user.tool_confirmation" => {
+                self.answered.insert(id("tool_use_id"));
+            }
+            "session.status_idle" => self.idle = event["stop_reason"]["type"] != "requires_action",
+            "session.status_running" | "user.message" => self.idle = false,
+            "session.status_terminated" | "session.deleted" => self.terminated = true,
+            _ => {}
+        }
+    }
+
+    /// The next call to run: allowed (or confirmed) and not answered.
+    fn next(&self) -> Option<(String, String, Value)> {
+        self.uses
+            .iter()
+            .find(|(id, _, _, permission)| {
+                !self.answered.contains(id) && (permission == "allow" || self.allowed.contains(id))
+            })
+            .map(|(id, name, input, _)| (id.clone(), name.clone(), input.clone()))
+    }
+}
+
+async fn tools_loop(
+    api: &Api,
+    config: &RunnerConfig,
+    token: &str,
+    environment: &str,
+    session: &str,
+    lease: &CancellationToken,
+    stop: &CancellationToken,
+) -> Result<()> {
+    let networking = networking_of(&api.environment(&config.key, environment).await?);
+    let sandbox_config = SandboxConfig { networking, ..config.sandbox.clone() };
+    let mut sandbox: Result<Sandbox, String> = {
+        let session = session.to_owned();
+        tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
+            .await?
+            .map_err(|error| error.to_string())
+    };
+    // Stream first, then reconcile from history, so nothing falls between the two.
+    let mut stream = api.stream(token, session).await?.bytes_stream();
+    let mut calls = Calls::default();
+    for event in api.events(token, session).await? {
+        calls.see(&event);
+    }
+    let mut buffer = String::new();
+    let mut idle_since = tokio::time::Instant::now();
+    loop {
+        while let Some((id, name, input)) = calls.next() {
+            if lease.is_cancelled() || stop.is_cancelled() {
+                return Ok(());
+            }
+            let output = match &mut sandbox {
+                Ok(sandbox) => sandbox.call(&name, &input).await,
+                Err(why) => tools::ToolOutput::error(format!("the sandbox for this environment is unavailable: {why}")),
+            };
+            answer(api, token, session, &id, &output).await?;
+            calls.answered.insert(id);
+        }
+        if calls.terminated {
+            break;
+        }
+        if !calls.idle {
+            idle_since = tokio::time::Instant::now();
+        } else if idle_since.elapsed() >= config.idle_stop {
+            break;
+        }
+        let chunk = tokio::select! {
+            () = lease.cancelled() => break,
+            () = stop.cancelled() => break,
+            chunk = tokio::time::timeout(Duration::from_secs(1), stream.next()) => chunk,
+        };
+        match chunk {
+            Err(_) => {}
+            Ok(Some(Ok(bytes))) => {
+                buffer.push_str(&String::from_utf8_lossy(&bytes));
+                while let Some(end) = buffer.find("\n\n") {
+                    let frame: String = buffer.drain(..end + 2).collect();
+                    for line in frame.lines() {
+                        if let Some(data) = line.strip_prefix("data:")
+                            && let Ok(event) = serde_json::from_str::<Value>(data.trim())
+                        {
+                            calls.see(&event);
+                        }
+                    }
+                }
+            }
+            // The stream ended: reconnect and reconcile again.
+            Ok(_) => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                stream = api.stream(token, session).await?.bytes_stream();
+                buffer.clear();
+                let answered = std::mem::take(&mut calls.answered);
+                calls = Calls { answered, ..Calls::default() };
+                for event in api.events(token, session).await? {
+                    calls.see(&event);
+                }
+            }
+        }
+    }
+    if let Ok(sandbox) = &mut sandbox {
+        sandbox.close().await;
+    }
+    Ok(())
+}
+
+/// Posts a result, retrying transport failures for a while (duplicates are idempotent).
+async fn answer(api: &Api, token: &str, session: &str, id: &str, output: &tools::ToolOutput) -> Result<()> {
+    let mut delay = Duration::from_millis(200);
+    for attempt in 0.. {
+        match api.answer(token, session, id, output).await {
+            Ok(()) => return Ok(()),
+            Err(error) if attempt < 8 => {
+                tracing::warn!(%error, tool_use_id = %id, "posting a tool result failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// The sandbox networking policy of an environment body.
+fn networking_of(environment: &Value) -> Networking {
+    let networking = &environment["config"]["networking"];
+    if networking["type"] == "limited" {
+        let hosts = networking["allowed_hosts"].as_array().into_iter().flatten();
+        Networking::Limited { allowed_hosts: hosts.filter_map(|h| h.as_str().map(str::to_owned)).collect() }
+    } else {
+        Networking::Unrestricted
+    }
+}
