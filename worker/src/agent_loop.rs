@@ -388,8 +388,10 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     // Input is consumed by a model request only if it was committed before that
     // request started; anything later (mid-turn input, tool results) is still pending.
     let synthetic_results = before.iter().any(|e| e["type"] == "agent.tool_result");
+    // A turn that was given up on consumed the input before it too.
+    let consumed_up_to = last_completed_start.max(last_given_up);
     let pending_input =
-        synthetic_results || last_input.is_some_and(|input| last_completed_start.is_none_or(|start| input > start));
+        synthetic_results || last_input.is_some_and(|input| consumed_up_to.is_none_or(|start| input > start));
     let interrupted = last_interrupt.is_some_and(|interrupt| last_input.is_none_or(|input| interrupt > input));
     if pending_input && !interrupted {
         if !running {
