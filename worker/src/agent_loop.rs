@@ -383,6 +383,10 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         return Decision::Idle { events };
     }
     if !with_hands.is_empty() {
+        // A confirmation that released a call resumes an idle session.
+        if !running {
+            before.insert(0, json!({ "type": "session.status_running" }));
+        }
         return Decision::AwaitHands { events: before };
     }
     // Input is consumed by a model request only if it was committed before that

@@ -711,16 +711,24 @@ def test_always_ask_allow_then_self_hosted_result(
     client.beta.sessions.events.send(
         session.id, events=[{"type": "user.tool_confirmation", "tool_use_id": use.id, "result": "allow"}]
     )
-    events = wait_idle(client, session.id, count=2)
-    assert stop_reason(events[-1]) == "requires_action", "self_hosted: allowed, now waiting for user.tool_result"
-    assert events[-1].stop_reason.event_ids == [use.id]
+    # Allowed: the call is out with the environment's hands (the customer's worker on a
+    # self_hosted environment). The session runs without idling until they answer.
+    deadline = time.monotonic() + TURN_TIMEOUT
+    while client.beta.sessions.retrieve(session.id).status != "running":
+        assert time.monotonic() < deadline, "the allowed call did not resume the session"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert len(of_type(history(client, session.id), "session.status_idle")) == 1, "no idle while the hands work"
+    assert client.beta.sessions.retrieve(session.id).status == "running"
     assert len(fake_anthropic.received(key)) == 1
-
+    environment_id = client.beta.sessions.retrieve(session.id).environment_id
+    stats = turns.http().get(f"/v1/environments/{environment_id}/work/stats", headers=turns.headers()).json()
+    assert stats["type"] == "work_queue_stats" and stats["depth"] + stats["pending"] >= 1, stats
     client.beta.sessions.events.send(
         session.id,
         events=[{"type": "user.tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "a.txt b.txt"}]}],
     )
-    events = wait_idle(client, session.id, count=3)
+    events = wait_idle(client, session.id, count=2)
     assert stop_reason(events[-1]) == "end_turn"
     assert texts(events) == ["Two files."]
     _, second = fake_anthropic.wait_requests(key, 2)
