@@ -3,6 +3,7 @@
 //! tests drive it with `tower::ServiceExt::oneshot`.
 
 pub mod admission;
+pub mod durable;
 pub mod error;
 pub mod managed;
 pub mod ops;
@@ -52,6 +53,7 @@ impl AppState {
 /// served by the same routes (see [`workspace_path`]).
 pub fn api(state: AppState) -> Router {
     let managed = managed::router()
+        .merge(durable::router())
         .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer));
     let v1 = Router::new()

@@ -878,4 +878,29 @@ pub trait Store: Send + Sync + 'static {
     /// Expired leases: `stopping` items stop; acked items go back to the queue, and
     /// after `max_lost_leases` lost leases stop and are reported for a session error.
     async fn expire_work_leases(&self, max_lost_leases: i64) -> StoreResult<Vec<LostHands>>;
+
+    // --- durable run control (operator) ----------------------------------------------
+
+    /// A thread's runs in creation order.
+    async fn thread_runs(&self, thread_id: &str) -> StoreResult<Vec<Run>>;
+
+    /// Moves this thread's leased runs whose lease expired before `now_ms` and whose
+    /// attempts reached `max_attempts` to dead letters; returns how many.
+    async fn quarantine_expired(&self, thread_id: &str, max_attempts: i64, now_ms: i64) -> StoreResult<u64>;
+
+    /// A dead letter of this thread back to pending with a fresh retry budget, and its
+    /// queue message (to publish); `None` if it is not dead-lettered in this thread.
+    async fn requeue_dead_letter(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<OutboxMessage>>;
+
+    /// Deletes this thread's dead-lettered runs; returns how many.
+    async fn purge_dead_letters(&self, thread_id: &str) -> StoreResult<u64>;
+
+    /// Records a durable cancel intent; a leased run loses its lease (epoch + 1) and,
+    /// like an awaiting one, becomes pending so a claim commits the cancelled outcome
+    /// (its queue message is returned). `None` if the run is not of this thread.
+    async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>>;
+
+    /// Fresh queue messages for this thread's runnable runs (pending, or leased past
+    /// their lease), for when a submission may have been lost.
+    async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>>;
 }

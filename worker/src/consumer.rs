@@ -145,10 +145,12 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
                 return;
             }
         };
-        if claim.attempts >= claim.max_attempts {
-            // The retry budget is spent: settle Ended(Indeterminate) instead of running
-            // again. Never a dead letter; that takes an explicit operator quarantine.
-            match exhaust(ctx, &claim).await {
+        if claim.cancel_requested || claim.attempts >= claim.max_attempts {
+            // An operator cancelled the run, or its retry budget is spent: settle it
+            // instead of running again. Never a dead letter; that takes an explicit
+            // operator quarantine.
+            let ending = if claim.cancel_requested { Ending::Cancelled } else { Ending::Exhausted };
+            match exhaust(ctx, &claim, ending).await {
                 Ok(()) => {
                     metrics::counter!("agentd_runs_exhausted_total").increment(1);
                     let _ = delivery.ack().await;
@@ -222,11 +224,20 @@ fn busy_backoff(delivery_count: u64) -> Duration {
     Duration::from_millis(500 * 2u64.pow(doublings) + rand::random_range(0..250))
 }
 
-/// Settles a run whose retry budget is spent: `session.error` (exhausted) and an idle
-/// with `retries_exhausted`, committed with the settlement in one fenced transaction.
-/// Their ids derive from the run and its generation, so a replay cannot add a second
-/// copy (the unique event id rejects it).
-async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim) -> Result<(), StoreError> {
+/// How a run is ended without running it again.
+enum Ending {
+    /// Its retry budget is spent: `session.error` (exhausted), idle `retries_exhausted`,
+    /// outcome `indeterminate`.
+    Exhausted,
+    /// An operator cancelled it: idle `end_turn`, outcome `cancelled`.
+    Cancelled,
+}
+
+/// Settles a run as `ending` describes, committing its events with the settlement in
+/// one fenced transaction. Their ids derive from the run and its generation, so a
+/// replay cannot add a second copy (the unique event id rejects it). A model request
+/// cut off by the last lost worker is closed first, so history reads cleanly.
+async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim, ending: Ending) -> Result<(), StoreError> {
     let id = |what: &str| {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(format!("{}:{}:{what}", claim.run_id, claim.generation));
@@ -260,8 +271,8 @@ async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim) -> Result<(), S
             }),
         });
     }
-    events.extend([
-        agentd_schema::NewEvent {
+    if let Ending::Exhausted = ending {
+        events.push(agentd_schema::NewEvent {
             event_id: id("error"),
             thread_id: claim.thread_id.clone(),
             kind: "session.error".into(),
@@ -273,16 +284,19 @@ async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim) -> Result<(), S
                     "retry_status": { "type": "exhausted" },
                 },
             }),
-        },
-        agentd_schema::NewEvent {
-            event_id: id("idle"),
-            thread_id: claim.thread_id.clone(),
-            kind: "session.status_idle".into(),
-            body: serde_json::json!({ "type": "session.status_idle", "stop_reason": { "type": "retries_exhausted" }, "stop_details": null }),
-        },
-    ]);
-    let settled =
-        ctx.store.settle(claim, events, agentd_schema::Settlement::Done { outcome: "indeterminate".into() }).await?;
+        });
+    }
+    let (stop_reason, outcome) = match ending {
+        Ending::Exhausted => ("retries_exhausted", "indeterminate"),
+        Ending::Cancelled => ("end_turn", "cancelled"),
+    };
+    events.push(agentd_schema::NewEvent {
+        event_id: id("idle"),
+        thread_id: claim.thread_id.clone(),
+        kind: "session.status_idle".into(),
+        body: serde_json::json!({ "type": "session.status_idle", "stop_reason": { "type": stop_reason }, "stop_details": null }),
+    });
+    let settled = ctx.store.settle(claim, events, agentd_schema::Settlement::Done { outcome: outcome.into() }).await?;
     agentd_schema::live::publish_committed(ctx.bus.as_ref(), &settled.events).await;
     Ok(())
 }

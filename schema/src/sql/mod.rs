@@ -5,6 +5,7 @@
 //! directories are per dialect. The claim and fencing statements live in named files
 //! under `schema/queries/`.
 
+mod durable;
 mod idempotency;
 mod outbox;
 mod resources;
@@ -421,5 +422,29 @@ impl Store for SqlStore {
 
     async fn expire_work_leases(&self, max_lost_leases: i64) -> StoreResult<Vec<LostHands>> {
         work::expire_leases(self, max_lost_leases).await
+    }
+
+    async fn thread_runs(&self, thread_id: &str) -> StoreResult<Vec<Run>> {
+        durable::thread_runs(self, thread_id).await
+    }
+
+    async fn quarantine_expired(&self, thread_id: &str, max_attempts: i64, now_ms: i64) -> StoreResult<u64> {
+        durable::quarantine(self, thread_id, max_attempts, now_ms).await
+    }
+
+    async fn requeue_dead_letter(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<OutboxMessage>> {
+        durable::requeue(self, thread_id, run_id).await
+    }
+
+    async fn purge_dead_letters(&self, thread_id: &str) -> StoreResult<u64> {
+        durable::purge(self, thread_id).await
+    }
+
+    async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>> {
+        durable::cancel(self, thread_id, run_id).await
+    }
+
+    async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
+        durable::runnable(self, thread_id).await
     }
 }

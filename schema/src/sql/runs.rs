@@ -16,10 +16,10 @@ use crate::store::{
 /// The outbox topic of run submissions.
 pub const SUBMISSIONS_TOPIC: &str = "submissions";
 
-const RUN_COLUMNS: &str = "id, session_id, thread_id, status, epoch, generation, owner, lease_until_ms, \
+pub(super) const RUN_COLUMNS: &str = "id, session_id, thread_id, status, epoch, generation, owner, lease_until_ms, \
                            attempts, max_attempts, cancel_requested, outcome";
 
-fn run(row: &AnyRow) -> StoreResult<Run> {
+pub(super) fn run(row: &AnyRow) -> StoreResult<Run> {
     let status: String = row.try_get("status")?;
     Ok(Run {
         id: row.try_get("id")?,

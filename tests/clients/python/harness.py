@@ -290,15 +290,17 @@ def wait_ready(base_url: str, process: Process, timeout: float = READY_TIMEOUT) 
     pytest.fail(f"{process.name}: GET {base_url}/readyz never answered 200 (last: {last})\n{process.output_tail()}")
 
 
-def start_role(role: str, env: dict[str, str], name: str | None = None) -> tuple[Process, str]:
-    """Starts `agentd <role>`, waits for its announced listener and /readyz; returns (process, url)."""
+def start_role(role: str, env: dict[str, str], name: str | None = None, *, ready: bool = True) -> tuple[Process, str]:
+    """Starts `agentd <role>`, waits for its announced listener and (unless `ready` is
+    false, for a process that may die on purpose at once) /readyz; returns (process, url)."""
     if not os.access(AGENTD_BIN, os.X_OK):
         pytest.fail(f"AGENTD_BIN={AGENTD_BIN} is not an executable: run `cargo build` first (scripts/test does)")
     process = Process(name or f"agentd {role}", [AGENTD_BIN, role], env)
     prefix = "agentd: ops listening on " if role == "worker" else "agentd: http listening on "
     url = process.wait_for_line(prefix).rstrip("/")
     process.url = url
-    wait_ready(url, process)
+    if ready:
+        wait_ready(url, process)
     return process, url
 
 
@@ -711,17 +713,58 @@ class Deployment:
         self.processes.append(process)
         return url
 
-    def start_worker(self, extra_env: dict[str, str] | None = None) -> Process:
+    def start_worker(self, extra_env: dict[str, str] | None = None, *, ready: bool = True) -> Process:
         """Another worker on the same database, NATS stream and Redis prefix."""
         assert self.mode == "prod", "only prod deployments have workers"
         workers = sum(1 for p in self.processes if p.name.startswith("agentd worker"))
         env = dict(self._role_env) | (extra_env or {})
-        process, _ops = start_role("worker", env, name=f"agentd worker #{workers + 1}")
+        process, _ops = start_role("worker", env, name=f"agentd worker #{workers + 1}", ready=ready)
         self.processes.append(process)
         return process
 
     def workers(self) -> list[Process]:
         return [p for p in self.processes if p.name.startswith("agentd worker")]
+
+    # -- hands (environment work) ----------------------------------------------------------
+
+    def _create_special_key(self, *args: str) -> str:
+        result = self.cli("keys", "create", *args)
+        key = result.stdout.strip()
+        assert key and len(key.split()) == 1, f"`agentd keys create {' '.join(args)}` printed {result.stdout!r}"
+        return RECORDER.secret(key)
+
+    def create_environment_key(self, environment_id: str, workspace: str = "default") -> str:
+        """`agentd keys create --environment`: a key for one environment's work queue and sessions."""
+        return self._create_special_key("--workspace", workspace, "--environment", environment_id)
+
+    def create_runner_key(self, workspace: str = "default") -> str:
+        """`agentd keys create --runner`: the key `agentd runner` serves a workspace's cloud environments with."""
+        return self._create_special_key("--workspace", workspace, "--runner")
+
+    def start_runner(
+        self, runner_key: str, sandbox_root: Path, extra_env: dict[str, str] | None = None, timeout: float = ANNOUNCE_TIMEOUT
+    ) -> Process:
+        """`agentd runner` against this deployment's URL; returns once it logs that it polls."""
+        runners = sum(1 for p in self.processes if p.name.startswith("agentd runner"))
+        env = base_env(
+            AGENTD_RUNNER_GATEWAY_URL=self.url,
+            AGENTD_RUNNER_KEY=runner_key,
+            AGENTD_SANDBOX_ROOT=str(sandbox_root),
+            **(extra_env or {}),
+        )
+        # Readiness is the info line below: keep it visible under a caller's RUST_LOG.
+        if env.get("RUST_LOG"):
+            env["RUST_LOG"] += ",agentd_runner=info"
+        process = Process(f"agentd runner #{runners + 1}", [AGENTD_BIN, "runner"], env)
+        self.processes.append(process)
+        deadline = time.monotonic() + timeout
+        while not any("runner polling cloud work" in line for line in list(process.stderr_seen)):
+            if not process.alive():
+                pytest.fail(f"{process.name} exited at startup\n{process.output_tail()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{process.name} did not log that it polls within {timeout:.0f} s\n{process.output_tail()}")
+            time.sleep(0.05)
+        return process
 
     # -- teardown -----------------------------------------------------------------------
 

@@ -1,0 +1,255 @@
+//! Durable run control, `/v1/durable/threads/{thread}/…` (docs/api/durable.md). State
+//! changes happen in the store under each run row's own condition, scoped to the
+//! addressed thread; whatever must run again gets its queue message through the
+//! outbox in the same transaction, published right after. Nothing depends on which
+//! gateway or worker receives the request. Without a queue the routes fail closed (503).
+
+use agentd_schema::{NewEvent, Run, RunStatus, StoredEvent};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::admission::{Access, Tenant};
+use crate::error::{ApiError, ApiResult};
+use crate::managed::{body, events, query::Query};
+
+/// The durable routes, relative to `/v1`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/durable/threads/{thread}/submit_background", post(submit_background))
+        .route("/durable/threads/{thread}/cancel", post(cancel))
+        .route("/durable/threads/{thread}/dispatches", get(dispatches))
+        .route("/durable/threads/{thread}/messages", get(messages))
+        .route("/durable/threads/{thread}/reconcile", post(reconcile))
+        .route("/durable/threads/{thread}/quarantine-retry-exhausted", post(quarantine))
+        .route("/durable/threads/{thread}/dead-letters", get(dead_letters))
+        .route("/durable/threads/{thread}/dead-letters/purge", post(purge))
+        .route("/durable/threads/{thread}/dead-letters/{run_id}/requeue", post(requeue))
+}
+
+/// The addressed thread (a session id names its primary thread), checked against the
+/// caller's workspace (404 otherwise) and durable ingress (503 without a queue).
+async fn thread(state: &AppState, tenant: &Tenant, thread: &str) -> ApiResult<String> {
+    if tenant.access != Access::Workspace {
+        return Err(ApiError::PermissionDenied("durable run control needs an API key".into()));
+    }
+    if state.backends.queue.is_none() {
+        return Err(ApiError::Unavailable("durable ingress is not configured on this process".into()));
+    }
+    let session = state.backends.store.get_session(&tenant.workspace_id, thread).await?;
+    session.map(|s| s.id).ok_or_else(|| ApiError::NotFound(format!("thread not found: {thread}")))
+}
+
+async fn publish(state: &AppState, messages: &[agentd_schema::OutboxMessage]) {
+    let Some(queue) = &state.backends.queue else { return };
+    for message in messages {
+        if let Err(error) = agentd_schema::outbox::publish(state.backends.store.as_ref(), queue.as_ref(), message).await
+        {
+            tracing::warn!(%error, "durable operation's submission deferred to the outbox relay");
+        }
+    }
+}
+
+fn run_id(bytes: &Bytes) -> ApiResult<String> {
+    let map = body::object(bytes)?;
+    body::string(map.get("run_id"), "run_id", 1, 256)
+}
+
+fn status_name(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Pending => "pending",
+        RunStatus::Leased => "leased",
+        RunStatus::Awaiting => "awaiting",
+        RunStatus::Done => "done",
+        RunStatus::DeadLetter => "dead_letter",
+    }
+}
+
+fn render_run(run: &Run) -> Value {
+    json!({
+        "run_id": run.id,
+        "status": status_name(run.status),
+        "attempts": run.attempts,
+        "max_attempts": run.max_attempts,
+        "epoch": run.epoch,
+        "cancel_requested": run.cancel_requested,
+        "outcome": run.outcome,
+    })
+}
+
+/// `POST …/submit_background` `{"text": "…"}` → `{"run_id", "queued": true}`.
+async fn submit_background(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &["text"], "body")?;
+    let text = body::string(map.get("text"), "text", 1, 100_000)?;
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let event = json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] });
+    let new = NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: thread.clone(),
+        kind: "user.message".into(),
+        body: event,
+    };
+    events::submit_and_publish(&state, &thread, vec![new]).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    let run = runs.iter().rev().find(|r| r.status != RunStatus::Done && r.status != RunStatus::DeadLetter);
+    let run_id = run.map(|r| r.id.clone()).unwrap_or_default();
+    Ok(Json(json!({ "run_id": run_id, "queued": true })))
+}
+
+/// `POST …/cancel` `{"run_id"}` → `{"cancelled": true, "run_id", "status"}`.
+async fn cancel(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let run_id = run_id(&bytes)?;
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let existing = state.backends.store.thread_runs(&thread).await?;
+    match existing.iter().find(|r| r.id == run_id) {
+        None => return Err(ApiError::NotFound(format!("run not found in this thread: {run_id}"))),
+        Some(run) if run.status == RunStatus::Done => {
+            return Err(ApiError::Conflict(format!(
+                "run {run_id} already ended ({})",
+                run.outcome.as_deref().unwrap_or("done")
+            )));
+        }
+        Some(_) => {}
+    }
+    let Some((run, message)) = state.backends.store.cancel_run(&thread, &run_id).await? else {
+        return Err(ApiError::NotFound(format!("run not found in this thread: {run_id}")));
+    };
+    publish(&state, message.as_slice()).await;
+    Ok(Json(json!({ "cancelled": true, "run_id": run.id, "status": status_name(run.status) })))
+}
+
+/// `GET …/dispatches` → `{"dispatches": [run…]}` in creation order.
+async fn dispatches(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    Ok(Json(json!({ "dispatches": runs.iter().map(render_run).collect::<Vec<_>>() })))
+}
+
+fn message(event: &StoredEvent) -> Option<Value> {
+    let role = match event.kind.as_str() {
+        "user.message" => "user",
+        "agent.message" => "assistant",
+        _ => return None,
+    };
+    let text: String = event.body["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("");
+    Some(json!({ "id": event.event_id, "role": role, "text": text }))
+}
+
+/// `GET …/messages` → `{"messages": [{"id", "role", "text"}]}`: committed history only.
+async fn messages(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let query = agentd_schema::EventQuery {
+        thread_id: Some(thread.clone()),
+        types: vec!["user.message".into(), "agent.message".into()],
+        limit: 100_000,
+        ..Default::default()
+    };
+    let events = state.backends.store.query_events(&thread, &query).await?;
+    Ok(Json(json!({ "messages": events.iter().filter_map(message).collect::<Vec<_>>() })))
+}
+
+/// `POST …/reconcile` → `{"recovered": [run_id…]}`: re-publishes runnable runs (pending,
+/// or leased past their lease) whose submission may have been lost.
+async fn reconcile(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let messages = state.backends.store.republish_runnable(&thread).await?;
+    publish(&state, &messages).await;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    let recovered: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| runs.iter().find(|r| m.msg_id.starts_with(&format!("{}:", r.id))).map(|r| r.id.as_str()))
+        .collect();
+    Ok(Json(json!({ "recovered": recovered })))
+}
+
+/// `POST …/quarantine-retry-exhausted?max_attempts=N&now_ms=T` → `{"quarantined": n}`.
+/// An omitted or unparsable `max_attempts` is 0: every expired leased run of the thread.
+async fn quarantine(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let query = Query::from_uri(&uri);
+    let max_attempts = query.string("max_attempts").and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+    let now_ms = match query.string("now_ms") {
+        Some(raw) => raw.parse::<i64>().map_err(|_| ApiError::invalid(format!("now_ms: not an integer: {raw:?}")))?,
+        None => crate::managed::query::now_ms(),
+    };
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let quarantined = state.backends.store.quarantine_expired(&thread, i64::from(max_attempts), now_ms).await?;
+    Ok(Json(json!({ "quarantined": quarantined })))
+}
+
+/// `GET …/dead-letters` → `{"dead_letters": [run…]}`.
+async fn dead_letters(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    let dead: Vec<Value> = runs.iter().filter(|r| r.status == RunStatus::DeadLetter).map(render_run).collect();
+    Ok(Json(json!({ "dead_letters": dead })))
+}
+
+/// `POST …/dead-letters/{run_id}/requeue` → `{"run_id", "requeued": true}`; 409 unless
+/// the run is dead-lettered in this thread (and carries no cancel intent).
+async fn requeue(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let Some(message) = state.backends.store.requeue_dead_letter(&thread, &run_id).await? else {
+        return Err(ApiError::Conflict(format!(
+            "run {run_id} is not dead-lettered in thread {thread} (or carries a cancel intent)"
+        )));
+    };
+    publish(&state, std::slice::from_ref(&message)).await;
+    Ok(Json(json!({ "run_id": run_id, "requeued": true })))
+}
+
+/// `POST …/dead-letters/purge` → `{"purged": n}`: this thread's dead letters only.
+async fn purge(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let purged = state.backends.store.purge_dead_letters(&thread).await?;
+    Ok(Json(json!({ "purged": purged })))
+}

@@ -1,0 +1,199 @@
+"""Durable run control (issue 7): `/v1/durable/threads/{thread}/…`, raw HTTP against
+real deployments. Routes: submit_background, cancel, dispatches, messages, reconcile,
+quarantine-retry-exhausted, dead-letters, requeue, purge (docs/api/durable.md).
+
+The acceptance scenario runs on the distributed stack with workers armed to crash at
+their first commit (AGENTD_FAULT_CRASH_AT): a run that crashes on every attempt ends
+`retries_exhausted` on its own (no dead letter); a second one, quarantined explicitly,
+is a dead letter, is requeued after the fault is gone and completes; purge removes only
+that thread's dead letters.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import anthropic
+import httpx
+import pytest
+
+from fake_models import FakeAnthropic, say, slow
+from harness import Deployment, Process, unique
+from test_reliability import (
+    PRICED_MODEL,
+    assert_turns_well_formed,
+    events_of,
+    fast_env,
+    stop_reasons,
+    user_message,
+    wait_events,
+    wait_idles,
+)
+
+TIMEOUT = 30.0
+
+
+def durable(deployment: Deployment, thread: str, verb: str, *, method: str = "POST", **kwargs: Any) -> httpx.Response:
+    http = deployment.http()
+    return http.request(method, f"/v1/durable/threads/{thread}/{verb}", headers=deployment.headers(), **kwargs)
+
+
+def ok(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def error_of(response: httpx.Response, status: int, kind: str) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] == kind, body
+    return body["error"]["message"]
+
+
+def new_session(client: anthropic.Anthropic) -> str:
+    agent = client.beta.agents.create(name=unique("durable-agent"), model=PRICED_MODEL)
+    environment = client.beta.environments.create(name=unique("durable-env"), config={"type": "cloud"})
+    return client.beta.sessions.create(agent=agent.id, environment_id=environment.id).id
+
+
+def test_submit_background_dispatches_and_messages(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    client = turns.client()
+    key = unique("bg")
+    fake_anthropic.script(key, say(f"background answer {key}"))
+    thread = new_session(client)
+    submitted = ok(durable(turns, thread, "submit_background", json={"text": f"question {key}"}))
+    assert submitted["queued"] is True and submitted["run_id"].startswith("run_")
+    wait_events(turns, thread, lambda evs: any(e["type"] == "session.status_idle" for e in evs), TIMEOUT, "idle")
+    messages = ok(durable(turns, thread, "messages", method="GET"))["messages"]
+    assert [(m["role"], m["text"]) for m in messages] == [
+        ("user", f"question {key}"),
+        ("assistant", f"background answer {key}"),
+    ]
+    (dispatch,) = ok(durable(turns, thread, "dispatches", method="GET"))["dispatches"]
+    assert dispatch["run_id"] == submitted["run_id"]
+    assert dispatch["status"] in ("awaiting", "done"), dispatch
+    # Failure cases in the managed envelope.
+    error_of(durable(turns, thread, "submit_background", json={}), 400, "invalid_request_error")
+    error_of(durable(turns, thread, "submit_background", json={"text": "x", "bogus": 1}), 400, "invalid_request_error")
+    error_of(durable(turns, "sesn_nope", "dispatches", method="GET"), 404, "not_found_error")
+    error_of(durable(turns, thread, "cancel", json={"run_id": "run_nope"}), 404, "not_found_error")
+    error_of(durable(turns, thread, "cancel", json={}), 400, "invalid_request_error")
+    error_of(durable(turns, thread, "quarantine-retry-exhausted", params={"now_ms": "soon"}), 400, "invalid_request_error")
+    conflict = durable(turns, thread, f"dead-letters/{submitted['run_id']}/requeue")
+    error_of(conflict, 409, "conflict_error")
+    assert conflict.headers.get("x-should-retry") == "false"
+    assert ok(durable(turns, thread, "dead-letters", method="GET")) == {"dead_letters": []}
+    assert ok(durable(turns, thread, "dead-letters/purge")) == {"purged": 0}
+    assert ok(durable(turns, thread, "quarantine-retry-exhausted", params={"max_attempts": "3"})) == {"quarantined": 0}
+    assert ok(durable(turns, thread, "reconcile")) == {"recovered": []}
+    # Another workspace's key does not see the thread.
+    other = turns.http().get(
+        f"/v1/durable/threads/{thread}/dispatches", headers=turns.headers(turns.create_key(unique("ws")))
+    )
+    error_of(other, 404, "not_found_error")
+
+
+def test_cancel_of_a_leased_run_fences_its_worker(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    client = turns.client()
+    key = unique("cancel")
+    fake_anthropic.script(key, slow("this reply never lands " * 4, chunks=40, delay=0.2))
+    thread = new_session(client)
+    run_id = ok(durable(turns, thread, "submit_background", json={"text": f"question {key}"}))["run_id"]
+    request = fake_anthropic.wait_requests(key, 1, TIMEOUT)[0]
+    fake_anthropic.wait_for(lambda: request.events_sent >= 4, TIMEOUT, "the reply streaming")
+    cancelled = ok(durable(turns, thread, "cancel", json={"run_id": run_id}))
+    assert cancelled["cancelled"] is True and cancelled["run_id"] == run_id
+    events = wait_idles(turns, thread, timeout=TIMEOUT)
+    time.sleep(9)  # the slow reply would have finished by now; nothing of it may land
+    events = events_of(turns, thread)
+    assert_turns_well_formed(events, 1)
+    assert stop_reasons(events) == ["end_turn"]
+    assert not [e for e in events if e["type"] == "agent.message"], "the fenced attempt committed nothing"
+    (dispatch,) = ok(durable(turns, thread, "dispatches", method="GET"))["dispatches"]
+    assert (dispatch["status"], dispatch["outcome"], dispatch["cancel_requested"]) == ("done", "cancelled", True)
+    error_of(durable(turns, thread, "cancel", json={"run_id": run_id}), 409, "conflict_error")
+    # The thread takes new work afterwards.
+    fake_anthropic.script(key, say("after the cancel"))
+    client.beta.sessions.events.send(thread, events=[user_message(f"again {key}")])
+    wait_idles(turns, thread, count=2, timeout=TIMEOUT)
+
+
+CRASH = {"AGENTD_FAULT_CRASH_AT": "commit.after@1"}
+
+
+def crash_until(deployment: Deployment, thread: str, crashes: int) -> None:
+    """Runs armed workers one at a time until `crashes` of them died on the thread's run."""
+    for _ in range(crashes):
+        worker: Process = deployment.start_worker(CRASH, ready=False)
+        deadline = time.monotonic() + TIMEOUT
+        while worker.alive():
+            assert time.monotonic() < deadline, "the armed worker never reached its crash point"
+            time.sleep(0.1)
+        assert "crashing at commit.after" in worker.output_tail(200)
+
+
+def test_quarantine_requeue_and_purge_after_repeated_crashes(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    deployment = launch("prod", worker=False, extra_env=fast_env(provider_env, AGENTD_MAX_ATTEMPTS="2"))
+    client = deployment.client()
+    key = unique("crashy")
+    fake_anthropic.script(key, *[say(f"finally {key}")] * 10)
+
+    # 1. Crashing on every attempt ends retries_exhausted on its own, with no dead letter.
+    first = new_session(client)
+    client.beta.sessions.events.send(first, events=[user_message(f"one {key}")])
+    crash_until(deployment, first, 2)
+    deployment.start_worker(CRASH, ready=False)  # its claim finds the budget spent and settles without committing a turn
+    events = wait_idles(deployment, first, timeout=TIMEOUT)
+    assert stop_reasons(events) == ["retries_exhausted"], [e["type"] for e in events]
+    assert ok(durable(deployment, first, "dead-letters", method="GET")) == {"dead_letters": []}
+    for worker in deployment.workers():
+        worker.stop()
+
+    # 2. Two more threads, one after the other, crash twice each (no worker is left to
+    # reclaim them, so their leases expire with attempts = 1).
+    second, third = new_session(client), new_session(client)
+    client.beta.sessions.events.send(second, events=[user_message(f"two {key}")])
+    crash_until(deployment, second, 2)
+    time.sleep(1.5)  # the lease (1 s) expires
+    # Quarantine is scoped to the addressed thread: the third thread has nothing yet,
+    # and the second thread's eligible run is left alone.
+    assert ok(durable(deployment, third, "quarantine-retry-exhausted")) == {"quarantined": 0}
+    assert ok(durable(deployment, second, "quarantine-retry-exhausted", params={"max_attempts": "5"})) == {
+        "quarantined": 0
+    }, "attempts below max_attempts stay"
+    assert ok(durable(deployment, second, "quarantine-retry-exhausted", params={"max_attempts": "1"})) == {
+        "quarantined": 1
+    }
+    (dead,) = ok(durable(deployment, second, "dead-letters", method="GET"))["dead_letters"]
+    assert dead["status"] == "dead_letter"
+    client.beta.sessions.events.send(third, events=[user_message(f"three {key}")])
+    crash_until(deployment, third, 2)
+    time.sleep(1.5)
+    (third_run,) = ok(durable(deployment, third, "dispatches", method="GET"))["dispatches"]
+    assert third_run["status"] == "leased"
+    # Omitted max_attempts is 0: every expired leased run of the thread.
+    assert ok(durable(deployment, third, "quarantine-retry-exhausted")) == {"quarantined": 1}
+    # Requeue only in the run's own thread.
+    error_of(durable(deployment, third, f"dead-letters/{dead['run_id']}/requeue"), 409, "conflict_error")
+    # Purge removes only the addressed thread's dead letters.
+    assert ok(durable(deployment, third, "dead-letters/purge")) == {"purged": 1}
+    assert ok(durable(deployment, third, "dead-letters", method="GET")) == {"dead_letters": []}
+    assert [d["run_id"] for d in ok(durable(deployment, second, "dead-letters", method="GET"))["dead_letters"]] == [
+        dead["run_id"]
+    ]
+    # 3. With the fault gone, the requeued run completes once, with a fresh budget.
+    deployment.start_worker()
+    assert ok(durable(deployment, second, f"dead-letters/{dead['run_id']}/requeue")) == {
+        "run_id": dead["run_id"],
+        "requeued": True,
+    }
+    events = wait_idles(deployment, second, timeout=TIMEOUT)
+    assert_turns_well_formed(events, 1)
+    assert stop_reasons(events) == ["end_turn"]
+    time.sleep(2)
+    assert not [e for e in events_of(deployment, third) if e["type"] == "session.status_idle"], (
+        "the purged run never ran again"
+    )
