@@ -29,6 +29,9 @@ pub fn router() -> Router<AppState> {
         .route("/durable/threads/{thread}/dead-letters", get(dead_letters))
         .route("/durable/threads/{thread}/dead-letters/purge", post(purge))
         .route("/durable/threads/{thread}/dead-letters/{run_id}/requeue", post(requeue))
+        .route("/durable/threads/{thread}/supersede", post(supersede))
+        .route("/durable/threads/{thread}/superseded", get(superseded))
+        .route("/durable/threads/{thread}/deliver", post(deliver))
 }
 
 /// The addressed thread (a session id names its primary thread), checked against the
@@ -66,6 +69,7 @@ fn status_name(status: RunStatus) -> &'static str {
         RunStatus::Awaiting => "awaiting",
         RunStatus::Done => "done",
         RunStatus::DeadLetter => "dead_letter",
+        RunStatus::Superseded => "superseded",
     }
 }
 
@@ -101,7 +105,8 @@ async fn submit_background(
     };
     events::submit_and_publish(&state, &thread, vec![new]).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
-    let run = runs.iter().rev().find(|r| r.status != RunStatus::Done && r.status != RunStatus::DeadLetter);
+    let run =
+        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
     let run_id = run.map(|r| r.id.clone()).unwrap_or_default();
     Ok(Json(json!({ "run_id": run_id, "queued": true })))
 }
@@ -118,6 +123,9 @@ async fn cancel(
     let existing = state.backends.store.thread_runs(&thread).await?;
     match existing.iter().find(|r| r.id == run_id) {
         None => return Err(ApiError::NotFound(format!("run not found in this thread: {run_id}"))),
+        Some(run) if run.status == RunStatus::Superseded => {
+            return Err(ApiError::Conflict(format!("run {run_id} was superseded and cannot be cancelled")));
+        }
         Some(run) if run.status == RunStatus::Done => {
             return Err(ApiError::Conflict(format!(
                 "run {run_id} already ended ({})",
@@ -252,4 +260,89 @@ async fn purge(
     let thread = thread(&state, &tenant, &thread_id).await?;
     let purged = state.backends.store.purge_dead_letters(&thread).await?;
     Ok(Json(json!({ "purged": purged })))
+}
+
+fn user_message(thread: &str, text: String) -> NewEvent {
+    NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: thread.to_owned(),
+        kind: "user.message".into(),
+        body: json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }),
+    }
+}
+
+/// `POST …/supersede` `{"text"}` → `{"run_id", "status", "superseded": [run_id…]}`:
+/// the thread's pending and awaiting runs (without a cancel intent) become `superseded`
+/// and the text starts a new run. A leased run is not superseded (cancel it).
+async fn supersede(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &["text"], "body")?;
+    let text = body::string(map.get("text"), "text", 1, 100_000)?;
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    state.backends.store.supersede_runs(&thread).await?;
+    events::submit_and_publish(&state, &thread, vec![user_message(&thread, text)]).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    let current =
+        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
+    let superseded: Vec<&str> =
+        runs.iter().filter(|r| r.status == RunStatus::Superseded).map(|r| r.id.as_str()).collect();
+    Ok(Json(json!({
+        "run_id": current.map(|r| r.id.as_str()),
+        "status": current.map(|r| status_name(r.status)),
+        "superseded": superseded,
+    })))
+}
+
+/// `GET …/superseded` → `{"superseded": [run_id…]}`.
+async fn superseded(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    let ids: Vec<&str> = runs.iter().filter(|r| r.status == RunStatus::Superseded).map(|r| r.id.as_str()).collect();
+    Ok(Json(json!({ "superseded": ids })))
+}
+
+/// `POST …/deliver` `{"allow": bool (default true)}` → `{"run_id", "staged": true,
+/// "tool_use_ids": […]}`: answers every tool call the thread's awaiting run asks to
+/// confirm with one `user.tool_confirmation`, committed with the run's submission (the
+/// outbox carries it to a worker). Applied once: a repeat finds nothing awaiting (409).
+async fn deliver(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &["allow"], "body")?;
+    let allow = body::optional_bool(map.get("allow"), "allow")?.unwrap_or(true);
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let open = events::awaiting_confirmation(&state, &thread).await?;
+    if open.is_empty() {
+        return Err(ApiError::Conflict(format!("no run on thread {thread} awaits a decision")));
+    }
+    let result = if allow { "allow" } else { "deny" };
+    let confirmations = open
+        .iter()
+        .map(|id| NewEvent {
+            // One decision per call: a concurrent duplicate collides on this id and is
+            // rejected by the store (409) instead of committing a second confirmation.
+            event_id: format!("sevt_deliver_{}", id.trim_start_matches("sevt_")),
+            thread_id: thread.clone(),
+            kind: "user.tool_confirmation".into(),
+            body: json!({ "type": "user.tool_confirmation", "tool_use_id": id, "result": result }),
+        })
+        .collect();
+    events::submit_and_publish(&state, &thread, confirmations).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    let run =
+        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
+    Ok(Json(json!({ "run_id": run.map(|r| r.id.as_str()), "staged": true, "tool_use_ids": open })))
 }

@@ -438,6 +438,8 @@ pub enum RunStatus {
     Done,
     /// Quarantined by an operator; only an explicit requeue revives it.
     DeadLetter,
+    /// Replaced by a newer run of the thread (`supersede`); terminal, never claimed.
+    Superseded,
 }
 
 impl RunStatus {
@@ -449,6 +451,7 @@ impl RunStatus {
             RunStatus::Awaiting => "awaiting",
             RunStatus::Done => "done",
             RunStatus::DeadLetter => "dead_letter",
+            RunStatus::Superseded => "superseded",
         }
     }
 
@@ -460,6 +463,7 @@ impl RunStatus {
             "awaiting" => RunStatus::Awaiting,
             "done" => RunStatus::Done,
             "dead_letter" => RunStatus::DeadLetter,
+            "superseded" => RunStatus::Superseded,
             _ => return None,
         })
     }
@@ -899,6 +903,10 @@ pub trait Store: Send + Sync + 'static {
     /// like an awaiting one, becomes pending so a claim commits the cancelled outcome
     /// (its queue message is returned). `None` if the run is not of this thread.
     async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>>;
+
+    /// Supersedes this thread's pending and awaiting runs that carry no cancel intent
+    /// (a leased run is left alone: cancel it); returns their ids.
+    async fn supersede_runs(&self, thread_id: &str) -> StoreResult<Vec<String>>;
 
     /// Fresh queue messages for this thread's runnable runs (pending, or leased past
     /// their lease), for when a submission may have been lost.

@@ -146,6 +146,22 @@ pub async fn queue_hands(state: &AppState, session: &Session, environment: &Valu
     Ok(())
 }
 
+/// The session's tool calls that await a confirmation (`evaluated_permission: ask`,
+/// neither confirmed nor answered), oldest first.
+pub async fn awaiting_confirmation(state: &AppState, session_id: &str) -> ApiResult<Vec<String>> {
+    let ledger = tool_ledger(state, session_id).await?;
+    let mut open: Vec<&String> = ledger
+        .uses
+        .iter()
+        .filter(|(id, (_, permission))| {
+            permission.as_deref() == Some("ask") && !ledger.answers.keys().any(|(_, answered)| answered == *id)
+        })
+        .map(|(id, _)| id)
+        .collect();
+    open.sort();
+    Ok(open.into_iter().cloned().collect())
+}
+
 /// Tool calls of a session and what has answered them so far.
 #[derive(Default)]
 struct ToolLedger {

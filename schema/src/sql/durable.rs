@@ -137,3 +137,15 @@ pub(super) async fn runnable(store: &SqlStore, thread_id: &str) -> StoreResult<V
     tx.commit().await?;
     Ok(messages)
 }
+
+pub(super) async fn supersede(store: &SqlStore, thread_id: &str) -> StoreResult<Vec<String>> {
+    let rows = sqlx::query(
+        "UPDATE runs SET status = 'superseded', updated_at_ms = $2 \
+         WHERE thread_id = $1 AND status IN ('pending', 'awaiting') AND cancel_requested = 0 RETURNING id",
+    )
+    .bind(thread_id)
+    .bind(store.now())
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+}

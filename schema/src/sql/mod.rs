@@ -444,6 +444,10 @@ impl Store for SqlStore {
         durable::cancel(self, thread_id, run_id).await
     }
 
+    async fn supersede_runs(&self, thread_id: &str) -> StoreResult<Vec<String>> {
+        durable::supersede(self, thread_id).await
+    }
+
     async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
         durable::runnable(self, thread_id).await
     }

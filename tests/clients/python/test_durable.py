@@ -197,3 +197,52 @@ def test_quarantine_requeue_and_purge_after_repeated_crashes(
     assert not [e for e in events_of(deployment, third) if e["type"] == "session.status_idle"], (
         "the purged run never ran again"
     )
+
+
+ASK_TOOLS = [{"type": "agent_toolset_20260401", "default_config": {"permission_policy": {"type": "always_ask"}}}]
+
+
+def test_deliver_answers_the_awaiting_call_once(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    from fake_models import call
+
+    client = turns.client()
+    key = unique("deliver")
+    fake_anthropic.script(key, call("bash", {"command": "pwd"}), say("denied, fine"))
+    agent = client.beta.agents.create(name=unique("durable-agent"), model=PRICED_MODEL, tools=ASK_TOOLS)
+    environment = client.beta.environments.create(name=unique("durable-env"), config={"type": "cloud"})
+    thread = client.beta.sessions.create(agent=agent.id, environment_id=environment.id).id
+    error_of(durable(turns, thread, "deliver", json={}), 409, "conflict_error")
+    client.beta.sessions.events.send(thread, events=[user_message(f"go {key}")])
+    events = wait_idles(turns, thread, timeout=TIMEOUT)
+    (use,) = [e for e in events if e["type"] == "agent.tool_use"]
+    error_of(durable(turns, thread, "deliver", json={"allow": "yes"}), 400, "invalid_request_error")
+    staged = ok(durable(turns, thread, "deliver", json={"allow": False}))
+    assert staged["staged"] is True and staged["tool_use_ids"] == [use["id"]]
+    # The duplicate finds nothing awaiting: applied exactly once.
+    error_of(durable(turns, thread, "deliver", json={"allow": False}), 409, "conflict_error")
+    events = wait_idles(turns, thread, count=2, timeout=TIMEOUT)
+    confirmations = [e for e in events if e["type"] == "user.tool_confirmation"]
+    assert [(c["tool_use_id"], c["result"]) for c in confirmations] == [(use["id"], "deny")]
+    assert stop_reasons(events) == ["requires_action", "end_turn"]
+
+
+def test_supersede_replaces_the_awaiting_run(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    client = turns.client()
+    key = unique("supersede")
+    fake_anthropic.script(key, say("first"), say("second"))
+    thread = new_session(client)
+    first = ok(durable(turns, thread, "submit_background", json={"text": f"one {key}"}))["run_id"]
+    wait_idles(turns, thread, timeout=TIMEOUT)
+    assert ok(durable(turns, thread, "superseded", method="GET")) == {"superseded": []}
+    replaced = ok(durable(turns, thread, "supersede", json={"text": f"two {key}"}))
+    assert replaced["superseded"] == [first] and replaced["run_id"] != first
+    events = wait_idles(turns, thread, count=2, timeout=TIMEOUT)
+    assert_turns_well_formed(events, 2)
+    assert ok(durable(turns, thread, "superseded", method="GET")) == {"superseded": [first]}
+    statuses = {d["run_id"]: d["status"] for d in ok(durable(turns, thread, "dispatches", method="GET"))["dispatches"]}
+    assert statuses[first] == "superseded"
+    # A superseded run is terminal: it cannot be cancelled or requeued.
+    error_of(durable(turns, thread, "cancel", json={"run_id": first}), 409, "conflict_error")
+    error_of(durable(turns, thread, f"dead-letters/{first}/requeue"), 409, "conflict_error")
+    error_of(durable(turns, "sesn_nope", "supersede", json={"text": "x"}), 404, "not_found_error")
+    error_of(durable(turns, thread, "supersede", json={}), 400, "invalid_request_error")
