@@ -45,6 +45,9 @@ pub enum ApiError {
         /// `error.details`.
         details: serde_json::Value,
     },
+    /// 410 `invalid_request_error`: the target no longer takes the change.
+    #[error("{0}")]
+    Gone(String),
     /// 429 `rate_limit_error` with `retry-after`.
     #[error("{message}")]
     RateLimited {
@@ -81,6 +84,7 @@ impl ApiError {
             ApiError::NotFound(_) => Code::NotFound,
             ApiError::Conflict(_) => Code::Conflict,
             ApiError::PreconditionFailed { .. } => Code::PreconditionFailed,
+            ApiError::Gone(_) => Code::Gone,
             ApiError::RateLimited { .. } => Code::RateLimited,
             ApiError::Unavailable(_) => Code::Unavailable,
             ApiError::Internal(_) => Code::Internal,
@@ -90,7 +94,9 @@ impl ApiError {
     /// The wire `error.type`.
     pub fn wire_type(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest { .. } | ApiError::PreconditionFailed { .. } => "invalid_request_error",
+            ApiError::InvalidRequest { .. } | ApiError::PreconditionFailed { .. } | ApiError::Gone(_) => {
+                "invalid_request_error"
+            }
             ApiError::Unauthenticated(_) => "authentication_error",
             ApiError::PermissionDenied(_) => "permission_error",
             ApiError::NotFound(_) => "not_found_error",

@@ -16,6 +16,8 @@ pub enum Code {
     Conflict,
     /// A precondition header (e.g. an expected heartbeat) did not hold.
     PreconditionFailed,
+    /// The target no longer accepts the change (e.g. no live run).
+    Gone,
     /// The request body is larger than the route accepts.
     PayloadTooLarge,
     /// The caller's request bucket is empty.
@@ -36,6 +38,7 @@ impl Code {
             Code::NotFound => 404,
             Code::Conflict => 409,
             Code::PreconditionFailed => 412,
+            Code::Gone => 410,
             Code::PayloadTooLarge => 413,
             Code::RateLimited => 429,
             Code::Internal => 500,
@@ -51,7 +54,7 @@ impl Code {
             Code::PermissionDenied => tonic::Code::PermissionDenied,
             Code::NotFound => tonic::Code::NotFound,
             Code::Conflict => tonic::Code::Aborted,
-            Code::PreconditionFailed => tonic::Code::FailedPrecondition,
+            Code::PreconditionFailed | Code::Gone => tonic::Code::FailedPrecondition,
             Code::PayloadTooLarge => tonic::Code::OutOfRange,
             Code::RateLimited => tonic::Code::ResourceExhausted,
             Code::Internal => tonic::Code::Internal,

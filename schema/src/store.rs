@@ -312,6 +312,8 @@ pub struct Session {
     pub active_ms: i64,
     /// When the current `running` stretch began; `None` unless running.
     pub running_since_ms: Option<i64>,
+    /// Changes to the live inbox so far (0: never used, nothing to take).
+    pub inbox_version: i64,
 }
 
 impl Session {
@@ -320,6 +322,74 @@ impl Session {
         let ongoing = self.running_since_ms.map_or(0, |since| (now_ms - since).max(0));
         (self.active_ms + ongoing) as f64 / 1000.0
     }
+}
+
+/// A message waiting in a session's live inbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxMessage {
+    /// `inbox_…`; the committed `user.message` takes the matching `sevt_…` id.
+    pub id: String,
+    /// Content blocks.
+    pub content: Value,
+    /// Enqueued at, epoch ms.
+    pub created_at_ms: i64,
+}
+
+/// A session's live inbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxSnapshot {
+    /// A run of the session is live (leased).
+    pub active: bool,
+    /// Changes so far; reorders name the version they were computed from.
+    pub version: i64,
+    /// In delivery order.
+    pub messages: Vec<InboxMessage>,
+}
+
+/// A change to a live inbox.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboxChange {
+    /// Append a message.
+    Enqueue {
+        /// Content blocks.
+        content: Value,
+    },
+    /// Reorder: `order` must be an exact permutation of the current ids, computed from
+    /// `expected_version`.
+    Reorder {
+        /// The version the order was computed from.
+        expected_version: i64,
+        /// Every current id, in the new order.
+        order: Vec<String>,
+    },
+    /// Replace one message's content.
+    Replace {
+        /// The message.
+        id: String,
+        /// New content.
+        content: Value,
+    },
+    /// Withdraw one message.
+    Withdraw {
+        /// The message.
+        id: String,
+    },
+}
+
+/// Why an inbox change did not apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxRefusal {
+    /// No run of the session is live.
+    NoLiveRun,
+    /// The reorder was computed from another version.
+    StaleVersion {
+        /// The version now.
+        current: i64,
+    },
+    /// The reorder is not an exact permutation of the current messages.
+    NotAPermutation,
+    /// No such message in the inbox.
+    UnknownMessage,
 }
 
 /// A session to create.
@@ -911,4 +981,23 @@ pub trait Store: Send + Sync + 'static {
     /// Fresh queue messages for this thread's runnable runs (pending, or leased past
     /// their lease), for when a submission may have been lost.
     async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>>;
+
+    // --- live inbox ---------------------------------------------------------------------
+
+    /// A session's live inbox.
+    async fn inbox(&self, session_id: &str) -> StoreResult<InboxSnapshot>;
+
+    /// Changes a session's live inbox while one of its runs is live.
+    async fn change_inbox(
+        &self,
+        session_id: &str,
+        change: InboxChange,
+    ) -> StoreResult<Result<InboxSnapshot, InboxRefusal>>;
+
+    /// Whether the session's live inbox holds messages.
+    async fn inbox_pending(&self, session_id: &str) -> StoreResult<bool>;
+
+    /// Like [`Store::commit`], committing the session's live inbox (as `user.message`
+    /// events, in order) ahead of `events`, in the same fenced transaction.
+    async fn commit_with_inbox(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;
 }

@@ -171,6 +171,15 @@ fn result_content(content: &Value) -> Value {
     }
 }
 
+/// Adds user content delivered after the request was built (the live inbox) to its end.
+pub fn append_user_input(request: &mut ModelRequest, content: &Value) {
+    let blocks = text_blocks(content);
+    match request.messages.last_mut() {
+        Some(last) if last.role == Role::User => last.content.extend(blocks),
+        _ => request.messages.push(Message { role: Role::User, content: blocks }),
+    }
+}
+
 /// Builds the model conversation from committed history. Input committed while a
 /// model request was running (mid-turn messages, early tool results) is placed after
 /// that request's output, where the model will read it.

@@ -204,10 +204,19 @@ async fn steps(
                 }
                 return settle(ctx, claim, events).await;
             }
+            // Messages queued in the live inbox after the last request keep the turn going.
+            Decision::Idle { events }
+                if session.inbox_version > 0
+                    && events.last().is_some_and(|e| e["stop_reason"]["type"] == "end_turn")
+                    && store.inbox_pending(&session.id).await? =>
+            {
+                let taken = store.commit_with_inbox(claim, Vec::new()).await?;
+                live::publish_committed(ctx.bus.as_ref(), &taken).await;
+            }
             Decision::Idle { events } => return settle(ctx, claim, events).await,
             Decision::CallModel { before, request } => {
                 let reconcile = Reconcile { before: session.usage.clone(), body: &session.body };
-                let step = ModelStep { before, request, reconcile };
+                let step = ModelStep { before, request, reconcile, take_inbox: session.inbox_version > 0 };
                 model_request(ctx, claim, agent, step, interrupts, cancel).await?;
             }
         }
@@ -257,6 +266,8 @@ struct ModelStep<'a> {
     before: Vec<Value>,
     request: ModelRequest,
     reconcile: Reconcile<'a>,
+    /// The session's live inbox may hold messages to deliver with this request.
+    take_inbox: bool,
 }
 
 /// What a model request needs to reconcile usage afterwards.
@@ -396,13 +407,24 @@ async fn model_request(
     interrupts: &watch::Receiver<i64>,
     cancel: &CancellationToken,
 ) -> Result<(), Stop> {
-    let ModelStep { before, request, reconcile } = step;
+    let ModelStep { before, mut request, reconcile, take_inbox } = step;
     let mut opening = before;
     let mut retries = 0;
     loop {
         let start_id = agentd_schema::ids::new_id("sevt");
         opening.push(json!({ "type": "span.model_request_start", "id": start_id }));
-        let started = commit(ctx, claim, std::mem::take(&mut opening)).await?;
+        let started = if take_inbox {
+            // Live-inbox messages are committed ahead of this request and sent with it.
+            let events = std::mem::take(&mut opening).into_iter().map(|body| new_event(claim, body)).collect();
+            let stored = ctx.store.commit_with_inbox(claim, events).await?;
+            live::publish_committed(ctx.bus.as_ref(), &stored).await;
+            for delivered in stored.iter().filter(|e| e.kind == "user.message") {
+                agent_loop::append_user_input(&mut request, &delivered.body["content"]);
+            }
+            stored
+        } else {
+            commit(ctx, claim, std::mem::take(&mut opening)).await?
+        };
         let start_seq = started.last().map_or(0, |e| e.seq);
         let started_at = std::time::Instant::now();
         let Streamed { outputs, usage, cut, refused } =

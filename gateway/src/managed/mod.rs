@@ -10,6 +10,7 @@ pub mod environment_keys;
 pub mod environments;
 pub mod events;
 pub mod family;
+pub mod live_inbox;
 mod mcp_probe;
 pub mod models;
 pub mod query;
@@ -19,7 +20,7 @@ pub mod work;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 use crate::AppState;
 use crate::admission::beta;
@@ -74,6 +75,12 @@ pub fn router() -> Router<AppState> {
     // Extension routes (documented in docs/api/hands.md); no beta selector.
     let extensions = Router::new()
         .route("/ext/runner/work/poll", get(work::poll_cloud))
+        .route("/ext/sessions/{session_id}/live-inbox", get(live_inbox::snapshot).post(live_inbox::enqueue))
+        .route("/ext/sessions/{session_id}/live-inbox/order", put(live_inbox::reorder))
+        .route(
+            "/ext/sessions/{session_id}/live-inbox/{message_id}",
+            put(live_inbox::replace).delete(live_inbox::withdraw),
+        )
         .route("/ext/environments/{environment_id}/keys", post(environment_keys::create).get(environment_keys::list))
         .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke));
     managed_agents.merge(models).merge(extensions)

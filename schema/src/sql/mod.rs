@@ -7,6 +7,7 @@
 
 mod durable;
 mod idempotency;
+mod inbox;
 mod outbox;
 mod resources;
 mod runs;
@@ -442,6 +443,26 @@ impl Store for SqlStore {
 
     async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>> {
         durable::cancel(self, thread_id, run_id).await
+    }
+
+    async fn inbox(&self, session_id: &str) -> StoreResult<InboxSnapshot> {
+        inbox::snapshot(self, session_id).await
+    }
+
+    async fn change_inbox(
+        &self,
+        session_id: &str,
+        change: InboxChange,
+    ) -> StoreResult<Result<InboxSnapshot, InboxRefusal>> {
+        inbox::change(self, session_id, change).await
+    }
+
+    async fn inbox_pending(&self, session_id: &str) -> StoreResult<bool> {
+        inbox::pending(self, session_id).await
+    }
+
+    async fn commit_with_inbox(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
+        Ok(runs::commit_inner(self, claim, events, None, true).await?.events)
     }
 
     async fn supersede_runs(&self, thread_id: &str) -> StoreResult<Vec<String>> {

@@ -224,8 +224,26 @@ pub(super) async fn commit(
     events: Vec<NewEvent>,
     settlement: Option<Settlement>,
 ) -> StoreResult<Settled> {
+    commit_inner(store, claim, events, settlement, false).await
+}
+
+/// [`commit`], optionally taking the session's live inbox ahead of `events`.
+pub(super) async fn commit_inner(
+    store: &SqlStore,
+    claim: &Claim,
+    events: Vec<NewEvent>,
+    settlement: Option<Settlement>,
+    take_inbox: bool,
+) -> StoreResult<Settled> {
     let now = store.now();
     let mut tx = store.pool.begin().await?;
+    let events = if take_inbox {
+        let mut taken = super::inbox::take(&mut tx, &claim.session_id, &claim.thread_id).await?;
+        taken.extend(events);
+        taken
+    } else {
+        events
+    };
     // Lock order session → run (see allocate_seq.sql); a fenced outcome rolls the
     // appended events back with the rest of the transaction.
     let stored = sessions::append(&mut tx, &claim.session_id, events, now).await?;

@@ -11,7 +11,7 @@ use super::{SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{EventQuery, NewEvent, NewSession, Session, SessionQuery, StoredEvent, TimeBounds};
 
-const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms";
+const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms, inbox_version";
 const EVENT_COLUMNS: &str = "session_id, seq, event_id, thread_id, type, body, processed_at_ms";
 
 fn session(row: &AnyRow) -> StoreResult<Session> {
@@ -29,6 +29,7 @@ fn session(row: &AnyRow) -> StoreResult<Session> {
         archived_at_ms: row.try_get("archived_at_ms")?,
         active_ms: row.try_get("active_ms")?,
         running_since_ms: row.try_get("running_since_ms")?,
+        inbox_version: row.try_get("inbox_version")?,
     })
 }
 

@@ -246,3 +246,67 @@ def test_supersede_replaces_the_awaiting_run(turns: Deployment, fake_anthropic: 
     error_of(durable(turns, thread, f"dead-letters/{first}/requeue"), 409, "conflict_error")
     error_of(durable(turns, "sesn_nope", "supersede", json={"text": "x"}), 404, "not_found_error")
     error_of(durable(turns, thread, "supersede", json={}), 400, "invalid_request_error")
+
+
+# ---------------------------------------------------------------------------------------
+# Live inbox (/v1/ext/sessions/{id}/live-inbox)
+
+
+def inbox(deployment: Deployment, session: str, suffix: str = "", *, method: str = "GET", base: str | None = None, **kw: Any) -> httpx.Response:
+    http = deployment.http(base) if base else deployment.http()
+    return http.request(method, f"/v1/ext/sessions/{session}/live-inbox{suffix}", headers=deployment.headers(), **kw)
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def test_live_inbox_is_served_by_any_gateway_and_delivered_at_the_next_request(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    deployment = launch("prod", extra_env=provider_env)
+    other_gateway = deployment.start_gateway()
+    client = deployment.client()
+    key = unique("inbox")
+    fake_anthropic.script(key, slow("thinking about it " * 4, chunks=30, delay=0.2), say("read your notes"))
+    session = new_session(client)
+    # No live run: the snapshot is inactive and mutations are refused with 410.
+    idle = ok(inbox(deployment, session))
+    assert (idle["active"], idle["messages"]) == (False, [])
+    error_of(inbox(deployment, session, method="POST", json=text("early")), 410, "invalid_request_error")
+    client.beta.sessions.events.send(session, events=[user_message(f"question {key}")])
+    request = fake_anthropic.wait_requests(key, 1, TIMEOUT)[0]
+    fake_anthropic.wait_for(lambda: request.events_sent >= 3, TIMEOUT, "the reply streaming")
+    # Through the other gateway, while the run streams on the worker.
+    first = ok(inbox(deployment, session, method="POST", base=other_gateway, json=text("note one")))
+    second = ok(inbox(deployment, session, method="POST", json=text("note two")))
+    third = ok(inbox(deployment, session, method="POST", base=other_gateway, json=text("note three")))
+    assert third["active"] is True and [m["id"] for m in third["messages"]] == [first["id"], second["id"], third["id"]]
+    error_of(inbox(deployment, session, method="POST", json={"content": [], "x": 1}), 400, "invalid_request_error")
+    error_of(inbox(deployment, session, method="POST", json={"content": [{"type": "image"}]}), 400, "invalid_request_error")
+    version = third["version"]
+    # Reorder: exact permutation at the current version only.
+    stale = inbox(deployment, session, "/order", method="PUT", json={"version": version - 1, "order": [third["id"], first["id"], second["id"]]})
+    error_of(stale, 409, "conflict_error")
+    partial = inbox(deployment, session, "/order", method="PUT", json={"version": version, "order": [third["id"], first["id"]]})
+    error_of(partial, 409, "conflict_error")
+    reordered = ok(inbox(deployment, session, "/order", method="PUT", base=other_gateway, json={"version": version, "order": [third["id"], first["id"], second["id"]]}))
+    assert [m["id"] for m in reordered["messages"]] == [third["id"], first["id"], second["id"]]
+    replaced = ok(inbox(deployment, session, f"/{first['id']}", method="PUT", json=text("note one, edited")))
+    assert replaced["messages"][1]["content"] == [{"type": "text", "text": "note one, edited"}]
+    ok(inbox(deployment, session, f"/{second['id']}", method="DELETE"))
+    error_of(inbox(deployment, session, f"/{second['id']}", method="DELETE"), 404, "not_found_error")
+    error_of(inbox(deployment, session, "/inbox_nope", method="PUT", json=text("x")), 404, "not_found_error")
+    # Delivered with the run's next model request, in order, committed once.
+    events = wait_idles(deployment, session, timeout=TIMEOUT)
+    assert_turns_well_formed([e for e in events if e["type"] != "user.message" or e["content"][0]["text"].startswith("question")], 1)
+    delivered = [e for e in events if e["type"] == "user.message"][1:]
+    assert [e["content"][0]["text"] for e in delivered] == ["note three", "note one, edited"]
+    assert [e["id"] for e in delivered] == [third["id"].replace("inbox_", "sevt_"), first["id"].replace("inbox_", "sevt_")]
+    _, follow_up = fake_anthropic.wait_requests(key, 2, TIMEOUT)
+    sent = str(follow_up.body["messages"][-1])
+    assert "note three" in sent and "note one, edited" in sent and sent.index("note three") < sent.index("note one, edited")
+    assert stop_reasons(events) == ["end_turn"]
+    after = ok(inbox(deployment, session))
+    assert (after["active"], after["messages"]) == (False, [])
+    error_of(inbox(deployment, "sesn_nope"), 404, "not_found_error")
