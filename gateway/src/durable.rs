@@ -32,6 +32,9 @@ pub fn router() -> Router<AppState> {
         .route("/durable/threads/{thread}/supersede", post(supersede))
         .route("/durable/threads/{thread}/superseded", get(superseded))
         .route("/durable/threads/{thread}/deliver", post(deliver))
+        .route("/durable/threads/{thread}/pause", post(pause))
+        .route("/durable/threads/{thread}/resume", post(resume))
+        .route("/durable/threads/{thread}/wake", post(wake))
 }
 
 /// The addressed thread (a session id names its primary thread), checked against the
@@ -81,6 +84,7 @@ fn render_run(run: &Run) -> Value {
         "max_attempts": run.max_attempts,
         "epoch": run.epoch,
         "cancel_requested": run.cancel_requested,
+        "paused": run.pause_requested && run.status == RunStatus::Awaiting,
         "outcome": run.outcome,
     })
 }
@@ -345,4 +349,73 @@ async fn deliver(
     let run =
         runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
     Ok(Json(json!({ "run_id": run.map(|r| r.id.as_str()), "staged": true, "tool_use_ids": open })))
+}
+
+async fn signal(state: &AppState, thread: &str, run_id: &str, kind: agentd_proto::v1::control_signal::Kind) {
+    if let Some(bus) = &state.backends.bus {
+        agentd_schema::live::publish_control(bus.as_ref(), thread, run_id, kind).await;
+    }
+}
+
+/// `POST …/pause` `{"run_id"?}` → `{"paused": true, "run_id"}`: the live run parks at its
+/// next step boundary as a paused ticket (durable intent first, then a live signal).
+/// 409 when no run of the thread is live.
+async fn pause(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &["run_id"], "body")?;
+    let run_id = body::optional_string(map.get("run_id"), "run_id", 256)?;
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let Some(run) = state.backends.store.request_pause(&thread, run_id.as_deref()).await? else {
+        return Err(ApiError::Conflict(format!("thread {thread} has no live run to pause")));
+    };
+    signal(&state, &thread, &run.id, agentd_proto::v1::control_signal::Kind::Pause).await;
+    Ok(Json(json!({ "paused": true, "run_id": run.id })))
+}
+
+/// `POST …/resume` `{"text"}` → `{"resumed": true, "run_id"}`: releases the thread's
+/// paused ticket with a user message. 409 when nothing is paused.
+async fn resume(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &["text"], "body")?;
+    let text = body::string(map.get("text"), "text", 1, 100_000)?;
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let Some(run) = state.backends.store.take_pause(&thread).await? else {
+        return Err(ApiError::Conflict(format!("no paused run on thread {thread} to resume")));
+    };
+    events::submit_and_publish(&state, &thread, vec![user_message(&thread, text)]).await?;
+    Ok(Json(json!({ "resumed": true, "run_id": run.id })))
+}
+
+/// `POST …/wake` `{"run_id"}` → `{"woken": true, "run_id"}`: nudges the live attempt (a
+/// provider-retry backoff ends at once). Creates no durable state; 409 when the run is
+/// not live.
+async fn wake(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread_id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let run_id = run_id(&bytes)?;
+    let thread = thread(&state, &tenant, &thread_id).await?;
+    let runs = state.backends.store.thread_runs(&thread).await?;
+    match runs.iter().find(|r| r.id == run_id) {
+        None => Err(ApiError::NotFound(format!("run not found in this thread: {run_id}"))),
+        Some(run) if run.status != RunStatus::Leased => {
+            Err(ApiError::Conflict(format!("run {run_id} is not live ({})", status_name(run.status))))
+        }
+        Some(run) => {
+            signal(&state, &thread, &run.id, agentd_proto::v1::control_signal::Kind::Wake).await;
+            Ok(Json(json!({ "woken": true, "run_id": run.id })))
+        }
+    }
 }

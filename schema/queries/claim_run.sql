@@ -20,4 +20,4 @@ SET status         = 'leased',
     updated_at_ms  = $3
 WHERE id = $1
   AND (status = 'pending' OR (status = 'leased' AND lease_until_ms < $3))
-RETURNING session_id, thread_id, epoch, generation, attempts, max_attempts, cancel_requested, lease_until_ms
+RETURNING session_id, thread_id, epoch, generation, attempts, max_attempts, cancel_requested, pause_requested, lease_until_ms

@@ -11,6 +11,8 @@ UPDATE runs
 SET status        = CASE WHEN status = 'leased' THEN 'leased' ELSE 'pending' END,
     generation    = generation + 1,
     attempts      = CASE WHEN status = 'awaiting' THEN 0 ELSE attempts END,
+    -- New input ends a pause (a paused ticket is an awaiting run with the flag).
+    pause_requested = CASE WHEN status = 'awaiting' THEN 0 ELSE pause_requested END,
     updated_at_ms = $2
 WHERE thread_id = $1 AND status IN ('pending', 'awaiting', 'leased')
 RETURNING id, status, generation, epoch

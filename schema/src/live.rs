@@ -16,6 +16,30 @@ pub fn session_channel(session_id: &str) -> String {
     format!("session.{session_id}")
 }
 
+/// The bus channel of control signals to a thread's live attempt (pause, wake).
+pub fn control_channel(thread_id: &str) -> String {
+    format!("control.{thread_id}")
+}
+
+/// Signals whatever process holds the live attempt of `run_id` (best effort: durable
+/// intent, where there is one, is in the store already).
+pub async fn publish_control(
+    bus: &dyn Bus,
+    thread_id: &str,
+    run_id: &str,
+    kind: agentd_proto::v1::control_signal::Kind,
+) {
+    let signal = agentd_proto::v1::ControlSignal {
+        run_id: run_id.to_owned(),
+        thread_id: thread_id.to_owned(),
+        kind: kind as i32,
+        epoch: 0,
+    };
+    if let Err(error) = bus.publish(&control_channel(thread_id), Bytes::from(signal.encode_to_vec())).await {
+        tracing::warn!(%error, "could not signal the live attempt");
+    }
+}
+
 /// RFC 3339 with microseconds and `Z`, as the wire expects.
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)

@@ -564,6 +564,9 @@ pub struct Run {
     pub max_attempts: i64,
     /// A durable cancel intent was recorded.
     pub cancel_requested: bool,
+    /// A durable pause intent: the live attempt parks at its next step boundary, and an
+    /// awaiting run with it is a paused ticket.
+    pub pause_requested: bool,
     /// Set once done.
     pub outcome: Option<String>,
 }
@@ -589,6 +592,8 @@ pub struct Claim {
     pub max_attempts: i64,
     /// A cancel intent was recorded before the claim.
     pub cancel_requested: bool,
+    /// A pause intent was recorded before the claim: park at the first step boundary.
+    pub pause_requested: bool,
     /// Lease expiry, epoch ms.
     pub lease_until_ms: i64,
 }
@@ -973,6 +978,14 @@ pub trait Store: Send + Sync + 'static {
     /// like an awaiting one, becomes pending so a claim commits the cancelled outcome
     /// (its queue message is returned). `None` if the run is not of this thread.
     async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>>;
+
+    /// Records a pause intent on this thread's leased run (`run_id`, or whichever is
+    /// leased); `None` when no such run is live.
+    async fn request_pause(&self, thread_id: &str, run_id: Option<&str>) -> StoreResult<Option<Run>>;
+
+    /// Clears the paused ticket of this thread (an awaiting run with a pause intent);
+    /// `None` when there is none.
+    async fn take_pause(&self, thread_id: &str) -> StoreResult<Option<Run>>;
 
     /// Supersedes this thread's pending and awaiting runs that carry no cancel intent
     /// (a leased run is left alone: cancel it); returns their ids.

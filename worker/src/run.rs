@@ -140,11 +140,12 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     let watching = cancel.child_token();
     let _stop_watching = watching.clone().drop_guard();
     let interrupts = watch_interrupts(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &watching).await;
+    let control = watch_control(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
     // History comes from the cache (or is read once), then is extended with what was
     // committed since (our own commits and any input that arrived): each step costs one
     // small read, whatever the length of the conversation.
     let mut history = ctx.histories.take(&claim.thread_id);
-    let result = steps(ctx, claim, &agent, &interrupts, &cancel, &mut history).await;
+    let result = steps(ctx, claim, &agent, &interrupts, &control, &cancel, &mut history).await;
     if result.is_ok() {
         ctx.histories.put(&claim.thread_id, history);
     }
@@ -156,6 +157,7 @@ async fn steps(
     claim: &mut Claim,
     agent: &Value,
     interrupts: &watch::Receiver<i64>,
+    control: &Control,
     cancel: &CancellationToken,
     history: &mut Vec<StoredEvent>,
 ) -> Result<RunStatus, Stop> {
@@ -175,6 +177,24 @@ async fn steps(
             ..EventQuery::default()
         };
         history.extend(store.query_events(&claim.session_id, &query).await?);
+        // A pause parks the run here, between steps, as an awaiting ticket that only
+        // `resume` (or new input) releases. The session goes idle if it was running.
+        if claim.pause_requested || *control.pause.borrow() > 0 {
+            let running = history
+                .iter()
+                .rev()
+                .find(|e| e.kind.starts_with("session.status_"))
+                .is_some_and(|e| e.kind == "session.status_running");
+            let events = if running {
+                vec![
+                    json!({ "type": "session.status_idle", "stop_reason": { "type": "end_turn" }, "stop_details": null }),
+                ]
+            } else {
+                Vec::new()
+            };
+            tracing::info!(run = %claim.run_id, "paused at a step boundary");
+            return settle(ctx, claim, events).await;
+        }
         // The session row carries the budget and the usage projection; reconciling
         // against it before every step keeps a reached budget from admitting a request.
         let Some(session) = store.load_session(&claim.session_id).await? else {
@@ -217,7 +237,7 @@ async fn steps(
             Decision::CallModel { before, request } => {
                 let reconcile = Reconcile { before: session.usage.clone(), body: &session.body };
                 let step = ModelStep { before, request, reconcile, take_inbox: session.inbox_version > 0 };
-                model_request(ctx, claim, agent, step, interrupts, cancel).await?;
+                model_request(ctx, claim, agent, step, interrupts, &control.wake, cancel).await?;
             }
         }
     }
@@ -333,6 +353,50 @@ fn new_event(claim: &Claim, mut body: Value) -> NewEvent {
 
 /// Watches the session's bus channel for committed `user.interrupt` events of this
 /// thread; the value is the highest interrupt sequence number seen.
+/// Control signals to this attempt (`/v1/durable/…/pause` and `wake`).
+struct Control {
+    /// Pause requests seen.
+    pause: watch::Receiver<u64>,
+    /// Wake nudges seen.
+    wake: watch::Receiver<u64>,
+}
+
+async fn watch_control(bus: &dyn Bus, thread_id: &str, run_id: &str, cancel: &CancellationToken) -> Control {
+    use agentd_proto::v1::{ControlSignal, control_signal::Kind};
+    let (pause_tx, pause) = watch::channel(0u64);
+    let (wake_tx, wake) = watch::channel(0u64);
+    let Ok(mut subscription) = bus.subscribe(&live::control_channel(thread_id)).await else {
+        // Without the bus a pause still reaches the next attempt through the store.
+        return Control { pause, wake };
+    };
+    let run_id = run_id.to_owned();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        loop {
+            let item = tokio::select! {
+                () = cancel.cancelled() => return,
+                item = subscription.next() => item,
+            };
+            match item {
+                Some(BusItem::Message(bytes)) => {
+                    let Ok(signal) = ControlSignal::decode(bytes.as_ref()) else { continue };
+                    if signal.run_id != run_id {
+                        continue;
+                    }
+                    match Kind::try_from(signal.kind) {
+                        Ok(Kind::Pause) => pause_tx.send_modify(|n| *n += 1),
+                        Ok(Kind::Wake) => wake_tx.send_modify(|n| *n += 1),
+                        _ => {}
+                    }
+                }
+                Some(BusItem::Gap) => {}
+                None => return,
+            }
+        }
+    });
+    Control { pause, wake }
+}
+
 async fn watch_interrupts(
     bus: &dyn Bus,
     session_id: &str,
@@ -405,6 +469,7 @@ async fn model_request(
     agent: &Value,
     step: ModelStep<'_>,
     interrupts: &watch::Receiver<i64>,
+    wake: &watch::Receiver<u64>,
     cancel: &CancellationToken,
 ) -> Result<(), Stop> {
     let ModelStep { before, mut request, reconcile, take_inbox } = step;
@@ -465,9 +530,13 @@ async fn model_request(
             let backoff =
                 Duration::from_millis(250 * 2u64.pow(retries)) + Duration::from_millis(rand::random_range(0..250));
             let mut watcher = interrupts.clone();
+            let mut woken = wake.clone();
+            woken.mark_unchanged();
             let interrupted_during_wait = tokio::select! {
                 () = cancel.cancelled() => return Err(Stop::Fenced),
                 () = tokio::time::sleep(backoff) => false,
+                // `wake` cuts the backoff short: retry now.
+                Ok(()) = woken.changed() => false,
                 changed = async {
                     loop {
                         if *watcher.borrow_and_update() > start_seq {

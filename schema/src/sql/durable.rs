@@ -149,3 +149,28 @@ pub(super) async fn supersede(store: &SqlStore, thread_id: &str) -> StoreResult<
     .await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
+
+pub(super) async fn request_pause(store: &SqlStore, thread_id: &str, run_id: Option<&str>) -> StoreResult<Option<Run>> {
+    let row = sqlx::query(&format!(
+        "UPDATE runs SET pause_requested = 1, updated_at_ms = $3 \
+         WHERE thread_id = $1 AND status = 'leased' AND ($2 IS NULL OR id = $2) RETURNING {RUN_COLUMNS}"
+    ))
+    .bind(thread_id)
+    .bind(run_id)
+    .bind(store.now())
+    .fetch_optional(&store.pool)
+    .await?;
+    row.as_ref().map(run).transpose()
+}
+
+pub(super) async fn take_pause(store: &SqlStore, thread_id: &str) -> StoreResult<Option<Run>> {
+    let row = sqlx::query(&format!(
+        "UPDATE runs SET pause_requested = 0, updated_at_ms = $2 \
+         WHERE thread_id = $1 AND status = 'awaiting' AND pause_requested = 1 RETURNING {RUN_COLUMNS}"
+    ))
+    .bind(thread_id)
+    .bind(store.now())
+    .fetch_optional(&store.pool)
+    .await?;
+    row.as_ref().map(run).transpose()
+}

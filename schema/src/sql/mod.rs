@@ -465,6 +465,14 @@ impl Store for SqlStore {
         Ok(runs::commit_inner(self, claim, events, None, true).await?.events)
     }
 
+    async fn request_pause(&self, thread_id: &str, run_id: Option<&str>) -> StoreResult<Option<Run>> {
+        durable::request_pause(self, thread_id, run_id).await
+    }
+
+    async fn take_pause(&self, thread_id: &str) -> StoreResult<Option<Run>> {
+        durable::take_pause(self, thread_id).await
+    }
+
     async fn supersede_runs(&self, thread_id: &str) -> StoreResult<Vec<String>> {
         durable::supersede(self, thread_id).await
     }

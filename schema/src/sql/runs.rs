@@ -17,7 +17,7 @@ use crate::store::{
 pub const SUBMISSIONS_TOPIC: &str = "submissions";
 
 pub(super) const RUN_COLUMNS: &str = "id, session_id, thread_id, status, epoch, generation, owner, lease_until_ms, \
-                           attempts, max_attempts, cancel_requested, outcome";
+                           attempts, max_attempts, cancel_requested, pause_requested, outcome";
 
 pub(super) fn run(row: &AnyRow) -> StoreResult<Run> {
     let status: String = row.try_get("status")?;
@@ -34,6 +34,7 @@ pub(super) fn run(row: &AnyRow) -> StoreResult<Run> {
         attempts: row.try_get("attempts")?,
         max_attempts: row.try_get("max_attempts")?,
         cancel_requested: flag(row, "cancel_requested")?,
+        pause_requested: flag(row, "pause_requested")?,
         outcome: row.try_get("outcome")?,
     })
 }
@@ -159,6 +160,7 @@ pub(super) async fn claim(store: &SqlStore, run_id: &str, owner: &str, lease_ms:
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
             cancel_requested: flag(&row, "cancel_requested")?,
+            pause_requested: flag(&row, "pause_requested")?,
             lease_until_ms: row.try_get("lease_until_ms")?,
         }));
     }

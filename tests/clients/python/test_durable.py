@@ -310,3 +310,46 @@ def test_live_inbox_is_served_by_any_gateway_and_delivered_at_the_next_request(
     after = ok(inbox(deployment, session))
     assert (after["active"], after["messages"]) == (False, [])
     error_of(inbox(deployment, "sesn_nope"), 404, "not_found_error")
+
+
+def test_pause_parks_the_run_and_resume_releases_it_after_a_worker_restart(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    deployment = launch("prod", worker=False, extra_env=fast_env(provider_env))
+    worker = deployment.start_worker()
+    client = deployment.client()
+    key = unique("pause")
+    fake_anthropic.script(key, slow("first part " * 4, chunks=20, delay=0.2), say("picked up again"))
+    thread = new_session(client)
+    error_of(durable(deployment, thread, "pause", json={}), 409, "conflict_error")
+    error_of(durable(deployment, thread, "resume", json={"text": "go on"}), 409, "conflict_error")
+    run_id = ok(durable(deployment, thread, "submit_background", json={"text": f"start {key}"}))["run_id"]
+    request = fake_anthropic.wait_requests(key, 1, TIMEOUT)[0]
+    fake_anthropic.wait_for(lambda: request.events_sent >= 3, TIMEOUT, "the reply streaming")
+    # Mid-turn input would normally make the run ask the model again right away.
+    client.beta.sessions.events.send(thread, events=[user_message("also this")])
+    paused = ok(durable(deployment, thread, "pause", json={"run_id": run_id}))
+    assert paused == {"paused": True, "run_id": run_id}
+    events = wait_idles(deployment, thread, timeout=TIMEOUT)
+    time.sleep(1.5)
+    assert len(fake_anthropic.received(key)) == 1, "paused at the step boundary: no further model request"
+    (dispatch,) = ok(durable(deployment, thread, "dispatches", method="GET"))["dispatches"]
+    assert (dispatch["status"], dispatch["paused"]) == ("awaiting", True), dispatch
+    error_of(durable(deployment, thread, "wake", json={"run_id": run_id}), 409, "conflict_error")
+    error_of(durable(deployment, thread, "wake", json={"run_id": "run_nope"}), 404, "not_found_error")
+    # The worker goes away; the ticket is durable.
+    worker.stop()
+    deployment.start_worker()
+    error_of(durable(deployment, thread, "resume", json={}), 400, "invalid_request_error")
+    assert ok(durable(deployment, thread, "resume", json={"text": "go on"})) == {"resumed": True, "run_id": run_id}
+    error_of(durable(deployment, thread, "resume", json={"text": "again"}), 409, "conflict_error")
+    events = wait_events(
+        deployment, thread, lambda evs: sum(e["type"] == "session.status_idle" for e in evs) >= 2, TIMEOUT, "resumed turn"
+    )
+    _, second = fake_anthropic.wait_requests(key, 2, TIMEOUT)
+    sent = str(second.body["messages"])
+    assert "also this" in sent and "go on" in sent
+    assert [e["content"][0]["text"] for e in events if e["type"] == "agent.message"][-1] == "picked up again"
+    assert len({e["id"] for e in events}) == len(events)
+    (dispatch,) = ok(durable(deployment, thread, "dispatches", method="GET"))["dispatches"]
+    assert dispatch["paused"] is False
