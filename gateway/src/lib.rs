@@ -52,13 +52,15 @@ impl AppState {
 /// the beta selector is checked per family. `/v1/workspaces/{workspace}/{rest}` is
 /// served by the same routes (see [`workspace_path`]).
 pub fn api(state: AppState) -> Router {
-    let managed = managed::router()
-        .merge(durable::router())
-        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::layer));
+    let managed =
+        managed::router().merge(durable::router()).layer(middleware::from_fn_with_state(state.clone(), limiter::layer));
+    // Authentication (and each credential's reach) covers unknown routes too: a
+    // request without a key is 401 wherever it goes, and a path outside a key's
+    // reach is 403 whether or not it exists.
     let v1 = Router::new()
         .merge(managed)
         .fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     Router::new().nest("/v1", v1).with_state(state)
 }

@@ -200,6 +200,8 @@ pub(super) async fn heartbeat(
     let Some(current) = get(store, environment_id, work_id).await? else { return Ok(None) };
     match current.state.as_str() {
         "stopping" | "stopped" => return Ok(Some(Heartbeat::Recorded { item: current, extended: false })),
+        // A holder whose lease expired (the item is queued again) is told it lost it.
+        "queued" if expected != "NO_HEARTBEAT" => return Ok(Some(Heartbeat::PreconditionFailed(current))),
         "queued" => return Ok(Some(Heartbeat::NotAcked(current))),
         _ => {}
     }
@@ -232,7 +234,7 @@ pub(super) async fn heartbeat(
     let Some(current) = get(store, environment_id, work_id).await? else { return Ok(None) };
     Ok(Some(match current.state.as_str() {
         "stopping" | "stopped" => Heartbeat::Recorded { item: current, extended: false },
-        "queued" => Heartbeat::NotAcked(current),
+        "queued" if expected == "NO_HEARTBEAT" => Heartbeat::NotAcked(current),
         _ => Heartbeat::PreconditionFailed(current),
     }))
 }
