@@ -314,6 +314,8 @@ pub struct Session {
     pub running_since_ms: Option<i64>,
     /// Changes to the live inbox so far (0: never used, nothing to take).
     pub inbox_version: i64,
+    /// Revision of the session's resources (1 at creation, bumped by every change).
+    pub resources_revision: i64,
 }
 
 impl Session {
@@ -824,6 +826,18 @@ pub trait Store: Send + Sync + 'static {
         body: Value,
         events: Vec<NewEvent>,
     ) -> StoreResult<(Session, Vec<StoredEvent>)>;
+
+    /// Replaces the body after a change to the session's resources (bumping their
+    /// revision) when `expected` is the current revision or `None`; `Ok(Err(current))`
+    /// when the precondition fails. `events` are committed with it.
+    async fn replace_session_resources(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        expected: Option<i64>,
+        body: Value,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<Result<(Session, Vec<StoredEvent>), i64>>;
 
     /// Lists sessions of a workspace.
     async fn list_sessions(&self, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>>;

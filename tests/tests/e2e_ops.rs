@@ -55,10 +55,14 @@ async fn dev_is_ready_within_two_seconds_with_no_configuration() {
 #[tokio::test]
 async fn metrics_parse_as_prometheus_text() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = Launch::role("dev").cwd(dir.path()).start().await;
+    let key = "sk-agentd-e2e-ops-0123456789abcdef";
+    let mut dev = Launch::role("dev").cwd(dir.path()).env("AGENTD_BOOTSTRAP_API_KEY", key).start().await;
     dev.wait_ready(200, Duration::from_secs(10)).await;
     let client = agentd_tests::http();
-    let missing = client.get(format!("{}/v1/nothing-here", dev.http)).send().await.unwrap();
+    // Authentication comes first, wherever the request goes.
+    let anonymous = client.get(format!("{}/v1/nothing-here", dev.http)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let missing = client.get(format!("{}/v1/nothing-here", dev.http)).bearer_auth(key).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     let error: serde_json::Value = missing.json().await.unwrap();
     assert_eq!(error["type"], "error");

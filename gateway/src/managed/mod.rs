@@ -14,6 +14,7 @@ pub mod live_inbox;
 mod mcp_probe;
 pub mod models;
 pub mod query;
+pub mod session_resources;
 pub mod sessions;
 pub mod vaults;
 pub mod work;
@@ -49,6 +50,11 @@ pub fn router() -> Router<AppState> {
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{session_id}", get(sessions::retrieve).post(sessions::update).delete(sessions::delete))
         .route("/sessions/{session_id}/archive", post(sessions::archive))
+        .route("/sessions/{session_id}/resources", get(session_resources::list).post(session_resources::add))
+        .route(
+            "/sessions/{session_id}/resources/{resource_id}",
+            get(session_resources::retrieve).post(session_resources::update).delete(session_resources::delete),
+        )
         .route("/sessions/{session_id}/events", post(events::send).get(events::list))
         .route("/sessions/{session_id}/events/stream", get(events::stream))
         .route("/sessions/{session_id}/threads", get(events::threads))
@@ -76,6 +82,10 @@ pub fn router() -> Router<AppState> {
     let extensions = Router::new()
         .route("/ext/runner/work/poll", get(work::poll_cloud))
         .route("/ext/sessions/{session_id}/live-inbox", get(live_inbox::snapshot).post(live_inbox::enqueue))
+        .route(
+            "/ext/sessions/{session_id}/resources",
+            get(session_resources::get_manifest).put(session_resources::replace),
+        )
         .route("/ext/sessions/{session_id}/live-inbox/order", put(live_inbox::reorder))
         .route(
             "/ext/sessions/{session_id}/live-inbox/{message_id}",

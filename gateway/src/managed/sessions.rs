@@ -167,7 +167,7 @@ fn budget(value: &Value, agent: &Value) -> ApiResult<Value> {
     Ok(json!({ "type": "limit", "max_list_cost": { "amount": amount, "currency": "USD" } }))
 }
 
-fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets::SecretBox) -> ApiResult<Value> {
+pub(super) fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets::SecretBox) -> ApiResult<Value> {
     let now = rfc3339(now_ms());
     let mut out = Vec::new();
     for (i, item) in body::array(value, "resources", 100)?.iter().enumerate() {
@@ -223,7 +223,7 @@ fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets::SecretBox)
 }
 
 /// Removes sealed fields from a session's resources before rendering.
-fn without_secrets(mut body: Value) -> Value {
+pub(super) fn without_secrets(mut body: Value) -> Value {
     if let Some(resources) = body["resources"].as_array_mut() {
         for resource in resources {
             if let Some(map) = resource.as_object_mut() {

@@ -445,6 +445,17 @@ impl Store for SqlStore {
         durable::cancel(self, thread_id, run_id).await
     }
 
+    async fn replace_session_resources(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        expected: Option<i64>,
+        body: Value,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<Result<(Session, Vec<StoredEvent>), i64>> {
+        sessions::replace_resources(self, workspace_id, id, expected, body, events).await
+    }
+
     async fn inbox(&self, session_id: &str) -> StoreResult<InboxSnapshot> {
         inbox::snapshot(self, session_id).await
     }

@@ -11,7 +11,7 @@ use super::{SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{EventQuery, NewEvent, NewSession, Session, SessionQuery, StoredEvent, TimeBounds};
 
-const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms, inbox_version";
+const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision";
 const EVENT_COLUMNS: &str = "session_id, seq, event_id, thread_id, type, body, processed_at_ms";
 
 fn session(row: &AnyRow) -> StoreResult<Session> {
@@ -30,6 +30,7 @@ fn session(row: &AnyRow) -> StoreResult<Session> {
         active_ms: row.try_get("active_ms")?,
         running_since_ms: row.try_get("running_since_ms")?,
         inbox_version: row.try_get("inbox_version")?,
+        resources_revision: row.try_get("resources_revision")?,
     })
 }
 
@@ -280,6 +281,57 @@ pub(super) async fn update(
     };
     tx.commit().await?;
     Ok((session(&row)?, stored))
+}
+
+/// Replaces a session's body after a change to its resources, bumping their revision,
+/// when `expected` (if given) is the current revision; `Ok(Err(current))` otherwise.
+pub(super) async fn replace_resources(
+    store: &SqlStore,
+    workspace_id: &str,
+    id: &str,
+    expected: Option<i64>,
+    body: Value,
+    events: Vec<NewEvent>,
+) -> StoreResult<Result<(Session, Vec<StoredEvent>), i64>> {
+    let now = store.now();
+    let mut tx = store.pool.begin().await?;
+    // The append locks the session row first (or, without events, this no-op update).
+    let stored = if events.is_empty() {
+        lock(&mut tx, id).await?;
+        Vec::new()
+    } else {
+        append(&mut tx, id, events, now).await?
+    };
+    let row = sqlx::query(&format!(
+        "UPDATE sessions SET body = $3, updated_at_ms = $4, resources_revision = resources_revision + 1 \
+         WHERE id = $1 AND workspace_id = $2 AND ($5 IS NULL OR resources_revision = $5) RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .bind(body.to_string())
+    .bind(now)
+    .bind(expected)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        let current = sqlx::query("SELECT resources_revision FROM sessions WHERE id = $1 AND workspace_id = $2")
+            .bind(id)
+            .bind(workspace_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.rollback().await?;
+        return match current {
+            Some(row) => Ok(Err(row.try_get("resources_revision")?)),
+            None => Err(StoreError::NotFound { what: "session", id: id.to_owned() }),
+        };
+    };
+    tx.commit().await?;
+    Ok(Ok((session(&row)?, stored)))
+}
+
+async fn lock(tx: &mut Transaction<'_, Any>, id: &str) -> StoreResult<()> {
+    sqlx::query("UPDATE sessions SET next_seq = next_seq WHERE id = $1").bind(id).execute(&mut **tx).await?;
+    Ok(())
 }
 
 pub(super) async fn list(store: &SqlStore, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>> {
