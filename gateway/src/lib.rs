@@ -2,6 +2,7 @@
 //! store, queue and bus. [`app`] builds the whole router without binding a socket, so
 //! tests drive it with `tower::ServiceExt::oneshot`.
 
+pub mod adapters;
 pub mod admission;
 pub mod durable;
 pub mod error;
@@ -52,8 +53,10 @@ impl AppState {
 /// the beta selector is checked per family. `/v1/workspaces/{workspace}/{rest}` is
 /// served by the same routes (see [`workspace_path`]).
 pub fn api(state: AppState) -> Router {
-    let managed =
-        managed::router().merge(durable::router()).layer(middleware::from_fn_with_state(state.clone(), limiter::layer));
+    let managed = managed::router()
+        .merge(durable::router())
+        .merge(adapters_router())
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer));
     // Authentication (and each credential's reach) covers unknown routes too: a
     // request without a key is 401 wherever it goes, and a path outside a key's
     // reach is 403 whether or not it exists.
@@ -63,6 +66,17 @@ pub fn api(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     Router::new().nest("/v1", v1).with_state(state)
+}
+
+/// The application adapters' routes, relative to `/v1` (no beta selector).
+fn adapters_router() -> Router<AppState> {
+    use axum::routing::{get, post};
+    Router::new()
+        .route("/ai-sdk/chat", post(adapters::ai_sdk::chat))
+        .route("/ai-sdk/chat/{chat_id}/stream", get(adapters::ai_sdk::resume))
+        .route("/ai-sdk/threads/{thread_id}/runs", post(adapters::ai_sdk::thread_run))
+        .route("/ai-sdk/threads/{thread_id}/messages", get(adapters::ai_sdk::messages))
+        .route("/ai-sdk/agents/{agent_id}/runs", post(adapters::ai_sdk::agent_run))
 }
 
 /// The whole gateway: API plus operations routes on one listener.

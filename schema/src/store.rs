@@ -839,6 +839,13 @@ pub trait Store: Send + Sync + 'static {
         events: Vec<NewEvent>,
     ) -> StoreResult<Result<(Session, Vec<StoredEvent>), i64>>;
 
+    /// The session an adapter thread is bound to.
+    async fn thread_session(&self, workspace_id: &str, thread_key: &str) -> StoreResult<Option<String>>;
+
+    /// Binds an adapter thread to `session_id` unless it is bound already; returns the
+    /// session it is bound to (the first binding wins a race).
+    async fn bind_thread(&self, workspace_id: &str, thread_key: &str, session_id: &str) -> StoreResult<String>;
+
     /// Lists sessions of a workspace.
     async fn list_sessions(&self, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>>;
 

@@ -456,6 +456,14 @@ impl Store for SqlStore {
         sessions::replace_resources(self, workspace_id, id, expected, body, events).await
     }
 
+    async fn thread_session(&self, workspace_id: &str, thread_key: &str) -> StoreResult<Option<String>> {
+        sessions::thread_session(self, workspace_id, thread_key).await
+    }
+
+    async fn bind_thread(&self, workspace_id: &str, thread_key: &str, session_id: &str) -> StoreResult<String> {
+        sessions::bind_thread(self, workspace_id, thread_key, session_id).await
+    }
+
     async fn inbox(&self, session_id: &str) -> StoreResult<InboxSnapshot> {
         inbox::snapshot(self, session_id).await
     }

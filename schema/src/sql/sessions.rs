@@ -405,3 +405,37 @@ pub(super) async fn delete(store: &SqlStore, workspace_id: &str, id: &str) -> St
     tx.commit().await?;
     Ok(true)
 }
+
+pub(super) async fn thread_session(
+    store: &SqlStore,
+    workspace_id: &str,
+    thread_key: &str,
+) -> StoreResult<Option<String>> {
+    let row = sqlx::query("SELECT session_id FROM adapter_threads WHERE workspace_id = $1 AND thread_key = $2")
+        .bind(workspace_id)
+        .bind(thread_key)
+        .fetch_optional(&store.pool)
+        .await?;
+    row.map(|row| Ok(row.try_get("session_id")?)).transpose()
+}
+
+pub(super) async fn bind_thread(
+    store: &SqlStore,
+    workspace_id: &str,
+    thread_key: &str,
+    session_id: &str,
+) -> StoreResult<String> {
+    sqlx::query(
+        "INSERT INTO adapter_threads (workspace_id, thread_key, session_id, created_at_ms) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (workspace_id, thread_key) DO NOTHING",
+    )
+    .bind(workspace_id)
+    .bind(thread_key)
+    .bind(session_id)
+    .bind(store.now())
+    .execute(&store.pool)
+    .await?;
+    thread_session(store, workspace_id, thread_key)
+        .await?
+        .ok_or_else(|| StoreError::Backend("adapter thread binding vanished".into()))
+}

@@ -1,0 +1,463 @@
+//! The AI SDK UI message stream (`ai` 7.x `DefaultChatTransport`), docs/api/ai-sdk.md.
+//!
+//! `POST /v1/ai-sdk/chat` takes the body the transport sends (`id` = thread id, the full
+//! `messages`, `trigger`), turns what is new in it into session input (a user message,
+//! client-side tool outputs, approval responses), commits it like `events.send`, and
+//! streams the turn's committed events as UI message chunks until the session idles.
+//! Chunks follow the order the client enforces, optional fields are omitted (never
+//! `null`), framing is `data: <json>\n\n` with a final `data: [DONE]`.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, live};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::thread_session;
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+use crate::managed::query::{Query, cursor_page, decode_cursor};
+use crate::managed::{body, events};
+
+/// `POST /v1/ai-sdk/chat`: the agent from the body's `agent` or `x-agentd-agent`.
+pub async fn chat(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let request = body::object(&bytes)?;
+    let thread = body::string(request.get("id"), "id", 1, 256)?;
+    let agent = agent_of(&request, &headers)?;
+    run(&state, &tenant, &thread, agent.as_deref(), &request).await
+}
+
+/// `POST /v1/ai-sdk/threads/{thread_id}/runs`: the same body; the thread from the path.
+pub async fn thread_run(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let request = body::object(&bytes)?;
+    let agent = agent_of(&request, &headers)?;
+    run(&state, &tenant, &thread, agent.as_deref(), &request).await
+}
+
+/// `POST /v1/ai-sdk/agents/{agent_id}/runs`: the agent from the path, the thread from `id`.
+pub async fn agent_run(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(agent): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let request = body::object(&bytes)?;
+    let thread = body::string(request.get("id"), "id", 1, 256)?;
+    run(&state, &tenant, &thread, Some(&agent), &request).await
+}
+
+fn agent_of(request: &Map<String, Value>, headers: &HeaderMap) -> ApiResult<Option<String>> {
+    if let Some(agent) = body::optional_string(request.get("agent"), "agent", 256)? {
+        return Ok(Some(agent));
+    }
+    Ok(headers.get("x-agentd-agent").and_then(|v| v.to_str().ok()).map(str::to_owned))
+}
+
+async fn run(
+    state: &AppState,
+    tenant: &Tenant,
+    thread: &str,
+    agent: Option<&str>,
+    request: &Map<String, Value>,
+) -> ApiResult<Response> {
+    let messages = body::array(request.get("messages"), "messages", 10_000)?;
+    let Some(last) = messages.last() else {
+        return Err(ApiError::invalid("messages: at least one message is required"));
+    };
+    let session = thread_session(state, tenant, thread, agent).await?;
+    let inputs = new_input(state, &session, last).await?;
+    if inputs.is_empty() {
+        return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
+    }
+    let after_seq = session.next_seq - 1;
+    let continuation = last["role"] == "assistant";
+    events::submit_and_publish(state, &session.id, inputs).await?;
+    Ok(stream(state.clone(), session.id.clone(), after_seq, continuation))
+}
+
+fn text_of(parts: &Value) -> String {
+    parts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The session input in the client's last message: a user message's text, or, on an
+/// assistant message, outputs of client-side tools and approval responses for calls
+/// that are still open.
+async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResult<Vec<NewEvent>> {
+    let event = |body: Value| NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: session.id.clone(),
+        kind: body["type"].as_str().unwrap_or_default().to_owned(),
+        body,
+    };
+    match last["role"].as_str() {
+        Some("user") => {
+            let text = text_of(&last["parts"]);
+            if text.is_empty() {
+                return Err(ApiError::invalid("messages[-1].parts: a user message needs a text part"));
+            }
+            Ok(vec![event(json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }))])
+        }
+        Some("assistant") => {
+            let query = EventQuery {
+                types: [
+                    "agent.custom_tool_use",
+                    "user.custom_tool_result",
+                    "agent.tool_use",
+                    "agent.tool_result",
+                    "user.tool_confirmation",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+                limit: 100_000,
+                ..EventQuery::default()
+            };
+            let history = state.backends.store.query_events(&session.id, &query).await?;
+            let answered: HashSet<&str> = history
+                .iter()
+                .filter_map(|e| e.body["custom_tool_use_id"].as_str().or(e.body["tool_use_id"].as_str()))
+                .collect();
+            let open = |id: &str, kind: &str| {
+                !answered.contains(id) && history.iter().any(|e| e.event_id == id && e.kind == kind)
+            };
+            let mut inputs = Vec::new();
+            for part in last["parts"].as_array().into_iter().flatten() {
+                let Some(id) = part["toolCallId"].as_str() else { continue };
+                match part["state"].as_str() {
+                    Some("output-available" | "output-error") if open(id, "agent.custom_tool_use") => {
+                        let failed = part["state"] == "output-error";
+                        let text = if failed {
+                            part["errorText"].as_str().unwrap_or("the tool failed").to_owned()
+                        } else {
+                            match &part["output"] {
+                                Value::String(text) => text.clone(),
+                                other => other.to_string(),
+                            }
+                        };
+                        inputs.push(event(json!({
+                            "type": "user.custom_tool_result", "custom_tool_use_id": id, "is_error": failed,
+                            "content": [{ "type": "text", "text": text }],
+                        })));
+                    }
+                    Some("approval-responded" | "output-denied") if open(id, "agent.tool_use") => {
+                        let approved = part["approval"]["approved"].as_bool().unwrap_or(false);
+                        let mut confirmation = json!({
+                            "type": "user.tool_confirmation", "tool_use_id": id,
+                            "result": if approved { "allow" } else { "deny" },
+                        });
+                        if let Some(reason) = part["approval"]["reason"].as_str().filter(|_| !approved) {
+                            confirmation["deny_message"] = json!(reason);
+                        }
+                        inputs.push(event(confirmation));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(inputs)
+        }
+        _ => Err(ApiError::invalid("messages[-1].role: expected user or assistant")),
+    }
+}
+
+/// Streams committed events after `after_seq` as UI message chunks until the session
+/// idles. Reads the store on every bus notification (and every 500 ms), so nothing
+/// committed is missed and nothing is sent twice.
+fn stream(state: AppState, session_id: String, after_seq: i64, continuation: bool) -> Response {
+    let (tx, rx) = mpsc::channel::<Value>(256);
+    tokio::spawn(async move {
+        let mut wake = match &state.backends.bus {
+            Some(bus) => bus.subscribe(&live::session_channel(&session_id)).await.ok(),
+            None => None,
+        };
+        let mut start = json!({ "type": "start" });
+        if !continuation {
+            start["messageId"] = json!(agentd_schema::ids::new_id("msg"));
+        }
+        if tx.send(start).await.is_err() {
+            return;
+        }
+        let mut chunker = Chunker::default();
+        let mut last_seq = after_seq;
+        loop {
+            let query = EventQuery { after_seq: Some(last_seq), limit: 500, ..EventQuery::default() };
+            let committed = match state.backends.store.query_events(&session_id, &query).await {
+                Ok(events) => events,
+                Err(error) => {
+                    let _ = tx
+                        .send(json!({ "type": "error", "errorText": format!("the stream lost the store: {error}") }))
+                        .await;
+                    return;
+                }
+            };
+            for event in &committed {
+                last_seq = event.seq;
+                let (chunks, done) = chunker.chunks(event);
+                for chunk in chunks {
+                    if tx.send(chunk).await.is_err() {
+                        return;
+                    }
+                }
+                if done {
+                    return;
+                }
+            }
+            if committed.len() == 500 {
+                continue;
+            }
+            let tick = tokio::time::sleep(Duration::from_millis(500));
+            match wake.as_mut() {
+                Some(subscription) => {
+                    tokio::select! {
+                        () = tx.closed() => return,
+                        _ = subscription.next() => {}
+                        () = tick => {}
+                    }
+                }
+                None => tokio::select! {
+                    () = tx.closed() => return,
+                    () = tick => {}
+                },
+            }
+        }
+    });
+    let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|chunk| Ok::<_, Infallible>(Event::default().data(chunk.to_string())))
+        .chain(futures::stream::once(async { Ok(Event::default().data("[DONE]")) }));
+    let mut response = Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
+    let headers = response.headers_mut();
+    headers.insert("x-vercel-ai-ui-message-stream", HeaderValue::from_static("v1"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// Turns committed events into chunks, keeping the step and usage state of one stream.
+#[derive(Default)]
+struct Chunker {
+    in_step: bool,
+    usage: Option<Value>,
+}
+
+impl Chunker {
+    /// The chunks for one event, and whether the stream is done.
+    fn chunks(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let id = event.event_id.as_str();
+        let body = &event.body;
+        let mut out = Vec::new();
+        match event.kind.as_str() {
+            "span.model_request_start" => {
+                self.in_step = true;
+                out.push(json!({ "type": "start-step" }));
+            }
+            "span.model_request_end" if std::mem::take(&mut self.in_step) => {
+                out.push(json!({ "type": "finish-step" }));
+            }
+            "agent.message" => {
+                out.push(json!({ "type": "text-start", "id": id }));
+                out.push(json!({ "type": "text-delta", "id": id, "delta": text_of(&body["content"]) }));
+                out.push(json!({ "type": "text-end", "id": id }));
+            }
+            "agent.thinking" => {
+                out.push(json!({ "type": "reasoning-start", "id": id }));
+                out.push(json!({ "type": "reasoning-end", "id": id }));
+            }
+            "agent.custom_tool_use" => out.push(json!({
+                "type": "tool-input-available", "toolCallId": id, "toolName": body["name"], "input": body["input"],
+            })),
+            "agent.tool_use" | "agent.mcp_tool_use" => {
+                out.push(json!({
+                    "type": "tool-input-available", "toolCallId": id, "toolName": body["name"],
+                    "input": body["input"], "dynamic": true,
+                }));
+                if body["evaluated_permission"] == "ask" {
+                    out.push(json!({ "type": "tool-approval-request", "approvalId": id, "toolCallId": id }));
+                }
+            }
+            "agent.tool_result" | "agent.mcp_tool_result" => {
+                let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).unwrap_or_default();
+                if body["is_error"] == true {
+                    out.push(json!({
+                        "type": "tool-output-error", "toolCallId": call, "errorText": text_of(&body["content"]), "dynamic": true,
+                    }));
+                } else {
+                    out.push(json!({
+                        "type": "tool-output-available", "toolCallId": call, "output": text_of(&body["content"]), "dynamic": true,
+                    }));
+                }
+            }
+            "session.usage" => self.usage = Some(body["usage"].clone()),
+            "session.error" if body["error"]["retry_status"]["type"] == "exhausted" => {
+                let message = body["error"]["message"].as_str().unwrap_or("the turn failed");
+                out.push(json!({ "type": "error", "errorText": message }));
+                return (out, true);
+            }
+            "session.status_idle" | "session.status_terminated" => {
+                if std::mem::take(&mut self.in_step) {
+                    out.push(json!({ "type": "finish-step" }));
+                }
+                let reason = match body["stop_reason"]["type"].as_str() {
+                    Some("end_turn") => "stop",
+                    Some("requires_action") => "tool-calls",
+                    Some("budget_reached") => "length",
+                    Some("refusal") => "content-filter",
+                    Some("retries_exhausted") => "error",
+                    _ => "other",
+                };
+                let mut finish = json!({ "type": "finish", "finishReason": reason });
+                if let Some(usage) = &self.usage {
+                    finish["messageMetadata"] = json!({ "usage": {
+                        "inputTokens": usage["input_tokens"], "outputTokens": usage["output_tokens"],
+                    } });
+                }
+                out.push(finish);
+                return (out, true);
+            }
+            _ => {}
+        }
+        (out, false)
+    }
+}
+
+/// `GET /v1/ai-sdk/chat/{chat_id}/stream`: 204 when the thread has no turn under way,
+/// otherwise the current turn from its start (the client replays it).
+pub async fn resume(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread): Path<String>,
+) -> ApiResult<Response> {
+    let store = state.backends.store.as_ref();
+    let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
+    if session.status != "running" && session.status != "rescheduling" {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let query = EventQuery {
+        types: ["user.message", "user.custom_tool_result", "user.tool_confirmation"].map(str::to_owned).to_vec(),
+        limit: 1,
+        descending: true,
+        ..EventQuery::default()
+    };
+    let input = store.query_events(&session.id, &query).await?;
+    let after = input.first().map_or(0, |e| e.seq);
+    Ok(stream(state.clone(), session.id, after, false))
+}
+
+/// `GET /v1/ai-sdk/threads/{thread_id}/messages`: committed history as UIMessages,
+/// oldest first, `limit` (≤ 100) per page with a `page` cursor.
+pub async fn messages(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let store = state.backends.store.as_ref();
+    let query = Query::from_uri(&uri);
+    let limit = query.int("limit", 1, 100)?.unwrap_or(100);
+    let after = query.string("page").map(decode_cursor).transpose()?;
+    let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
+        return Err(ApiError::NotFound(format!("thread not found: {thread}")));
+    };
+    let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
+    let events = store.query_events(&session.id, &EventQuery { limit: 100_000, ..EventQuery::default() }).await?;
+    let all = ui_messages(&events);
+    let start = after.as_deref().and_then(|id| all.iter().position(|m| m["id"] == id)).map_or(0, |i| i + 1);
+    let rows: Vec<Value> = all[start.min(all.len())..].iter().take(limit as usize + 1).cloned().collect();
+    let mut page = cursor_page(rows, limit, |m| m["id"].as_str().unwrap_or_default().to_owned(), Clone::clone);
+    page["thread_id"] = json!(thread);
+    page["session_id"] = json!(session.id);
+    Ok(Json(page))
+}
+
+/// Groups committed events into UIMessages: each user message, then one assistant
+/// message per stretch of agent events (tool parts carry their final state).
+fn ui_messages(events: &[StoredEvent]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut assistant: Option<Value> = None;
+    let flush = |assistant: &mut Option<Value>, out: &mut Vec<Value>| {
+        if let Some(message) = assistant.take().filter(|m| m["parts"].as_array().is_some_and(|p| !p.is_empty())) {
+            out.push(message);
+        }
+    };
+    for event in events {
+        let body = &event.body;
+        match event.kind.as_str() {
+            "user.message" => {
+                flush(&mut assistant, &mut out);
+                out.push(json!({ "id": event.event_id, "role": "user", "parts": [{ "type": "text", "text": text_of(&body["content"]) }] }));
+            }
+            kind if kind.starts_with("agent.") || kind == "span.model_request_start" => {
+                let message =
+                    assistant.get_or_insert_with(|| json!({ "id": event.event_id, "role": "assistant", "parts": [] }));
+                let parts = message["parts"].as_array_mut().expect("parts");
+                match kind {
+                    "span.model_request_start" => parts.push(json!({ "type": "step-start" })),
+                    "agent.message" => parts.push(json!({ "type": "text", "text": text_of(&body["content"]), "state": "done" })),
+                    "agent.custom_tool_use" => parts.push(json!({
+                        "type": format!("tool-{}", body["name"].as_str().unwrap_or("tool")), "toolCallId": event.event_id,
+                        "state": "input-available", "input": body["input"],
+                    })),
+                    "agent.tool_use" | "agent.mcp_tool_use" => parts.push(json!({
+                        "type": "dynamic-tool", "toolName": body["name"], "toolCallId": event.event_id,
+                        "state": "input-available", "input": body["input"],
+                    })),
+                    "agent.tool_result" | "agent.mcp_tool_result" => {
+                        let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).unwrap_or_default();
+                        if let Some(part) = parts.iter_mut().find(|p| p["toolCallId"] == call) {
+                            if body["is_error"] == true {
+                                part["state"] = json!("output-error");
+                                part["errorText"] = json!(text_of(&body["content"]));
+                            } else {
+                                part["state"] = json!("output-available");
+                                part["output"] = json!(text_of(&body["content"]));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "user.custom_tool_result" => {
+                let call = body["custom_tool_use_id"].as_str().unwrap_or_default();
+                let part = assistant
+                    .as_mut()
+                    .and_then(|m| m["parts"].as_array_mut())
+                    .and_then(|parts| parts.iter_mut().find(|p| p["toolCallId"] == call));
+                if let Some(part) = part {
+                    part["state"] = json!("output-available");
+                    part["output"] = json!(text_of(&body["content"]));
+                }
+            }
+            _ => {}
+        }
+    }
+    flush(&mut assistant, &mut out);
+    out
+}
