@@ -77,6 +77,9 @@ fn adapters_router() -> Router<AppState> {
         .route("/ai-sdk/threads/{thread_id}/runs", post(adapters::ai_sdk::thread_run))
         .route("/ai-sdk/threads/{thread_id}/messages", get(adapters::ai_sdk::messages))
         .route("/ai-sdk/agents/{agent_id}/runs", post(adapters::ai_sdk::agent_run))
+        .route("/ag-ui", post(adapters::ag_ui::run))
+        .route("/ag-ui/agents/{agent_id}", post(adapters::ag_ui::agent_run))
+        .route("/ag-ui/threads/{thread_id}/messages", get(adapters::ag_ui::messages))
 }
 
 /// The whole gateway: API plus operations routes on one listener.

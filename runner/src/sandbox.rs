@@ -324,9 +324,6 @@ impl LaunchPlan {
                     "--inh-caps=-all".into(),
                     "--bounding-set=-all".into(),
                     "--no-new-privs".into(),
-                    // The shell dies with the runner (its running command may not: at
-                    // `workdir` isolation nothing reaps an orphaned process group).
-                    "--pdeathsig=KILL".into(),
                     "--".into(),
                 ]
                 .map(OsString::from),

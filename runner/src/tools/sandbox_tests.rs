@@ -666,7 +666,7 @@ fn namespace_launch_wraps_setpriv_in_bwrap() {
     assert!(joined.contains("--bind /srv/work/s1 /srv/work/s1 --chdir /srv/work/s1 --"), "{joined}");
     assert!(joined.ends_with(
         "-- /usr/bin/setpriv --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all --bounding-set=-all \
-         --no-new-privs --pdeathsig=KILL -- /usr/bin/bash --noprofile --norc"
+         --no-new-privs -- /usr/bin/bash --noprofile --norc"
     ));
     assert_eq!(launch.setup, ulimit_script(&Limits::default()));
 

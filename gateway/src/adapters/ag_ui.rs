@@ -1,0 +1,424 @@
+//! AG-UI (`@ag-ui/client` 1.0, protocol "1.0"), docs/api/ag-ui.md.
+//!
+//! `POST /v1/ag-ui` takes a `RunAgentInput`: `threadId` is bound to a session, frontend
+//! `tools` become custom tools of the session's agent, the last message becomes input (a
+//! user message, or a `tool` message answering a frontend tool call), and the turn's
+//! committed events stream back as AG-UI events: `RUN_STARTED` first, every message,
+//! reasoning span, tool call and step closed before `RUN_FINISHED`, failures as
+//! `RUN_ERROR`, integer millisecond timestamps, no `null` optionals, `data: <json>\n\n`
+//! framing without `[DONE]`. A client that disconnects mid-run interrupts it.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, live};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Uri};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::thread_session;
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::error::{ApiError, ApiResult};
+use crate::managed::query::{Query, cursor_page, decode_cursor};
+use crate::managed::{body, events};
+
+/// `POST /v1/ag-ui`: the agent from `forwardedProps.agent`, the body's `agent`, or the
+/// `x-agentd-agent` header.
+pub async fn run(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let input = body::object(&bytes)?;
+    let agent = input
+        .get("forwardedProps")
+        .and_then(|props| props.get("agent"))
+        .and_then(Value::as_str)
+        .or(input.get("agent").and_then(Value::as_str))
+        .or(headers.get("x-agentd-agent").and_then(|v| v.to_str().ok()))
+        .map(str::to_owned);
+    start(&state, &tenant, agent.as_deref(), &input).await
+}
+
+/// `POST /v1/ag-ui/agents/{agent_id}`.
+pub async fn agent_run(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(agent): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let input = body::object(&bytes)?;
+    start(&state, &tenant, Some(&agent), &input).await
+}
+
+async fn start(
+    state: &AppState,
+    tenant: &Tenant,
+    agent: Option<&str>,
+    input: &Map<String, Value>,
+) -> ApiResult<Response> {
+    let thread = body::string(input.get("threadId"), "threadId", 1, 256)?;
+    let run_id = body::string(input.get("runId"), "runId", 1, 256)?;
+    let messages = body::array(input.get("messages"), "messages", 10_000)?;
+    let Some(last) = messages.last() else {
+        return Err(ApiError::invalid("messages: at least one message is required"));
+    };
+    let session = thread_session(state, tenant, &thread, agent).await?;
+    let session = with_frontend_tools(state, tenant, session, input.get("tools")).await?;
+    let inputs = new_input(state, &session, last).await?;
+    if inputs.is_empty() {
+        return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
+    }
+    let after_seq = session.next_seq - 1;
+    events::submit_and_publish(state, &session.id, inputs).await?;
+    Ok(stream(state.clone(), session.id.clone(), thread, run_id, after_seq))
+}
+
+/// Frontend tools declared by the run become custom tools of the session's agent.
+async fn with_frontend_tools(
+    state: &AppState,
+    tenant: &Tenant,
+    session: Session,
+    tools: Option<&Value>,
+) -> ApiResult<Session> {
+    let declared = body::array(tools, "tools", 128)?;
+    if declared.is_empty() {
+        return Ok(session);
+    }
+    let mut body = session.body.clone();
+    let mut tools: Vec<Value> = body["agent"]["tools"].as_array().cloned().unwrap_or_default();
+    let mut changed = false;
+    for (i, tool) in declared.iter().enumerate() {
+        let name = body::string(tool.get("name"), &format!("tools[{i}].name"), 1, 128)?;
+        let custom = json!({
+            "type": "custom",
+            "name": name,
+            "description": tool["description"].as_str().unwrap_or_default(),
+            "input_schema": if tool["parameters"].is_object() { tool["parameters"].clone() } else { json!({ "type": "object" }) },
+        });
+        match tools.iter_mut().find(|t| t["type"] == "custom" && t["name"] == name.as_str()) {
+            Some(existing) if *existing == custom => {}
+            Some(existing) => {
+                *existing = custom;
+                changed = true;
+            }
+            None => {
+                tools.push(custom);
+                changed = true;
+            }
+        }
+    }
+    if !changed {
+        return Ok(session);
+    }
+    body["agent"]["tools"] = Value::Array(tools);
+    let (session, _) = state.backends.store.update_session(&tenant.workspace_id, &session.id, body, Vec::new()).await?;
+    Ok(session)
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn text_of(content: &Value) -> String {
+    content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The input in the last message: a user message, or a `tool` message answering an open
+/// frontend (custom) tool call.
+async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResult<Vec<NewEvent>> {
+    let event = |body: Value| NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: session.id.clone(),
+        kind: body["type"].as_str().unwrap_or_default().to_owned(),
+        body,
+    };
+    match last["role"].as_str() {
+        Some("user") => {
+            let text = content_text(&last["content"]);
+            if text.is_empty() {
+                return Err(ApiError::invalid("messages[-1].content: a user message needs text"));
+            }
+            Ok(vec![event(json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }))])
+        }
+        Some("tool") => {
+            let call = body::string(last.get("toolCallId"), "messages[-1].toolCallId", 1, 256)?;
+            let query = EventQuery {
+                types: ["agent.custom_tool_use", "user.custom_tool_result"].map(str::to_owned).to_vec(),
+                limit: 100_000,
+                ..EventQuery::default()
+            };
+            let history = state.backends.store.query_events(&session.id, &query).await?;
+            let answered: HashSet<&str> =
+                history.iter().filter_map(|e| e.body["custom_tool_use_id"].as_str()).collect();
+            if answered.contains(call.as_str()) {
+                return Ok(Vec::new());
+            }
+            if !history.iter().any(|e| e.event_id == call && e.kind == "agent.custom_tool_use") {
+                return Err(ApiError::invalid(format!("messages[-1].toolCallId: no open frontend tool call {call}")));
+            }
+            let failed = last["error"].as_str().is_some_and(|e| !e.is_empty());
+            let text = if failed {
+                last["error"].as_str().unwrap_or_default().to_owned()
+            } else {
+                content_text(&last["content"])
+            };
+            Ok(vec![event(json!({
+                "type": "user.custom_tool_result", "custom_tool_use_id": call, "is_error": failed,
+                "content": [{ "type": "text", "text": if text.is_empty() { "(no output)".to_owned() } else { text } }],
+            }))])
+        }
+        _ => Err(ApiError::invalid("messages[-1].role: expected user or tool")),
+    }
+}
+
+fn stream(state: AppState, session_id: String, thread: String, run_id: String, after_seq: i64) -> Response {
+    let (tx, rx) = mpsc::channel::<Value>(256);
+    tokio::spawn(async move {
+        let mut wake = match &state.backends.bus {
+            Some(bus) => bus.subscribe(&live::session_channel(&session_id)).await.ok(),
+            None => None,
+        };
+        let now = crate::managed::query::now_ms();
+        if tx
+            .send(json!({ "type": "RUN_STARTED", "threadId": thread, "runId": run_id, "timestamp": now }))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let mut translator = Translator { thread, run_id, usage: None, open_steps: Vec::new() };
+        let mut last_seq = after_seq;
+        loop {
+            let query = EventQuery { after_seq: Some(last_seq), limit: 500, ..EventQuery::default() };
+            let committed = match state.backends.store.query_events(&session_id, &query).await {
+                Ok(events) => events,
+                Err(error) => {
+                    let _ = tx.send(json!({ "type": "RUN_ERROR", "message": format!("the run's history is unavailable: {error}"), "code": "unavailable" })).await;
+                    return;
+                }
+            };
+            for event in &committed {
+                last_seq = event.seq;
+                let (out, done) = translator.events(event);
+                for item in out {
+                    if tx.send(item).await.is_err() {
+                        interrupt(&state, &session_id).await;
+                        return;
+                    }
+                }
+                if done {
+                    return;
+                }
+            }
+            if committed.len() == 500 {
+                continue;
+            }
+            let tick = tokio::time::sleep(Duration::from_millis(500));
+            let gone = match wake.as_mut() {
+                Some(subscription) => tokio::select! {
+                    () = tx.closed() => true,
+                    _ = subscription.next() => false,
+                    () = tick => false,
+                },
+                None => tokio::select! {
+                    () = tx.closed() => true,
+                    () = tick => false,
+                },
+            };
+            if gone {
+                interrupt(&state, &session_id).await;
+                return;
+            }
+        }
+    });
+    let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|event| Ok::<_, Infallible>(Event::default().data(event.to_string())));
+    let mut response = Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
+    response.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// The client went away mid-run: interrupt it (committed history stays).
+async fn interrupt(state: &AppState, session_id: &str) {
+    let event = NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: session_id.to_owned(),
+        kind: "user.interrupt".into(),
+        body: json!({ "type": "user.interrupt" }),
+    };
+    match state.backends.store.append_events(session_id, vec![event]).await {
+        Ok(stored) => {
+            if let Some(bus) = &state.backends.bus {
+                live::publish_committed(bus.as_ref(), &stored).await;
+            }
+            tracing::info!(session = %session_id, "AG-UI client disconnected; run interrupted");
+        }
+        Err(error) => tracing::warn!(%error, "could not interrupt the run of a disconnected AG-UI client"),
+    }
+}
+
+struct Translator {
+    thread: String,
+    run_id: String,
+    usage: Option<Value>,
+    open_steps: Vec<String>,
+}
+
+impl Translator {
+    fn events(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let id = event.event_id.as_str();
+        let body = &event.body;
+        let at = |mut value: Value| {
+            value["timestamp"] = json!(event.processed_at_ms);
+            value
+        };
+        let mut out = Vec::new();
+        match event.kind.as_str() {
+            "span.model_request_start" => {
+                self.open_steps.push(id.to_owned());
+                out.push(at(json!({ "type": "STEP_STARTED", "stepName": id })));
+            }
+            "span.model_request_end" => {
+                let start = body["model_request_start_id"].as_str().unwrap_or_default();
+                if let Some(i) = self.open_steps.iter().position(|s| s == start) {
+                    self.open_steps.remove(i);
+                    out.push(at(json!({ "type": "STEP_FINISHED", "stepName": start })));
+                }
+            }
+            "agent.message" => {
+                out.push(at(json!({ "type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant" })));
+                out.push(at(
+                    json!({ "type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": text_of(&body["content"]) }),
+                ));
+                out.push(at(json!({ "type": "TEXT_MESSAGE_END", "messageId": id })));
+            }
+            "agent.thinking" => {
+                out.push(at(json!({ "type": "REASONING_START", "messageId": id })));
+                out.push(at(json!({ "type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning" })));
+                out.push(at(json!({ "type": "REASONING_MESSAGE_END", "messageId": id })));
+                out.push(at(json!({ "type": "REASONING_END", "messageId": id })));
+            }
+            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => {
+                out.push(at(json!({ "type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": body["name"] })));
+                out.push(at(json!({ "type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": body["input"].to_string() })));
+                out.push(at(json!({ "type": "TOOL_CALL_END", "toolCallId": id })));
+            }
+            "agent.tool_result" | "agent.mcp_tool_result" => {
+                let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).unwrap_or_default();
+                out.push(at(json!({
+                    "type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": call,
+                    "content": text_of(&body["content"]), "role": "tool",
+                })));
+            }
+            "session.usage" => self.usage = Some(body["usage"].clone()),
+            "session.error" if body["error"]["retry_status"]["type"] == "exhausted" => {
+                out.extend(self.close_steps(event.processed_at_ms));
+                let message = body["error"]["message"].as_str().unwrap_or("the run failed");
+                out.push(at(json!({ "type": "RUN_ERROR", "message": message, "code": body["error"]["type"] })));
+                return (out, true);
+            }
+            "session.status_idle" | "session.status_terminated" => {
+                out.extend(self.close_steps(event.processed_at_ms));
+                let mut finished = json!({ "type": "RUN_FINISHED", "threadId": self.thread, "runId": self.run_id });
+                if let Some(pending) = body["stop_reason"]["event_ids"].as_array().filter(|ids| !ids.is_empty()) {
+                    finished["outcome"] = json!({ "type": "success", "pendingToolCallIds": pending });
+                }
+                if let Some(usage) = &self.usage {
+                    finished["usage"] = json!([{
+                        "inputTokens": usage["input_tokens"], "outputTokens": usage["output_tokens"],
+                    }]);
+                }
+                out.push(at(finished));
+                return (out, true);
+            }
+            _ => {}
+        }
+        (out, false)
+    }
+
+    fn close_steps(&mut self, at: i64) -> Vec<Value> {
+        self.open_steps
+            .drain(..)
+            .map(|step| json!({ "type": "STEP_FINISHED", "stepName": step, "timestamp": at }))
+            .collect()
+    }
+}
+
+/// `GET /v1/ag-ui/threads/{thread_id}/messages`: committed history as AG-UI messages
+/// (oldest first, ≤ 100 per page, `page` cursor).
+pub async fn messages(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(thread): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
+    let store = state.backends.store.as_ref();
+    let query = Query::from_uri(&uri);
+    let limit = query.int("limit", 1, 100)?.unwrap_or(100);
+    let after = query.string("page").map(decode_cursor).transpose()?;
+    let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
+        return Err(ApiError::NotFound(format!("thread not found: {thread}")));
+    };
+    let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
+    let events = store.query_events(&session.id, &EventQuery { limit: 100_000, ..EventQuery::default() }).await?;
+    let all = agui_messages(&events);
+    let start = after.as_deref().and_then(|id| all.iter().position(|m| m["id"] == id)).map_or(0, |i| i + 1);
+    let rows: Vec<Value> = all[start.min(all.len())..].iter().take(limit as usize + 1).cloned().collect();
+    let mut page = cursor_page(rows, limit, |m| m["id"].as_str().unwrap_or_default().to_owned(), Clone::clone);
+    page["thread_id"] = json!(thread);
+    page["session_id"] = json!(session.id);
+    Ok(Json(page))
+}
+
+fn agui_messages(events: &[StoredEvent]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for event in events {
+        let body = &event.body;
+        match event.kind.as_str() {
+            "user.message" => out.push(json!({ "id": event.event_id, "role": "user", "content": text_of(&body["content"]) })),
+            "agent.message" => {
+                out.push(json!({ "id": event.event_id, "role": "assistant", "content": text_of(&body["content"]) }))
+            }
+            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => out.push(json!({
+                "id": format!("{}-call", event.event_id), "role": "assistant",
+                "toolCalls": [{ "id": event.event_id, "type": "function", "function": { "name": body["name"], "arguments": body["input"].to_string() } }],
+            })),
+            "agent.tool_result" | "agent.mcp_tool_result" | "user.custom_tool_result" => {
+                let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).or(body["custom_tool_use_id"].as_str()).unwrap_or_default();
+                let mut message = json!({ "id": event.event_id, "role": "tool", "toolCallId": call, "content": text_of(&body["content"]) });
+                if body["is_error"] == true {
+                    message["error"] = json!(text_of(&body["content"]));
+                }
+                out.push(message);
+            }
+            _ => {}
+        }
+    }
+    out
+}
