@@ -121,6 +121,11 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
 
+    /// Browser origins allowed by CORS, comma-separated (`*`: any origin, without
+    /// credentials) [default: none — no CORS headers].
+    #[arg(long, global = true, env = "AGENTD_CORS_ORIGINS", value_name = "ORIGINS")]
+    pub cors_origins: Option<String>,
+
     /// The gateway `agentd runner` talks to, e.g. http://gateway:8080.
     #[arg(long, global = true, env = "AGENTD_RUNNER_GATEWAY_URL", value_name = "URL")]
     pub runner_gateway_url: Option<String>,
@@ -166,6 +171,7 @@ impl Settings {
             data_dir: self.data_dir.or(file.data_dir),
             database_url: self.database_url.or(file.database_url),
             runner_gateway_url: self.runner_gateway_url.or(file.runner_gateway_url),
+            cors_origins: self.cors_origins.or(file.cors_origins),
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),
@@ -222,6 +228,18 @@ impl Settings {
             .map_err(|error: String| anyhow::anyhow!("AGENTD_SANDBOX_ISOLATION: {error}"))?;
         let root = self.sandbox_root.clone().unwrap_or_else(|| self.data_dir().join("sandboxes"));
         Ok(SandboxConfig { root, isolation, limits: Limits::default(), networking: Networking::Unrestricted })
+    }
+
+    /// The configured CORS origins.
+    pub fn cors_origins(&self) -> Vec<String> {
+        self.cors_origins
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_owned)
+            .collect()
     }
 
     /// See `AGENTD_RUNNER_IDLE_STOP`.

@@ -365,13 +365,19 @@ impl Process {
             key_cache,
             max_attempts: self.settings.max_attempts()?,
         };
+        // CORS answers preflights before admission, so it wraps the whole router.
+        let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
+        let with_cors = |router: Router| match &cors {
+            Some(cors) => router.layer(cors.clone()),
+            None => router,
+        };
         match self.settings.ops_addr {
             Some(ops_addr) => {
                 let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());
                 self.serve("ops", ops_addr, ops).await?;
-                self.serve("http", self.settings.http_addr(), agentd_gateway::api_app(state)).await
+                self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::api_app(state))).await
             }
-            None => self.serve("http", self.settings.http_addr(), agentd_gateway::app(state)).await,
+            None => self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::app(state))).await,
         }
     }
 

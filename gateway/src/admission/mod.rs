@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod beta;
+pub mod cors;
 pub mod limiter;
 pub mod request_id;
 pub mod workspace_path;

@@ -170,3 +170,20 @@ def test_bad_requests_before_the_stream(turns: Deployment) -> None:
     assert http.post("/v1/ai-sdk/chat", json={"id": "t", "messages": []}).status_code == 401
     assert http.get(f"/v1/ai-sdk/threads/{unique('none')}/messages", headers=headers).status_code == 404
     assert http.get(f"/v1/ai-sdk/chat/{unique('none')}/stream", headers=headers).status_code == 204
+
+
+def test_cors_is_off_by_default_and_exact_when_configured(turns: Deployment, launch: Any) -> None:
+    preflight = {"origin": "http://app.example:5173", "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type"}
+    default = turns.http().options("/v1/ai-sdk/chat", headers=preflight)
+    assert "access-control-allow-origin" not in default.headers, "no CORS unless configured"
+    deployment = launch("dev", extra_env={"AGENTD_CORS_ORIGINS": "http://app.example:5173, https://other.example"})
+    allowed = deployment.http().options("/v1/ai-sdk/chat", headers=preflight)
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.headers["access-control-allow-origin"] == "http://app.example:5173"
+    assert allowed.headers["access-control-allow-credentials"] == "true"
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    refused = deployment.http().options("/v1/ai-sdk/chat", headers={**preflight, "origin": "http://evil.example"})
+    assert "access-control-allow-origin" not in refused.headers
+    # A real request from the allowed origin carries the header too (and still needs a key).
+    anonymous = deployment.http().post("/v1/ai-sdk/chat", json={}, headers={"origin": "http://app.example:5173"})
+    assert anonymous.status_code == 401 and anonymous.headers["access-control-allow-origin"] == "http://app.example:5173"
