@@ -121,6 +121,10 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
 
+    /// The agent (id) AI SDK and AG-UI threads start with when a request names none.
+    #[arg(long, global = true, env = "AGENTD_ADAPTER_DEFAULT_AGENT", value_name = "AGENT_ID")]
+    pub adapter_default_agent: Option<String>,
+
     /// Browser origins allowed by CORS, comma-separated (`*`: any origin, without
     /// credentials) [default: none — no CORS headers].
     #[arg(long, global = true, env = "AGENTD_CORS_ORIGINS", value_name = "ORIGINS")]
@@ -172,6 +176,7 @@ impl Settings {
             database_url: self.database_url.or(file.database_url),
             runner_gateway_url: self.runner_gateway_url.or(file.runner_gateway_url),
             cors_origins: self.cors_origins.or(file.cors_origins),
+            adapter_default_agent: self.adapter_default_agent.or(file.adapter_default_agent),
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),

@@ -364,6 +364,7 @@ impl Process {
             secrets,
             key_cache,
             max_attempts: self.settings.max_attempts()?,
+            default_agent: self.settings.adapter_default_agent.clone(),
         };
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;

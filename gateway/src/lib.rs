@@ -40,6 +40,8 @@ pub struct AppState {
     pub key_cache: Arc<admission::auth::KeyCache>,
     /// Retry budget of new runs (recoveries before `retries_exhausted`).
     pub max_attempts: i64,
+    /// The agent adapter threads start with when a request names none.
+    pub default_agent: Option<String>,
 }
 
 impl AppState {

@@ -34,9 +34,10 @@ pub async fn thread_session(
     if let Some(id) = store.thread_session(&tenant.workspace_id, thread).await? {
         return sessions::load(store, tenant, &id).await;
     }
-    let Some(agent) = agent else {
+    let Some(agent) = agent.or(state.default_agent.as_deref()) else {
         return Err(ApiError::invalid(
-            "agent: required to start a new thread (the `agent` body field or the `x-agentd-agent` header)",
+            "agent: required to start a new thread (the `agent` body field, the `x-agentd-agent` header, \
+             or AGENTD_ADAPTER_DEFAULT_AGENT)",
         ));
     };
     let environment = adapter_environment(state, tenant).await?;

@@ -187,3 +187,12 @@ def test_cors_is_off_by_default_and_exact_when_configured(turns: Deployment, lau
     # A real request from the allowed origin carries the header too (and still needs a key).
     anonymous = deployment.http().post("/v1/ai-sdk/chat", json={}, headers={"origin": "http://app.example:5173"})
     assert anonymous.status_code == 401 and anonymous.headers["access-control-allow-origin"] == "http://app.example:5173"
+
+
+def test_the_default_agent_starts_threads_that_name_none(launch: Any) -> None:
+    deployment = launch("dev", extra_env={"AGENTD_ADAPTER_DEFAULT_AGENT": "agent_configured_default"})
+    body = {"id": unique("t"), "messages": [{"id": "1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+    response = deployment.http().post("/v1/ai-sdk/chat", json=body, headers=deployment.headers(beta=False))
+    # The configured agent was used: this one does not exist, and the error names it.
+    assert response.status_code in (400, 404), response.text
+    assert "agent_configured_default" in response.json()["error"]["message"], response.text
