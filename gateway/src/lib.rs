@@ -108,9 +108,21 @@ fn projected(inner: Router) -> Router {
 
 fn layered(router: Router) -> Router {
     router
+        // A handler that panics answers the managed 500 (and is logged) instead of
+        // dropping the connection.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn(telemetry::track_http))
         .layer(middleware::from_fn(request_id::layer))
         .layer(TraceLayer::new_for_http())
+}
+
+fn panicked(cause: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    let cause = cause
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| cause.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a handler panicked".to_owned());
+    axum::response::IntoResponse::into_response(ApiError::Internal(format!("panic: {cause}")))
 }
 
 async fn unknown_route(request: Request) -> ApiError {
@@ -126,4 +138,25 @@ async fn refuse_while_draining(State(state): State<AppState>, request: Request, 
         return ApiError::Unavailable("this gateway is draining; retry on another replica".to_owned()).into_response();
     }
     next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_the_managed_500() {
+        let router = layered(Router::new().route("/boom", get(|| async { panic!("kaboom") })));
+        let response = router.oneshot(Request::get("/boom").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["error"]["type"], "api_error");
+        assert!(!body.to_string().contains("kaboom"), "the cause is logged, not sent");
+    }
 }

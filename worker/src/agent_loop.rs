@@ -298,7 +298,11 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
             "span.model_request_start" => last_model_start = Some(i),
             "span.model_request_end" => {
                 last_model_end = Some(i);
-                last_completed_start = last_model_start;
+                // A request that failed (a provider error, or a cut-off request closed
+                // after a crash) consumed nothing: its input is still pending.
+                if body["is_error"] != true {
+                    last_completed_start = last_model_start;
+                }
             }
             "session.status_idle" => {
                 last_idle = Some((i, &body["stop_reason"]));
@@ -623,6 +627,24 @@ mod tests {
         assert_eq!(before[0]["type"], "span.model_request_end");
         assert_eq!(before[0]["model_request_start_id"], "sevt_2");
         assert_eq!(before[0]["is_error"], true);
+        assert_eq!(request.messages.len(), 1);
+    }
+
+    #[test]
+    fn input_survives_two_requests_cut_off_by_crashes_in_a_row() {
+        // The first cut-off request was closed (is_error) by the recovery; the second was
+        // cut off too. The user's message is still unanswered: ask the model again.
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            json!({"type":"span.model_request_start"}),
+            json!({"type":"span.model_request_end","model_request_start_id":"sevt_2","is_error":true}),
+            json!({"type":"span.model_request_start"}),
+        ];
+        let Decision::CallModel { before, request } = decide(&agent(), &history(&events)) else {
+            panic!("the input was taken as answered")
+        };
+        assert_eq!(before[0]["model_request_start_id"], "sevt_4", "the second cut-off request is closed");
         assert_eq!(request.messages.len(), 1);
     }
 
