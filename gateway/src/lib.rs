@@ -151,7 +151,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_handler_answers_the_managed_500() {
-        let router = layered(Router::new().route("/boom", get(|| async { panic!("kaboom") })));
+        async fn boom() -> &'static str {
+            panic!("kaboom")
+        }
+        let router = layered(Router::new().route("/boom", get(boom)));
         let response = router.oneshot(Request::get("/boom").body(Body::empty()).unwrap()).await.unwrap();
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
