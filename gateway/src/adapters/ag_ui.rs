@@ -21,13 +21,11 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use super::thread_session;
+use super::{Translate, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
-use crate::managed::query::{Query, cursor_page, decode_cursor};
 use crate::managed::{body, events};
 
 /// `POST /v1/ag-ui`: the agent from `forwardedProps.agent`, the body's `agent`, or the
@@ -138,17 +136,6 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-fn text_of(content: &Value) -> String {
-    content
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["type"] == "text")
-        .filter_map(|p| p["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// The input in the last message: a user message, or a `tool` message answering an open
 /// frontend (custom) tool call.
 async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResult<Vec<NewEvent>> {
@@ -198,64 +185,11 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
 }
 
 fn stream(state: AppState, session_id: String, thread: String, run_id: String, after_seq: i64) -> Response {
-    let (tx, rx) = mpsc::channel::<Value>(256);
-    tokio::spawn(async move {
-        let mut wake = match &state.backends.bus {
-            Some(bus) => bus.subscribe(&live::session_channel(&session_id)).await.ok(),
-            None => None,
-        };
-        let now = crate::managed::query::now_ms();
-        if tx
-            .send(json!({ "type": "RUN_STARTED", "threadId": thread, "runId": run_id, "timestamp": now }))
-            .await
-            .is_err()
-        {
-            return;
-        }
-        let mut translator = Translator { thread, run_id, usage: None, open_steps: Vec::new() };
-        let mut last_seq = after_seq;
-        loop {
-            let query = EventQuery { after_seq: Some(last_seq), limit: 500, ..EventQuery::default() };
-            let committed = match state.backends.store.query_events(&session_id, &query).await {
-                Ok(events) => events,
-                Err(error) => {
-                    let _ = tx.send(json!({ "type": "RUN_ERROR", "message": format!("the run's history is unavailable: {error}"), "code": "unavailable" })).await;
-                    return;
-                }
-            };
-            for event in &committed {
-                last_seq = event.seq;
-                let (out, done) = translator.events(event);
-                for item in out {
-                    if tx.send(item).await.is_err() {
-                        interrupt(&state, &session_id).await;
-                        return;
-                    }
-                }
-                if done {
-                    return;
-                }
-            }
-            if committed.len() == 500 {
-                continue;
-            }
-            let tick = tokio::time::sleep(Duration::from_millis(500));
-            let gone = match wake.as_mut() {
-                Some(subscription) => tokio::select! {
-                    () = tx.closed() => true,
-                    _ = subscription.next() => false,
-                    () = tick => false,
-                },
-                None => tokio::select! {
-                    () = tx.closed() => true,
-                    () = tick => false,
-                },
-            };
-            if gone {
-                interrupt(&state, &session_id).await;
-                return;
-            }
-        }
+    let now = crate::managed::query::now_ms();
+    let started = json!({ "type": "RUN_STARTED", "threadId": thread, "runId": run_id, "timestamp": now });
+    let translator = Translator { thread, run_id, usage: None, open_steps: Vec::new() };
+    let rx = follow(state, session_id, after_seq, started, translator, |state, session| async move {
+        interrupt(&state, &session).await;
     });
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|event| Ok::<_, Infallible>(Event::default().data(event.to_string())));
@@ -290,8 +224,12 @@ struct Translator {
     open_steps: Vec<String>,
 }
 
-impl Translator {
-    fn events(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+impl Translate for Translator {
+    fn failure(&self, message: String) -> Value {
+        json!({ "type": "RUN_ERROR", "message": message, "code": "unavailable" })
+    }
+
+    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let id = event.event_id.as_str();
         let body = &event.body;
         let at = |mut value: Value| {
@@ -361,7 +299,9 @@ impl Translator {
         }
         (out, false)
     }
+}
 
+impl Translator {
     fn close_steps(&mut self, at: i64) -> Vec<Value> {
         self.open_steps
             .drain(..)
@@ -378,22 +318,7 @@ pub async fn messages(
     Path(thread): Path<String>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let store = state.backends.store.as_ref();
-    let query = Query::from_uri(&uri);
-    let limit = query.int("limit", 1, 100)?.unwrap_or(100);
-    let after = query.string("page").map(decode_cursor).transpose()?;
-    let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
-        return Err(ApiError::NotFound(format!("thread not found: {thread}")));
-    };
-    let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
-    let events = store.query_events(&session.id, &EventQuery { limit: 100_000, ..EventQuery::default() }).await?;
-    let all = agui_messages(&events);
-    let start = after.as_deref().and_then(|id| all.iter().position(|m| m["id"] == id)).map_or(0, |i| i + 1);
-    let rows: Vec<Value> = all[start.min(all.len())..].iter().take(limit as usize + 1).cloned().collect();
-    let mut page = cursor_page(rows, limit, |m| m["id"].as_str().unwrap_or_default().to_owned(), Clone::clone);
-    page["thread_id"] = json!(thread);
-    page["session_id"] = json!(session.id);
-    Ok(Json(page))
+    Ok(Json(thread_messages(&state, &tenant, &thread, &uri, agui_messages).await?))
 }
 
 fn agui_messages(events: &[StoredEvent]) -> Vec<Value> {

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, live};
+use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
@@ -20,13 +20,11 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use super::thread_session;
+use super::{Translate, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
-use crate::managed::query::{Query, cursor_page, decode_cursor};
 use crate::managed::{body, events};
 
 /// `POST /v1/ai-sdk/chat`: the agent from the body's `agent` or `x-agentd-agent`.
@@ -94,17 +92,6 @@ async fn run(
     let continuation = last["role"] == "assistant";
     events::submit_and_publish(state, &session.id, inputs).await?;
     Ok(stream(state.clone(), session.id.clone(), after_seq, continuation))
-}
-
-fn text_of(parts: &Value) -> String {
-    parts
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["type"] == "text")
-        .filter_map(|p| p["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The session input in the client's last message: a user message's text, or, on an
@@ -190,63 +177,11 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
 /// idles. Reads the store on every bus notification (and every 500 ms), so nothing
 /// committed is missed and nothing is sent twice.
 fn stream(state: AppState, session_id: String, after_seq: i64, continuation: bool) -> Response {
-    let (tx, rx) = mpsc::channel::<Value>(256);
-    tokio::spawn(async move {
-        let mut wake = match &state.backends.bus {
-            Some(bus) => bus.subscribe(&live::session_channel(&session_id)).await.ok(),
-            None => None,
-        };
-        let mut start = json!({ "type": "start" });
-        if !continuation {
-            start["messageId"] = json!(agentd_schema::ids::new_id("msg"));
-        }
-        if tx.send(start).await.is_err() {
-            return;
-        }
-        let mut chunker = Chunker::default();
-        let mut last_seq = after_seq;
-        loop {
-            let query = EventQuery { after_seq: Some(last_seq), limit: 500, ..EventQuery::default() };
-            let committed = match state.backends.store.query_events(&session_id, &query).await {
-                Ok(events) => events,
-                Err(error) => {
-                    let _ = tx
-                        .send(json!({ "type": "error", "errorText": format!("the stream lost the store: {error}") }))
-                        .await;
-                    return;
-                }
-            };
-            for event in &committed {
-                last_seq = event.seq;
-                let (chunks, done) = chunker.chunks(event);
-                for chunk in chunks {
-                    if tx.send(chunk).await.is_err() {
-                        return;
-                    }
-                }
-                if done {
-                    return;
-                }
-            }
-            if committed.len() == 500 {
-                continue;
-            }
-            let tick = tokio::time::sleep(Duration::from_millis(500));
-            match wake.as_mut() {
-                Some(subscription) => {
-                    tokio::select! {
-                        () = tx.closed() => return,
-                        _ = subscription.next() => {}
-                        () = tick => {}
-                    }
-                }
-                None => tokio::select! {
-                    () = tx.closed() => return,
-                    () = tick => {}
-                },
-            }
-        }
-    });
+    let mut start = json!({ "type": "start" });
+    if !continuation {
+        start["messageId"] = json!(agentd_schema::ids::new_id("msg"));
+    }
+    let rx = follow(state, session_id, after_seq, start, Chunker::default(), |_, _| async {});
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|chunk| Ok::<_, Infallible>(Event::default().data(chunk.to_string())))
         .chain(futures::stream::once(async { Ok(Event::default().data("[DONE]")) }));
@@ -265,9 +200,12 @@ struct Chunker {
     usage: Option<Value>,
 }
 
-impl Chunker {
-    /// The chunks for one event, and whether the stream is done.
-    fn chunks(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+impl Translate for Chunker {
+    fn failure(&self, message: String) -> Value {
+        json!({ "type": "error", "errorText": message })
+    }
+
+    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let id = event.event_id.as_str();
         let body = &event.body;
         let mut out = Vec::new();
@@ -379,22 +317,7 @@ pub async fn messages(
     Path(thread): Path<String>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let store = state.backends.store.as_ref();
-    let query = Query::from_uri(&uri);
-    let limit = query.int("limit", 1, 100)?.unwrap_or(100);
-    let after = query.string("page").map(decode_cursor).transpose()?;
-    let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
-        return Err(ApiError::NotFound(format!("thread not found: {thread}")));
-    };
-    let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
-    let events = store.query_events(&session.id, &EventQuery { limit: 100_000, ..EventQuery::default() }).await?;
-    let all = ui_messages(&events);
-    let start = after.as_deref().and_then(|id| all.iter().position(|m| m["id"] == id)).map_or(0, |i| i + 1);
-    let rows: Vec<Value> = all[start.min(all.len())..].iter().take(limit as usize + 1).cloned().collect();
-    let mut page = cursor_page(rows, limit, |m| m["id"].as_str().unwrap_or_default().to_owned(), Clone::clone);
-    page["thread_id"] = json!(thread);
-    page["session_id"] = json!(session.id);
-    Ok(Json(page))
+    Ok(Json(thread_messages(&state, &tenant, &thread, &uri, ui_messages).await?))
 }
 
 /// Groups committed events into UIMessages: each user message, then one assistant
