@@ -83,6 +83,18 @@ async fn wait_until_gone(argv: &[&str]) -> Vec<u32> {
     processes_running(argv)
 }
 
+/// The processes running `argv` once at least one is (a job backgrounded with `&` may
+/// not have exec'd yet when the shell reports back).
+async fn wait_until_running(argv: &[&str]) -> Vec<u32> {
+    for _ in 0..40 {
+        if !processes_running(argv).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    processes_running(argv)
+}
+
 fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -276,12 +288,13 @@ async fn bash_fork_bomb_is_contained_by_the_process_limit() {
 async fn close_and_drop_kill_background_jobs() {
     let mut s = sandbox();
     assert_ok(&bash(&mut s, "sleep 6.111 &").await);
-    assert_eq!(processes_running(&["sleep", "6.111"]).len(), 1);
+    assert_eq!(wait_until_running(&["sleep", "6.111"]).await.len(), 1);
     s.close().await;
     assert_eq!(wait_until_gone(&["sleep", "6.111"]).await, Vec::<u32>::new());
 
     let mut s = sandbox();
     assert_ok(&bash(&mut s, "sleep 6.222 &").await);
+    assert_eq!(wait_until_running(&["sleep", "6.222"]).await.len(), 1);
     drop(s);
     assert_eq!(wait_until_gone(&["sleep", "6.222"]).await, Vec::<u32>::new());
 }
