@@ -100,14 +100,7 @@ async fn submit_background(
     body::only_known(&map, &["text"], "body")?;
     let text = body::string(map.get("text"), "text", 1, 100_000)?;
     let thread = thread(&state, &tenant, &thread_id).await?;
-    let event = json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] });
-    let new = NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: thread.clone(),
-        kind: "user.message".into(),
-        body: event,
-    };
-    events::submit_and_publish(&state, &thread, vec![new]).await?;
+    events::submit_and_publish(&state, &thread, vec![NewEvent::user_message(&thread, &text)]).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
     let run =
         runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
@@ -266,15 +259,6 @@ async fn purge(
     Ok(Json(json!({ "purged": purged })))
 }
 
-fn user_message(thread: &str, text: String) -> NewEvent {
-    NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: thread.to_owned(),
-        kind: "user.message".into(),
-        body: json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }),
-    }
-}
-
 /// `POST …/supersede` `{"text"}` → `{"run_id", "status", "superseded": [run_id…]}`:
 /// the thread's pending and awaiting runs (without a cancel intent) become `superseded`
 /// and the text starts a new run. A leased run is not superseded (cancel it).
@@ -289,7 +273,7 @@ async fn supersede(
     let text = body::string(map.get("text"), "text", 1, 100_000)?;
     let thread = thread(&state, &tenant, &thread_id).await?;
     state.backends.store.supersede_runs(&thread).await?;
-    events::submit_and_publish(&state, &thread, vec![user_message(&thread, text)]).await?;
+    events::submit_and_publish(&state, &thread, vec![NewEvent::user_message(&thread, &text)]).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
     let current =
         runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
@@ -392,7 +376,7 @@ async fn resume(
     let Some(run) = state.backends.store.take_pause(&thread).await? else {
         return Err(ApiError::Conflict(format!("no paused run on thread {thread} to resume")));
     };
-    events::submit_and_publish(&state, &thread, vec![user_message(&thread, text)]).await?;
+    events::submit_and_publish(&state, &thread, vec![NewEvent::user_message(&thread, &text)]).await?;
     Ok(Json(json!({ "resumed": true, "run_id": run.id })))
 }
 

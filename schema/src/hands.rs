@@ -104,12 +104,7 @@ async fn give_up_events(
     let answered: std::collections::HashSet<&str> =
         calls.iter().filter(|e| e.kind != "agent.tool_use").filter_map(|e| e.body["tool_use_id"].as_str()).collect();
     let message = format!("the environment's hands were lost {lost_leases} times; the tool call was abandoned");
-    let event = |body: Value| crate::store::NewEvent {
-        event_id: crate::ids::new_id("sevt"),
-        thread_id: session_id.to_owned(),
-        kind: body["type"].as_str().unwrap_or_default().to_owned(),
-        body,
-    };
+    let event = |body: Value| crate::store::NewEvent::new(session_id, body);
     let mut events: Vec<_> = calls
         .iter()
         .filter(|e| e.kind == "agent.tool_use" && !answered.contains(e.event_id.as_str()))

@@ -478,6 +478,26 @@ pub struct NewEvent {
     pub body: Value,
 }
 
+impl NewEvent {
+    /// An event on `thread_id` with a fresh id, its type taken from `body["type"]`.
+    pub fn new(thread_id: &str, body: Value) -> Self {
+        Self {
+            event_id: crate::ids::new_id("sevt"),
+            thread_id: thread_id.to_owned(),
+            kind: body["type"].as_str().unwrap_or_default().to_owned(),
+            body,
+        }
+    }
+
+    /// A `user.message` with one text block.
+    pub fn user_message(thread_id: &str, text: &str) -> Self {
+        Self::new(
+            thread_id,
+            serde_json::json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }),
+        )
+    }
+}
+
 /// A committed event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEvent {

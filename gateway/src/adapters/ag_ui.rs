@@ -139,19 +139,14 @@ fn content_text(content: &Value) -> String {
 /// The input in the last message: a user message, or a `tool` message answering an open
 /// frontend (custom) tool call.
 async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResult<Vec<NewEvent>> {
-    let event = |body: Value| NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: session.id.clone(),
-        kind: body["type"].as_str().unwrap_or_default().to_owned(),
-        body,
-    };
+    let event = |body: Value| NewEvent::new(&session.id, body);
     match last["role"].as_str() {
         Some("user") => {
             let text = content_text(&last["content"]);
             if text.is_empty() {
                 return Err(ApiError::invalid("messages[-1].content: a user message needs text"));
             }
-            Ok(vec![event(json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }))])
+            Ok(vec![NewEvent::user_message(&session.id, &text)])
         }
         Some("tool") => {
             let call = body::string(last.get("toolCallId"), "messages[-1].toolCallId", 1, 256)?;
@@ -200,12 +195,7 @@ fn stream(state: AppState, session_id: String, thread: String, run_id: String, a
 
 /// The client went away mid-run: interrupt it (committed history stays).
 async fn interrupt(state: &AppState, session_id: &str) {
-    let event = NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: session_id.to_owned(),
-        kind: "user.interrupt".into(),
-        body: json!({ "type": "user.interrupt" }),
-    };
+    let event = NewEvent::new(session_id, json!({ "type": "user.interrupt" }));
     match state.backends.store.append_events(session_id, vec![event]).await {
         Ok(stored) => {
             if let Some(bus) = &state.backends.bus {

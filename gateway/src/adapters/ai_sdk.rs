@@ -98,19 +98,14 @@ async fn run(
 /// assistant message, outputs of client-side tools and approval responses for calls
 /// that are still open.
 async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResult<Vec<NewEvent>> {
-    let event = |body: Value| NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: session.id.clone(),
-        kind: body["type"].as_str().unwrap_or_default().to_owned(),
-        body,
-    };
+    let event = |body: Value| NewEvent::new(&session.id, body);
     match last["role"].as_str() {
         Some("user") => {
             let text = text_of(&last["parts"]);
             if text.is_empty() {
                 return Err(ApiError::invalid("messages[-1].parts: a user message needs a text part"));
             }
-            Ok(vec![event(json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] }))])
+            Ok(vec![NewEvent::user_message(&session.id, &text)])
         }
         Some("assistant") => {
             let query = EventQuery {

@@ -385,12 +385,7 @@ enum Slot {
 }
 
 fn new_event(session_id: &str, body: serde_json::Map<String, Value>) -> NewEvent {
-    NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: session_id.to_owned(),
-        kind: body["type"].as_str().unwrap_or_default().to_owned(),
-        body: Value::Object(body),
-    }
+    NewEvent::new(session_id, Value::Object(body))
 }
 
 async fn list_events(

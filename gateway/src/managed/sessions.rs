@@ -316,15 +316,7 @@ pub async fn create(
         })
         .await?;
     if !initial.is_empty() {
-        let events = initial
-            .into_iter()
-            .map(|body| NewEvent {
-                event_id: agentd_schema::ids::new_id("sevt"),
-                thread_id: id.clone(),
-                kind: body["type"].as_str().unwrap_or_default().to_owned(),
-                body: Value::Object(body),
-            })
-            .collect();
+        let events = initial.into_iter().map(|body| NewEvent::new(&id, Value::Object(body))).collect();
         submit_and_publish(&state, &id, events).await?;
     }
     // Session start: a session whose agent has built-in tools needs hands.
@@ -436,12 +428,7 @@ pub async fn update(
     let mut event = Map::new();
     event.insert("type".into(), json!("session.updated"));
     event.extend(changed);
-    let events = vec![NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: id.clone(),
-        kind: "session.updated".into(),
-        body: Value::Object(event),
-    }];
+    let events = vec![NewEvent::new(&id, Value::Object(event))];
     let (session, stored) = store.update_session(&tenant.workspace_id, &id, next, events).await?;
     if let Some(bus) = &state.backends.bus {
         agentd_schema::live::publish_committed(bus.as_ref(), &stored).await;
