@@ -125,6 +125,15 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_ADAPTER_DEFAULT_AGENT", value_name = "AGENT_ID")]
     pub adapter_default_agent: Option<String>,
 
+    /// Path of the MCP endpoint (POST, GET and DELETE; API keys only) [default: /v1/mcp].
+    #[arg(long, global = true, env = "AGENTD_MCP_PATH", value_name = "PATH")]
+    pub mcp_path: Option<String>,
+
+    /// `Host` header values the MCP endpoint accepts, comma-separated (`host` or
+    /// `host:port`; `*`: any) [default: dev: localhost,127.0.0.1,::1; gateway: *].
+    #[arg(long, global = true, env = "AGENTD_MCP_ALLOWED_HOSTS", value_name = "HOSTS")]
+    pub mcp_allowed_hosts: Option<String>,
+
     /// Browser origins allowed by CORS, comma-separated (`*`: any origin, without
     /// credentials) [default: none — no CORS headers].
     #[arg(long, global = true, env = "AGENTD_CORS_ORIGINS", value_name = "ORIGINS")]
@@ -177,6 +186,8 @@ impl Settings {
             runner_gateway_url: self.runner_gateway_url.or(file.runner_gateway_url),
             cors_origins: self.cors_origins.or(file.cors_origins),
             adapter_default_agent: self.adapter_default_agent.or(file.adapter_default_agent),
+            mcp_path: self.mcp_path.or(file.mcp_path),
+            mcp_allowed_hosts: self.mcp_allowed_hosts.or(file.mcp_allowed_hosts),
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),
@@ -245,6 +256,44 @@ impl Settings {
             .filter(|o| !o.is_empty())
             .map(str::to_owned)
             .collect()
+    }
+
+    /// The MCP endpoint's path: absolute, without a trailing `/`, no route parameters.
+    pub fn mcp_path(&self) -> Result<String> {
+        let path = self.mcp_path.as_deref().map_or("/v1/mcp", str::trim);
+        let valid = path.len() > 1
+            && path.starts_with('/')
+            && !path.ends_with('/')
+            && !path.contains("//")
+            && path.chars().all(|c| c.is_ascii_alphanumeric() || "/-_.~".contains(c));
+        anyhow::ensure!(
+            valid,
+            "AGENTD_MCP_PATH: expected an absolute path such as /v1/mcp (letters, digits, `-_.~`, no trailing /), got {path:?}"
+        );
+        Ok(path.to_owned())
+    }
+
+    /// The `Host` values the MCP endpoint accepts (`None`: any). Unset, `agentd dev`
+    /// accepts only loopback names (DNS rebinding against a local server); a gateway
+    /// accepts any, since it sits behind a load balancer under names only the operator
+    /// knows and every request needs an API key anyway (ADR 0008).
+    pub fn mcp_allowed_hosts(&self, dev: bool) -> Result<Option<Vec<String>>> {
+        let Some(value) = self.mcp_allowed_hosts.as_deref() else {
+            return Ok(dev.then(agentd_gateway::adapters::mcp::McpSettings::loopback_hosts));
+        };
+        let hosts: Vec<String> = value.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect();
+        anyhow::ensure!(!hosts.is_empty(), "AGENTD_MCP_ALLOWED_HOSTS: empty; list host names, or `*` for any host");
+        if hosts.iter().any(|h| h == "*") {
+            anyhow::ensure!(hosts.len() == 1, "AGENTD_MCP_ALLOWED_HOSTS: `*` cannot be combined with host names");
+            return Ok(None);
+        }
+        for host in &hosts {
+            anyhow::ensure!(
+                host.parse::<axum::http::uri::Authority>().is_ok() || host.parse::<std::net::IpAddr>().is_ok(),
+                "AGENTD_MCP_ALLOWED_HOSTS: {host:?} is not a host name or host:port"
+            );
+        }
+        Ok(Some(hosts))
     }
 
     /// See `AGENTD_RUNNER_IDLE_STOP`.
@@ -340,6 +389,28 @@ mod tests {
         let merged = cli.or(file);
         assert_eq!(merged.http_addr(), "127.0.0.1:9000".parse().unwrap());
         assert_eq!(merged.nats_url.as_deref(), Some("nats://n:4222"));
+    }
+
+    #[test]
+    fn mcp_settings_are_validated() {
+        let with = |path: Option<&str>, hosts: Option<&str>| Settings {
+            mcp_path: path.map(str::to_owned),
+            mcp_allowed_hosts: hosts.map(str::to_owned),
+            ..Settings::default()
+        };
+        assert_eq!(with(None, None).mcp_path().unwrap(), "/v1/mcp");
+        assert_eq!(with(Some("/mcp"), None).mcp_path().unwrap(), "/mcp");
+        for bad in ["", "/", "mcp", "/mcp/", "/v1/{id}", "/a//b"] {
+            assert!(with(Some(bad), None).mcp_path().is_err(), "{bad:?}");
+        }
+        assert_eq!(with(None, None).mcp_allowed_hosts(true).unwrap().unwrap(), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(with(None, None).mcp_allowed_hosts(false).unwrap(), None, "a gateway checks no Host by default");
+        assert_eq!(with(None, Some("*")).mcp_allowed_hosts(true).unwrap(), None);
+        let listed = with(None, Some("agents.example.com, 10.0.0.5:8080")).mcp_allowed_hosts(true).unwrap();
+        assert_eq!(listed.unwrap(), ["agents.example.com", "10.0.0.5:8080"]);
+        for bad in [" , ", "*,example.com", "bad host"] {
+            assert!(with(None, Some(bad)).mcp_allowed_hosts(false).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

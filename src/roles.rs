@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentd_gateway::adapters::mcp::McpSettings;
+use agentd_gateway::adapters::mcp::sessions::RedisSessions;
 use agentd_gateway::admission::limiter::Limiter;
 use agentd_gateway::ops::{self, Backends, OpsState};
 use agentd_gateway::{AppState, MemoryLimiter, RedisLimiter};
@@ -76,7 +78,8 @@ pub async fn dev(settings: Settings) -> Result<()> {
     process.start_relay();
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
     process.start_consumer(Registry::from_env(true))?;
-    let bound = process.serve_api().await?;
+    let mcp = mcp_settings(&process.settings, true, None)?;
+    let bound = process.serve_api(mcp).await?;
     if let Some(grpc) = process.settings.grpc_addr {
         process.serve_grpc(grpc, "agentd.dev").await?;
     } else {
@@ -152,12 +155,22 @@ pub async fn gateway(settings: Settings) -> Result<()> {
         );
     };
     let secrets = SecretBox::from_encoded(secret_key).context("AGENTD_SECRET_KEY")?;
+    // Handshake-era MCP sessions are shared by every gateway through Redis (ADR 0008).
+    let mcp_sessions = RedisSessions::connect(&redis_url, &settings.redis_prefix()).await.with_context(|| {
+        format!("cannot use Redis at {} for MCP sessions (check AGENTD_REDIS_URL)", redact_url(&redis_url))
+    })?;
+    let mcp = mcp_settings(&settings, false, Some(Arc::new(mcp_sessions)))?;
     let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(Arc::new(limiter)));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
-    process.serve_api().await?;
+    process.serve_api(mcp).await?;
     process.run_until_signal().await
+}
+
+/// The MCP endpoint's settings for a dev process or a gateway.
+fn mcp_settings(settings: &Settings, dev: bool, sessions: Option<Arc<RedisSessions>>) -> Result<McpSettings> {
+    Ok(McpSettings { path: settings.mcp_path()?, allowed_hosts: settings.mcp_allowed_hosts(dev)?, sessions })
 }
 
 /// `agentd worker`.
@@ -353,7 +366,7 @@ impl Process {
 
     /// Serves the API (and the operations routes, unless they have their own
     /// listener). Returns the bound API address.
-    async fn serve_api(&self) -> Result<SocketAddr> {
+    async fn serve_api(&self, mcp: McpSettings) -> Result<SocketAddr> {
         let limiter = self.limiter.clone().context("this role serves no API")?;
         let secrets = self.secrets.clone().context("this role serves no API")?;
         let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
@@ -365,6 +378,7 @@ impl Process {
             key_cache,
             max_attempts: self.settings.max_attempts()?,
             default_agent: self.settings.adapter_default_agent.clone(),
+            mcp,
         };
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;

@@ -42,6 +42,8 @@ pub struct AppState {
     pub max_attempts: i64,
     /// The agent adapter threads start with when a request names none.
     pub default_agent: Option<String>,
+    /// The MCP endpoint's path, allowed hosts and shared sessions.
+    pub mcp: adapters::mcp::McpSettings,
 }
 
 impl AppState {
@@ -67,7 +69,9 @@ pub fn api(state: AppState) -> Router {
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
-    Router::new().nest("/v1", v1).with_state(state)
+    // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
+    // copy of the admission layers.
+    Router::new().nest("/v1", v1).merge(adapters::mcp::routes(&state)).with_state(state)
 }
 
 /// The application adapters' routes, relative to `/v1` (no beta selector).
@@ -133,7 +137,7 @@ pub use crate::admission::limiter::{Limits, MemoryLimiter, RedisLimiter};
 
 /// While draining, new API requests are refused with 503 so a load balancer that has
 /// not yet noticed `/readyz` moves them elsewhere; requests already running finish.
-async fn refuse_while_draining(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn refuse_while_draining(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.lifecycle.is_draining() {
         return ApiError::Unavailable("this gateway is draining; retry on another replica".to_owned()).into_response();
     }

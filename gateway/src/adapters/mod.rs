@@ -4,6 +4,7 @@
 
 pub mod ag_ui;
 pub mod ai_sdk;
+pub mod mcp;
 
 use std::time::Duration;
 

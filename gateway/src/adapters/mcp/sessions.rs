@@ -1,0 +1,184 @@
+//! `Mcp-Session-Id` across gateways (ADR 0008). rmcp keeps each handshake-era session
+//! as an in-process worker; with several stateless gateways behind a load balancer the
+//! next request of a session may land on another replica. [`RedisSessions`] persists
+//! what rmcp needs to rebuild a session there (the client's `initialize` parameters),
+//! and [`SharedSessions`] wraps rmcp's local manager so that a session ended on one
+//! gateway (`DELETE`) is refused on every other one too.
+//!
+//! `agentd dev` is one process: it runs without a store and keeps sessions in memory.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
+use rmcp::transport::streamable_http_server::session::{
+    EventStore, ServerSseMessage, SessionState, SessionStore, SessionStoreError,
+};
+use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
+
+/// How long a session lives in the store after its last request.
+const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a session worker may idle in memory before it stops (the store keeps the
+/// session; the next request rebuilds the worker). Longer than any silent turn.
+const WORKER_IDLE: Duration = Duration::from_secs(30 * 60);
+/// How long one store operation may wait for Redis.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// MCP sessions in Redis, shared by every gateway replica: one key per session,
+/// `{prefix}:mcp:session:{id}`, holding the client's `initialize` parameters, expiring
+/// [`SESSION_TTL`] after the last request that named it.
+pub struct RedisSessions {
+    prefix: String,
+    connection: redis::aio::ConnectionManager,
+}
+
+impl RedisSessions {
+    /// Connects to `url`; keys are prefixed with `prefix`.
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, redis::RedisError> {
+        let client = redis::Client::open(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(REDIS_TIMEOUT))
+            .set_response_timeout(Some(REDIS_TIMEOUT));
+        let connection = client.get_connection_manager_with_config(config).await?;
+        Ok(Self { prefix: prefix.to_owned(), connection })
+    }
+
+    fn key(&self, id: &str) -> String {
+        format!("{}:mcp:session:{id}", self.prefix)
+    }
+
+    /// Whether the session is still open anywhere; extends its life if so.
+    async fn touch(&self, id: &str) -> Result<bool, redis::RedisError> {
+        let mut connection = self.connection.clone();
+        redis::cmd("EXPIRE").arg(self.key(id)).arg(SESSION_TTL.as_secs()).query_async(&mut connection).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for RedisSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let mut connection = self.connection.clone();
+        let stored: Option<String> = redis::cmd("GET").arg(self.key(session_id)).query_async(&mut connection).await?;
+        Ok(stored.map(|json| serde_json::from_str(&json)).transpose()?)
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let mut connection = self.connection.clone();
+        let json = serde_json::to_string(state)?;
+        let _: () = redis::cmd("SET")
+            .arg(self.key(session_id))
+            .arg(json)
+            .arg("EX")
+            .arg(SESSION_TTL.as_secs())
+            .query_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let mut connection = self.connection.clone();
+        let _: i64 = redis::cmd("DEL").arg(self.key(session_id)).query_async(&mut connection).await?;
+        Ok(())
+    }
+}
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// The in-process session worker failed or is unknown.
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+    /// Redis did not answer; the request fails rather than guess whether the session
+    /// was ended elsewhere.
+    #[error("the MCP session store is unavailable: {0}")]
+    Store(#[from] redis::RedisError),
+}
+
+/// rmcp's in-process session manager, checked against the shared store when there is
+/// one: a session ended through another gateway stops here too. Closing a worker here
+/// (idle timeout, shutdown) leaves the shared session alone; only `DELETE` ends it
+/// (rmcp deletes the store entry itself).
+pub struct SharedSessions {
+    local: LocalSessionManager,
+    store: Option<Arc<RedisSessions>>,
+}
+
+impl SharedSessions {
+    /// Sessions in memory, checked against `store` when given.
+    pub fn new(store: Option<Arc<RedisSessions>>) -> Self {
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(WORKER_IDLE);
+        Self { local, store }
+    }
+}
+
+impl SessionManager for SharedSessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        Ok(self.local.create_session().await?)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.local.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        if !self.local.has_session(id).await? {
+            return Ok(false);
+        }
+        let Some(store) = &self.store else { return Ok(true) };
+        if store.touch(id).await? {
+            return Ok(true);
+        }
+        // Ended (DELETE) through another gateway, or expired: stop the local worker.
+        self.local.close_session(id).await?;
+        Ok(false)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        Ok(self.local.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.local.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        Ok(self.local.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.local.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.local.resume(id, last_event_id).await?)
+    }
+
+    async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        Ok(self.local.restore_session(id).await?)
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.local.event_store()
+    }
+}

@@ -1,0 +1,259 @@
+//! `tools/call`: one turn of an agent's session. The prompt is committed as a
+//! `user.message` on the thread's session, the committed events are followed until the
+//! session idles, and the result is the turn's final agent message — or, when the turn
+//! could not finish on its own, an `isError` result that says why.
+
+use agentd_schema::{NewEvent, Session, StoredEvent, live};
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ProgressNotificationParam, ProgressToken};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
+
+use super::tools::{AgentTool, Arguments};
+use crate::AppState;
+use crate::adapters::{Translate, follow, text_of, thread_session};
+use crate::admission::Tenant;
+use crate::managed::events;
+
+/// What the caller learns about a turn that could not run or finish.
+pub(super) struct Failed(pub String);
+
+/// Runs one turn of `tool`'s agent and waits for it to settle.
+pub(super) async fn run(
+    state: &AppState,
+    tenant: &Tenant,
+    tool: &AgentTool,
+    arguments: Arguments,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    let thread = arguments.thread_id.unwrap_or_else(|| agentd_schema::ids::new_id("mcpthread"));
+    let session = thread_session(state, tenant, &thread, Some(&tool.agent_id)).await.map_err(super::protocol_error)?;
+    let bound_agent = session.body["agent"]["id"].as_str().unwrap_or_default();
+    if bound_agent != tool.agent_id {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "arguments.thread_id: thread {thread:?} belongs to agent {bound_agent}, not to {} (tool {})",
+                tool.agent_id, tool.name
+            ),
+            None,
+        ));
+    }
+    let meta = result_meta(&thread, &session.id);
+    if let Err(Failed(message)) = admissible(&session) {
+        return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).with_meta(Some(meta)));
+    }
+    let after_seq = session.next_seq - 1;
+    events::submit_and_publish(state, &session.id, vec![NewEvent::user_message(&session.id, &arguments.prompt)])
+        .await
+        .map_err(super::protocol_error)?;
+    wake_hands(state, tenant, &session).await.map_err(super::protocol_error)?;
+
+    let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
+    let first = json!({ "progress": format!("prompt committed to session {}", session.id) });
+    let rx =
+        follow(state.clone(), session.id.clone(), after_seq, first, Watcher::default(), |state, session| async move {
+            interrupt(&state, &session).await;
+        });
+    let outcome = watch(rx, progress, context).await;
+    let result = match outcome {
+        Some(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Some(Err(Failed(message))) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        None => {
+            // Dropping the receiver made the follower commit a `user.interrupt`.
+            return Err(ErrorData::internal_error(
+                format!("the call was cancelled; the turn on session {} was interrupted", session.id),
+                None,
+            ));
+        }
+    };
+    Ok(result.with_meta(Some(meta)))
+}
+
+/// A session that cannot take a new turn answers with an error result at once.
+fn admissible(session: &Session) -> Result<(), Failed> {
+    if session.archived_at_ms.is_some() {
+        return Err(Failed(format!("session {} is archived and accepts no input", session.id)));
+    }
+    if session.status == "terminated" {
+        return Err(Failed(format!("session {} is terminated and accepts no input", session.id)));
+    }
+    if agentd_schema::budget::Standing::of(&session.body, &session.usage).reached() {
+        return Err(Failed(format!(
+            "session {} has reached its budget (max_list_cost); no further model request is admitted",
+            session.id
+        )));
+    }
+    Ok(())
+}
+
+/// Agents with the built-in toolset need hands again when their work item stopped
+/// (as `events.send` does).
+async fn wake_hands(state: &AppState, tenant: &Tenant, session: &Session) -> crate::error::ApiResult<()> {
+    if !agentd_schema::hands::needs_hands(&session.body["agent"]) {
+        return Ok(());
+    }
+    let environment = session.body["environment_id"].as_str().unwrap_or_default();
+    let store = state.backends.store.as_ref();
+    if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment).await? {
+        events::queue_hands(state, session, &environment.body).await?;
+    }
+    Ok(())
+}
+
+/// `_meta` of every result: the thread to pass as `thread_id` to continue, and its session.
+fn result_meta(thread: &str, session_id: &str) -> MetaObject {
+    let mut meta = rmcp::model::JsonObject::new();
+    meta.insert("agentd/thread_id".into(), json!(thread));
+    meta.insert("agentd/session_id".into(), json!(session_id));
+    MetaObject(meta)
+}
+
+/// Progress notifications, when the request asked for them with a `progressToken`.
+struct Progress {
+    token: Option<ProgressToken>,
+    sent: u32,
+}
+
+impl Progress {
+    async fn report(&mut self, context: &RequestContext<RoleServer>, message: &str) {
+        let Some(token) = &self.token else { return };
+        self.sent += 1;
+        let notification = ProgressNotificationParam::new(token.clone(), f64::from(self.sent)).with_message(message);
+        if let Err(error) = context.peer.notify_progress(notification).await {
+            tracing::debug!(%error, "an MCP progress notification could not be sent");
+        }
+    }
+}
+
+/// Reads the follower until the turn settles: `None` when the caller cancelled first.
+async fn watch(
+    mut rx: tokio::sync::mpsc::Receiver<Value>,
+    mut progress: Progress,
+    context: &RequestContext<RoleServer>,
+) -> Option<Result<String, Failed>> {
+    loop {
+        let item = tokio::select! {
+            () = context.ct.cancelled() => return None,
+            item = rx.recv() => item,
+        };
+        let Some(item) = item else {
+            return Some(Err(Failed("the turn's event stream ended before the session settled".to_owned())));
+        };
+        if let Some(message) = item["progress"].as_str() {
+            progress.report(context, message).await;
+            continue;
+        }
+        let text = item["text"].as_str().unwrap_or_default().to_owned();
+        return Some(if item["failed"] == true { Err(Failed(text)) } else { Ok(text) });
+    }
+}
+
+/// The client cancelled or went away mid-turn: interrupt the run (committed history stays).
+async fn interrupt(state: &AppState, session_id: &str) {
+    let event = NewEvent::new(session_id, json!({ "type": "user.interrupt" }));
+    match state.backends.store.append_events(session_id, vec![event]).await {
+        Ok(stored) => {
+            if let Some(bus) = &state.backends.bus {
+                live::publish_committed(bus.as_ref(), &stored).await;
+            }
+            tracing::info!(session = %session_id, "MCP call cancelled; run interrupted");
+        }
+        Err(error) => {
+            tracing::warn!(%error, session = %session_id, "could not interrupt the run of a cancelled MCP call")
+        }
+    }
+}
+
+/// Committed events → progress messages, then the turn's outcome.
+#[derive(Default)]
+struct Watcher {
+    /// The text of the turn's latest agent message.
+    reply: Option<String>,
+    /// The latest error the session reported.
+    error: Option<String>,
+}
+
+impl Watcher {
+    fn settled(&self, failed: bool, text: String) -> (Vec<Value>, bool) {
+        (vec![json!({ "failed": failed, "text": text })], true)
+    }
+}
+
+impl Translate for Watcher {
+    fn failure(&self, message: String) -> Value {
+        json!({ "failed": true, "text": message })
+    }
+
+    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let body = &event.body;
+        let progress = |message: String| (vec![json!({ "progress": message })], false);
+        match event.kind.as_str() {
+            "span.model_request_start" => progress("model request started".to_owned()),
+            "span.model_request_end" => progress("model request finished".to_owned()),
+            "agent.thinking" => progress("thinking".to_owned()),
+            "agent.message" => {
+                self.reply = Some(text_of(&body["content"]));
+                progress("agent message".to_owned())
+            }
+            "agent.tool_use" | "agent.mcp_tool_use" | "agent.custom_tool_use" => {
+                progress(format!("tool use: {}", body["name"].as_str().unwrap_or("tool")))
+            }
+            "agent.tool_result" | "agent.mcp_tool_result" => {
+                let failed = if body["is_error"] == true { " (error)" } else { "" };
+                progress(format!("tool result{failed}"))
+            }
+            "session.error" => {
+                let message = body["error"]["message"].as_str().unwrap_or("the turn failed").to_owned();
+                self.error = Some(message.clone());
+                progress(format!("error: {message}"))
+            }
+            "session.status_rescheduled" => progress("retrying the model request".to_owned()),
+            "session.budget_reached" => progress("budget reached".to_owned()),
+            "session.status_idle" => {
+                let stop = &body["stop_reason"];
+                match stop["type"].as_str() {
+                    Some("end_turn") => self.settled(false, self.reply.clone().unwrap_or_default()),
+                    Some("requires_action") => self.settled(
+                        true,
+                        format!(
+                            "the agent is waiting for input an MCP call cannot give (a tool confirmation or a \
+                             custom tool result for event(s) {}); answer it through the managed API \
+                             (POST /v1/sessions/{}/events), then call the tool again with the same thread_id",
+                            ids(&stop["event_ids"]),
+                            event.session_id
+                        ),
+                    ),
+                    Some("retries_exhausted") => self.settled(
+                        true,
+                        format!(
+                            "the turn failed: {}",
+                            self.error.as_deref().unwrap_or("the model request failed after every retry")
+                        ),
+                    ),
+                    Some("budget_reached") => self.settled(
+                        true,
+                        "the session's budget (max_list_cost) is reached; no further model request is admitted"
+                            .to_owned(),
+                    ),
+                    Some("refusal") => self.settled(
+                        true,
+                        format!(
+                            "the model refused to answer{}",
+                            self.reply.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                        ),
+                    ),
+                    other => {
+                        self.settled(true, format!("the turn stopped: {}", other.unwrap_or("for an unknown reason")))
+                    }
+                }
+            }
+            "session.status_terminated" => self.settled(true, "the session was terminated".to_owned()),
+            _ => (Vec::new(), false),
+        }
+    }
+}
+
+fn ids(value: &Value) -> String {
+    let ids: Vec<&str> = value.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if ids.is_empty() { "unknown".to_owned() } else { ids.join(", ") }
+}
