@@ -16,6 +16,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from fake_models import FakeAnthropic, http_error, say
+from fake_models import FakeAnthropic, call, http_error, say, slow
 from harness import Deployment, unique
 
 MODEL = "claude-sonnet-4-5"
@@ -171,8 +172,9 @@ def test_client_lists_agents_and_calls_one_with_progress(
 def test_low_level_session_continues_a_thread(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
     client = turns.client()
     key = unique("mcpthread")
-    name = f"Threads {key}"
+    name, other = f"Threads {key}", f"Other threads {key}"
     new_agent(client, name)
+    new_agent(client, other)
     fake_anthropic.script(key, say(f"first {key}"), say(f"second {key}"))
 
     async def scenario() -> tuple[Any, Any, Any]:
@@ -183,6 +185,10 @@ def test_low_level_session_continues_a_thread(turns: Deployment, fake_anthropic:
                 first = await session.call_tool(tool_name(name), {"prompt": f"one {key}"})
                 thread = first.meta["agentd/thread_id"]
                 second = await session.call_tool(tool_name(name), {"prompt": f"two {key}", "thread_id": thread})
+                # A thread belongs to its agent: another agent's tool refuses it.
+                with pytest.raises(MCPError) as raised:
+                    await session.call_tool(tool_name(other), {"prompt": "x", "thread_id": thread})
+                assert raised.value.code == -32602 and "arguments.thread_id" in raised.value.error.message
                 return init, first, second
 
     init, first, second = asyncio.run(scenario())
@@ -217,6 +223,81 @@ def test_agent_failure_is_an_error_result(turns: Deployment, fake_anthropic: Fak
     assert text_of(result).startswith("the turn failed"), text_of(result)
     session = client.beta.sessions.retrieve(result.meta["agentd/session_id"])
     assert session.status == "idle"
+
+
+def test_a_turn_that_needs_the_caller_is_an_error_result(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    client = turns.client()
+    key = unique("mcpaction")
+    name = f"Weather {key}"
+    weather = {
+        "type": "custom",
+        "name": "get_weather",
+        "description": "Weather for a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    new_agent(client, name, tools=[weather])
+    fake_anthropic.script(key, call("get_weather", {"city": "Paris"}))
+
+    async def scenario() -> Any:
+        async with Client(transport(endpoint(turns), turns.bootstrap_key)) as mcp:
+            return await mcp.call_tool(tool_name(name), {"prompt": f"weather? {key}"})
+
+    result = asyncio.run(scenario())
+    assert result.is_error is True
+    session_id = result.meta["agentd/session_id"]
+    (use,) = [e for e in client.beta.sessions.events.list(session_id) if e.type == "agent.custom_tool_use"]
+    assert use.id in text_of(result) and "waiting for input" in text_of(result)
+
+
+def test_tools_are_paginated(turns: Deployment) -> None:
+    key = turns.create_key(unique("mcp-many"))
+    client = turns.client(key)
+    names = {tool_name(client.beta.agents.create(name=f"Many {i:03d}", model=MODEL).name) for i in range(101)}
+
+    async def scenario() -> list[Any]:
+        pages = []
+        async with Client(transport(endpoint(turns), key), mode="legacy") as mcp:
+            cursor = None
+            while True:
+                page = await mcp.list_tools(cursor=cursor)
+                pages.append(page)
+                cursor = page.next_cursor
+                if cursor is None:
+                    return pages
+
+    pages = asyncio.run(scenario())
+    assert [len(p.tools) for p in pages] == [100, 1]
+    assert {t.name for p in pages for t in p.tools} == names, "another workspace's agents are not listed"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_cancelled_call_interrupts_the_turn(turns: Deployment, fake_anthropic: FakeAnthropic, mode: str) -> None:
+    client = turns.client()
+    key = unique("mcpcancel")
+    name = f"Slow {key}"
+    agent_id = new_agent(client, name)
+    fake_anthropic.script(key, slow(f"never finished {key}", chunks=40, delay=0.5))
+    thread = unique("mcp-thread")
+
+    async def scenario() -> None:
+        async with Client(transport(endpoint(turns), turns.bootstrap_key), mode=mode) as mcp:
+            # The client gives up after 2 s: legacy sends notifications/cancelled, the
+            # 2026-07-28 era closes the request's stream.
+            with pytest.raises(MCPError):
+                await mcp.call_tool(tool_name(name), {"prompt": f"go {key}", "thread_id": thread}, read_timeout_seconds=2)
+
+    asyncio.run(scenario())
+    session_id = raw(turns).get(f"/v1/ai-sdk/threads/{thread}/messages", headers=turns.headers()).json()["session_id"]
+    assert client.beta.sessions.retrieve(session_id).agent.id == agent_id
+    deadline = time.monotonic() + 20
+    while True:
+        events = list(client.beta.sessions.events.list(session_id))
+        kinds = [e.type for e in events]
+        if "user.interrupt" in kinds and kinds[-1] == "session.status_idle":
+            break
+        assert time.monotonic() < deadline, f"the turn was not interrupted: {kinds}"
+        time.sleep(0.2)
+    assert "agent.message" not in kinds, "the reply was cut off, not completed"
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
