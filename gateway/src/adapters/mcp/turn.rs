@@ -16,7 +16,7 @@ use crate::admission::Tenant;
 use crate::managed::events;
 
 /// What the caller learns about a turn that could not run or finish.
-pub(super) struct Failed(pub String);
+struct Failed(String);
 
 /// Runs one turn of `tool`'s agent and waits for it to settle.
 pub(super) async fn run(
@@ -256,4 +256,89 @@ impl Translate for Watcher {
 fn ids(value: &Value) -> String {
     let ids: Vec<&str> = value.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     if ids.is_empty() { "unknown".to_owned() } else { ids.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, body: Value) -> StoredEvent {
+        let mut body = body;
+        body["type"] = json!(kind);
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: 1,
+            event_id: "sevt_1".into(),
+            thread_id: "sesn_1".into(),
+            kind: kind.into(),
+            body,
+            processed_at_ms: 0,
+        }
+    }
+
+    /// Feeds events until the watcher settles; returns the progress messages and the outcome.
+    fn run(events: &[StoredEvent]) -> (Vec<String>, Option<Value>) {
+        let mut watcher = Watcher::default();
+        let mut progress = Vec::new();
+        for event in events {
+            let (out, done) = watcher.translate(event);
+            for item in out {
+                match item["progress"].as_str() {
+                    Some(message) => progress.push(message.to_owned()),
+                    None => return (progress, Some(item)),
+                }
+            }
+            assert!(!done, "settled without an outcome");
+        }
+        (progress, None)
+    }
+
+    #[test]
+    fn an_ended_turn_answers_with_its_last_message() {
+        let (progress, outcome) = run(&[
+            event("span.model_request_start", json!({})),
+            event("agent.message", json!({ "content": [{ "type": "text", "text": "let me check" }] })),
+            event("agent.tool_use", json!({ "name": "bash" })),
+            event("agent.tool_result", json!({ "is_error": true })),
+            event("agent.message", json!({ "content": [{ "type": "text", "text": "done" }] })),
+            event("session.status_idle", json!({ "stop_reason": { "type": "end_turn" } })),
+        ]);
+        assert_eq!(outcome, Some(json!({ "failed": false, "text": "done" })));
+        assert_eq!(
+            progress,
+            ["model request started", "agent message", "tool use: bash", "tool result (error)", "agent message"]
+        );
+    }
+
+    #[test]
+    fn failures_settle_as_errors_that_say_why() {
+        let failed = |events: &[StoredEvent]| {
+            let outcome = run(events).1.expect("settled");
+            assert_eq!(outcome["failed"], true, "{outcome}");
+            outcome["text"].as_str().unwrap_or_default().to_owned()
+        };
+        let exhausted = failed(&[
+            event("session.error", json!({ "error": { "message": "model overloaded" } })),
+            event("session.status_idle", json!({ "stop_reason": { "type": "retries_exhausted" } })),
+        ]);
+        assert_eq!(exhausted, "the turn failed: model overloaded");
+        let action = failed(&[event(
+            "session.status_idle",
+            json!({ "stop_reason": { "type": "requires_action", "event_ids": ["sevt_a", "sevt_b"] } }),
+        )]);
+        assert!(action.contains("sevt_a, sevt_b") && action.contains("/v1/sessions/sesn_1/events"), "{action}");
+        let budget = failed(&[event("session.status_idle", json!({ "stop_reason": { "type": "budget_reached" } }))]);
+        assert!(budget.contains("budget"), "{budget}");
+        assert_eq!(failed(&[event("session.status_terminated", json!({}))]), "the session was terminated");
+    }
+
+    #[test]
+    fn retries_do_not_settle_the_turn() {
+        let (progress, outcome) = run(&[
+            event("session.error", json!({ "error": { "message": "overloaded" } })),
+            event("session.status_rescheduled", json!({})),
+        ]);
+        assert_eq!(outcome, None);
+        assert_eq!(progress, ["error: overloaded", "retrying the model request"]);
+    }
 }
