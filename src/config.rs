@@ -270,6 +270,13 @@ impl Settings {
             valid,
             "AGENTD_MCP_PATH: expected an absolute path such as /v1/mcp (letters, digits, `-_.~`, no trailing /), got {path:?}"
         );
+        // Other routes own these: a clash would only surface as a router panic at startup.
+        let taken = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
+        anyhow::ensure!(
+            (!taken("/v1") || taken("/v1/mcp")) && !["/readyz", "/metrics", "/admin"].into_iter().any(taken),
+            "AGENTD_MCP_PATH: {path:?} belongs to other routes; under /v1 use /v1/mcp or a path below it, or pick a \
+             path outside /v1, /readyz, /metrics and /admin"
+        );
         Ok(path.to_owned())
     }
 
@@ -400,7 +407,10 @@ mod tests {
         };
         assert_eq!(with(None, None).mcp_path().unwrap(), "/v1/mcp");
         assert_eq!(with(Some("/mcp"), None).mcp_path().unwrap(), "/mcp");
-        for bad in ["", "/", "mcp", "/mcp/", "/v1/{id}", "/a//b"] {
+        assert_eq!(with(Some("/v1/mcp/agents"), None).mcp_path().unwrap(), "/v1/mcp/agents");
+        for bad in
+            ["", "/", "mcp", "/mcp/", "/v1/{id}", "/a//b", "/v1", "/v1/agents", "/v1/mcpx", "/readyz", "/admin/x"]
+        {
             assert!(with(Some(bad), None).mcp_path().is_err(), "{bad:?}");
         }
         assert_eq!(with(None, None).mcp_allowed_hosts(true).unwrap().unwrap(), ["localhost", "127.0.0.1", "::1"]);
