@@ -277,7 +277,14 @@ async fn connect_once(server: &str, url: &str, bearer: Option<&Bearer>) -> Resul
 /// Classifies an rmcp error: a 401/403 from the server is an authentication failure.
 fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Option<&Bearer>) -> McpFailure {
     let mut authentication = false;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    // rmcp wraps the transport's error without exposing it as a `source`: unwrap it.
+    let inner: Option<&(dyn std::error::Error + 'static)> =
+        match (error.downcast_ref::<rmcp::service::ClientInitializeError>(), error.downcast_ref::<rmcp::ServiceError>()) {
+            (Some(rmcp::service::ClientInitializeError::TransportError { error, .. }), _) => Some(error),
+            (_, Some(rmcp::ServiceError::TransportSend(error))) => Some(error),
+            _ => None,
+        };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = inner.or(Some(error));
     while let Some(current) = source {
         if let Some(http) = current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             authentication |= match http {
