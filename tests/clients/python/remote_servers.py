@@ -102,12 +102,15 @@ class McpServer:
         self.token_requests: list[dict[str, str]] = []
         self.issued: list[str] = []
         self.bump_delay = 0.0
+        self.add_delay = 0.0
         server = MCPServer(name)
         outer = self
 
         @server.tool(name=f"{prefix}add", description="Add two integers.", annotations=ToolAnnotations(readOnlyHint=True))
         def add(a: int, b: int) -> str:
             outer.calls.append((f"{prefix}add", {"a": a, "b": b}))
+            if outer.add_delay:
+                time.sleep(outer.add_delay)
             return str(a + b)
 
         @server.tool(name=f"{prefix}bump", description="Increase the side-effect counter and return it.")

@@ -10,7 +10,9 @@ fake_models.py; every test runs against `agentd dev` and gateway+worker (fixture
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -326,6 +328,62 @@ def test_credentials_go_only_to_their_own_origin(
         assert all(a == f"Bearer {token_of(mcp_server)}" for a in mcp_server.authorizations())
     finally:
         other.close()
+
+
+@pytest.mark.slow
+def test_a_call_cut_off_by_a_crash_is_repeated_only_when_safe(
+    turns: Deployment,
+    launch: Callable[..., Deployment],
+    provider_env: dict[str, str],
+    fake_anthropic: FakeAnthropic,
+    mcp_server: McpServer,
+) -> None:
+    """SLOW (prod only): a worker is SIGKILLed while an MCP call runs. The next worker
+    records the side-effecting `bump` as interrupted (never sent again), and repeats the
+    read-only `add`."""
+    if turns.mode != "prod":
+        pytest.skip("needs separate worker processes")
+    deployment = launch("prod", worker=False, extra_env={**provider_env, "AGENTD_LEASE": "1s"})
+    client = deployment.client()
+    agent = mcp_agent(client, {"calc": mcp_server.url}, [toolset("calc")])
+    vault_id = vault_with(client, bearer(mcp_server.url, token_of(mcp_server)))
+    mcp_server.bump_delay = mcp_server.add_delay = 4.0
+
+    def crash_during(tool: str, args: dict[str, Any], key: str) -> list[Any]:
+        doomed = deployment.start_worker()
+        fake_anthropic.script(key, call(tool, args), say(f"after {tool}"))
+        session = start(client, deployment, agent, [vault_id], f"{tool} {key}")
+        deadline = time.monotonic() + TURN_TIMEOUT
+        while not any(name == tool for name, _ in mcp_server.calls):
+            assert time.monotonic() < deadline, f"{tool} never reached the server"
+            time.sleep(0.02)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.proc.wait(timeout=10)
+        survivor = deployment.start_worker()
+        try:
+            return wait_history(
+                client,
+                session.id,
+                lambda events: bool(events) and events[-1].type == "session.status_idle",
+                f"the turn finishing after the crash during {tool}",
+            )
+        finally:
+            survivor.stop()
+
+    events = crash_during("bump", {}, unique("mcp-crash-bump"))
+    (use,) = of_type(events, "agent.mcp_tool_use")
+    (result,) = of_type(events, "agent.mcp_tool_result")
+    assert result.mcp_tool_use_id == use.id and result.is_error is True
+    assert "may or may not have taken effect" in result_text(result)
+    assert [c for c in mcp_server.calls if c[0] == "bump"] == [("bump", {})], "never sent twice"
+    assert texts(events)[-1] == "after bump"
+
+    mcp_server.calls.clear()
+    events = crash_during("add", {"a": 2, "b": 3}, unique("mcp-crash-add"))
+    (result,) = of_type(events, "agent.mcp_tool_result")
+    assert result.is_error is False and result_text(result) == "5"
+    assert mcp_server.calls == [("add", {"a": 2, "b": 3})] * 2, "the read-only call was repeated"
+    assert texts(events)[-1] == "after add"
 
 
 def test_oauth_token_is_refreshed_once_and_written_back(
