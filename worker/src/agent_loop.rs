@@ -758,4 +758,90 @@ mod tests {
         events.push(user("again"));
         assert!(matches!(decide(&agent(), &history(&events)), Decision::CallModel { .. }));
     }
+
+    fn remote_agent() -> Value {
+        json!({
+            "model": { "id": "claude-sonnet-4-5" },
+            "mcp_servers": [{ "type": "url", "name": "calc", "url": "http://127.0.0.1:1/mcp" }],
+            "tools": [
+                { "type": "mcp_toolset", "mcp_server_name": "calc", "default_config": { "enabled": true, "permission_policy": { "type": "always_ask" } }, "configs": [] },
+                { "type": "a2a_agent", "name": "helper", "url": "http://127.0.0.1:2", "permission_policy": { "type": "always_allow" } }
+            ]
+        })
+    }
+
+    #[test]
+    fn allowed_mcp_and_a2a_calls_are_made_by_the_worker_not_the_hands() {
+        let mut a2a = builtin_tool_use("helper", json!({"message":"hi"}), "always_allow");
+        a2a["id"] = json!("t2");
+        let mut mcp = mcp_tool_use("calc", "add", json!({"a":1}), "always_allow");
+        mcp["id"] = json!("t1");
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            mcp,
+            a2a,
+            json!({"type":"span.model_request_end"}),
+        ];
+        let decision = decide(&remote_agent(), &history(&events));
+        let Decision::CallRemote { before, calls } = decision else { panic!("{decision:?}") };
+        assert!(before.is_empty(), "already running");
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].target, RemoteTarget::Mcp { server: "calc".into(), tool: "add".into() });
+        assert_eq!(calls[1].target, RemoteTarget::A2a { tool: "helper".into() });
+        assert!(calls.iter().all(|c| !c.released_now), "released by the request that committed them, not here");
+        let names: Vec<String> = tool_specs(&remote_agent()).into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["helper"], "MCP tools come from their server, the A2A tool from the config");
+    }
+
+    #[test]
+    fn mcp_confirmations_release_or_deny_the_call() {
+        let mut ask = mcp_tool_use("calc", "bump", json!({}), "always_ask");
+        ask["id"] = json!("t1");
+        let mut events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            ask,
+            json!({"type":"span.model_request_end"}),
+        ];
+        let Decision::Idle { events: idle_events } = decide(&remote_agent(), &history(&events)) else { panic!() };
+        assert_eq!(idle_events[0]["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1"] }));
+        events.extend(idle_events);
+
+        let mut allowed = events.clone();
+        allowed.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"allow"}));
+        let Decision::CallRemote { before, calls } = decide(&remote_agent(), &history(&allowed)) else { panic!() };
+        assert_eq!(before, vec![json!({ "type": "session.status_running" })]);
+        assert!(calls[0].released_now, "the commit of status_running marks the call as started here");
+        // After that commit, a new attempt sees a call someone may have started.
+        allowed.push(json!({"type":"session.status_running"}));
+        let Decision::CallRemote { calls, .. } = decide(&remote_agent(), &history(&allowed)) else { panic!() };
+        assert!(!calls[0].released_now);
+
+        let mut denied = events;
+        denied.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"deny","deny_message":"no"}));
+        let Decision::CallModel { before, request } = decide(&remote_agent(), &history(&denied)) else { panic!() };
+        assert_eq!(before[1]["type"], "agent.mcp_tool_result");
+        assert_eq!(before[1]["mcp_tool_use_id"], "t1");
+        assert_eq!(before[1]["is_error"], true);
+        assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
+    }
+
+    #[test]
+    fn a_failed_remote_server_ends_the_turn_once() {
+        let mut mcp = mcp_tool_use("calc", "add", json!({}), "always_allow");
+        mcp["id"] = json!("t1");
+        let mut events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            mcp,
+            json!({"type":"span.model_request_end"}),
+            json!({"type":"agent.mcp_tool_result","mcp_tool_use_id":"t1","is_error":true,"content":[]}),
+            json!({"type":"session.error","error":{"type":"mcp_connection_failed_error","mcp_server_name":"calc","message":"down","retry_status":{"type":"exhausted"}}}),
+        ];
+        let Decision::Idle { events: end } = decide(&remote_agent(), &history(&events)) else { panic!() };
+        assert_eq!(end, vec![idle(json!({"type":"retries_exhausted"}))]);
+        events.extend(end);
+        assert_eq!(decide(&remote_agent(), &history(&events)), Decision::Park);
+    }
 }
