@@ -155,9 +155,7 @@ pub fn now_ms() -> i64 {
 
 /// An RFC 3339 timestamp (UTC, `Z`) of `ms`.
 pub fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// Milliseconds since the epoch of an RFC 3339 timestamp.

@@ -54,7 +54,8 @@ impl Client {
 
     /// One JSON-RPC call; the `result`, or an error message.
     async fn rpc(&self, endpoint: &str, method: &str, params: Value) -> Result<Value, String> {
-        let body = json!({ "jsonrpc": "2.0", "id": uuid::Uuid::new_v4().to_string(), "method": method, "params": params });
+        let body =
+            json!({ "jsonrpc": "2.0", "id": uuid::Uuid::new_v4().to_string(), "method": method, "params": params });
         let response = self
             .request(self.http.post(endpoint))
             .header("accept", "application/json")
@@ -67,10 +68,14 @@ impl Client {
         if !status.is_success() {
             return Err(format!("{method} to {endpoint}: HTTP {}: {}", status.as_u16(), truncate(&text)));
         }
-        let reply: Value =
-            serde_json::from_str(&text).map_err(|_| format!("{method}: the answer is not JSON: {}", truncate(&text)))?;
+        let reply: Value = serde_json::from_str(&text)
+            .map_err(|_| format!("{method}: the answer is not JSON: {}", truncate(&text)))?;
         if let Some(error) = reply.get("error") {
-            return Err(format!("{method}: error {}: {}", error["code"], error["message"].as_str().unwrap_or_default()));
+            return Err(format!(
+                "{method}: error {}: {}",
+                error["code"],
+                error["message"].as_str().unwrap_or_default()
+            ));
         }
         Ok(reply["result"].clone())
     }
@@ -162,8 +167,7 @@ async fn endpoint(client: &Client, url: &str) -> Result<String, String> {
     if !status.is_success() {
         return Err(format!("the agent card at {card_url}: HTTP {}", status.as_u16()));
     }
-    let card: Value =
-        response.json().await.map_err(|_| format!("the agent card at {card_url} is not JSON"))?;
+    let card: Value = response.json().await.map_err(|_| format!("the agent card at {card_url} is not JSON"))?;
     card["supportedInterfaces"]
         .as_array()
         .into_iter()

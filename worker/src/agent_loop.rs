@@ -479,7 +479,8 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     }
     // Input is consumed by a model request only if it was committed before that
     // request started; anything later (mid-turn input, tool results) is still pending.
-    let synthetic_results = before.iter().any(|e| e["type"] == "agent.tool_result" || e["type"] == "agent.mcp_tool_result");
+    let synthetic_results =
+        before.iter().any(|e| e["type"] == "agent.tool_result" || e["type"] == "agent.mcp_tool_result");
     // A turn that was given up on consumed the input before it too.
     let consumed_up_to = last_completed_start.max(last_given_up);
     let pending_input =
@@ -798,12 +799,8 @@ mod tests {
     fn mcp_confirmations_release_or_deny_the_call() {
         let mut ask = mcp_tool_use("calc", "bump", json!({}), "always_ask");
         ask["id"] = json!("t1");
-        let mut events = vec![
-            user("go"),
-            json!({"type":"session.status_running"}),
-            ask,
-            json!({"type":"span.model_request_end"}),
-        ];
+        let mut events =
+            vec![user("go"), json!({"type":"session.status_running"}), ask, json!({"type":"span.model_request_end"})];
         let Decision::Idle { events: idle_events } = decide(&remote_agent(), &history(&events)) else { panic!() };
         assert_eq!(idle_events[0]["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1"] }));
         events.extend(idle_events);

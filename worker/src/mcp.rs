@@ -103,10 +103,8 @@ fn configured(agent: &Value, server: &str, tool: &str) -> Option<String> {
         .flatten()
         .find(|t| t["type"] == "mcp_toolset" && t["mcp_server_name"] == server)?;
     let config = toolset["configs"].as_array().into_iter().flatten().find(|c| c["name"] == tool);
-    let enabled = config
-        .and_then(|c| c["enabled"].as_bool())
-        .or(toolset["default_config"]["enabled"].as_bool())
-        .unwrap_or(true);
+    let enabled =
+        config.and_then(|c| c["enabled"].as_bool()).or(toolset["default_config"]["enabled"].as_bool()).unwrap_or(true);
     let policy = config
         .and_then(|c| c["permission_policy"]["type"].as_str())
         .or(toolset["default_config"]["permission_policy"]["type"].as_str())
@@ -146,8 +144,8 @@ impl McpTools {
                     continue;
                 }
                 let hints = tool.annotations.as_ref();
-                let rerunnable = hints
-                    .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true));
+                let rerunnable =
+                    hints.is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true));
                 self.offered.push(OfferedTool {
                     server: server.clone(),
                     policy,
@@ -227,7 +225,8 @@ impl McpTools {
 /// Connects to one server with its origin's credential, refreshing an OAuth token that
 /// expired or was refused once.
 async fn connect(server: &str, url: &str, credentials: &mut Credentials) -> Result<Connection, McpFailure> {
-    let fail = |authentication: bool, message: String| McpFailure { server: server.to_owned(), authentication, message };
+    let fail =
+        |authentication: bool, message: String| McpFailure { server: server.to_owned(), authentication, message };
     let mut bearer = credentials.bearer_for(url).await.map_err(|e| fail(false, e.to_string()))?;
     if let Some(current) = bearer.as_ref().filter(|b| b.refreshable)
         && credentials.expired(current).await
@@ -278,12 +277,14 @@ async fn connect_once(server: &str, url: &str, bearer: Option<&Bearer>) -> Resul
 fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Option<&Bearer>) -> McpFailure {
     let mut authentication = false;
     // rmcp wraps the transport's error without exposing it as a `source`: unwrap it.
-    let inner: Option<&(dyn std::error::Error + 'static)> =
-        match (error.downcast_ref::<rmcp::service::ClientInitializeError>(), error.downcast_ref::<rmcp::ServiceError>()) {
-            (Some(rmcp::service::ClientInitializeError::TransportError { error, .. }), _) => Some(error),
-            (_, Some(rmcp::ServiceError::TransportSend(error))) => Some(error),
-            _ => None,
-        };
+    let inner: Option<&(dyn std::error::Error + 'static)> = match (
+        error.downcast_ref::<rmcp::service::ClientInitializeError>(),
+        error.downcast_ref::<rmcp::ServiceError>(),
+    ) {
+        (Some(rmcp::service::ClientInitializeError::TransportError { error, .. }), _) => Some(error),
+        (_, Some(rmcp::ServiceError::TransportSend(error))) => Some(error),
+        _ => None,
+    };
     let mut source: Option<&(dyn std::error::Error + 'static)> = inner.or(Some(error));
     while let Some(current) = source {
         if let Some(http) = current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
@@ -292,9 +293,7 @@ fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Opti
                 StreamableHttpError::UnexpectedServerResponse(text) => {
                     text.starts_with("HTTP 401") || text.starts_with("HTTP 403")
                 }
-                StreamableHttpError::Client(e) => {
-                    e.status().is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403)
-                }
+                StreamableHttpError::Client(e) => e.status().is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403),
                 _ => false,
             };
         }

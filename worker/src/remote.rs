@@ -74,10 +74,11 @@ impl Remote {
     pub fn note_released(&mut self, events: &[Value]) {
         for event in events {
             let remote_kind = matches!(event["type"].as_str(), Some("agent.mcp_tool_use" | "agent.tool_use"));
-            if remote_kind && event["evaluated_permission"] == "allow" {
-                if let Some(id) = event["id"].as_str() {
-                    self.released.insert(id.to_owned());
-                }
+            if remote_kind
+                && event["evaluated_permission"] == "allow"
+                && let Some(id) = event["id"].as_str()
+            {
+                self.released.insert(id.to_owned());
             }
         }
     }
@@ -97,10 +98,13 @@ impl Remote {
                 };
                 // SendMessage is not idempotent: an interrupted call is never sent again.
                 if !released {
-                    return text_result(INTERRUPTED.replace(
-                        "the tool is not marked read-only or idempotent",
-                        "an A2A message is not idempotent",
-                    ), true);
+                    return text_result(
+                        INTERRUPTED.replace(
+                            "the tool is not marked read-only or idempotent",
+                            "an A2A message is not idempotent",
+                        ),
+                        true,
+                    );
                 }
                 let config = agent["tools"]
                     .as_array()
@@ -125,15 +129,16 @@ impl Remote {
     }
 
     async fn run_mcp(&mut self, agent: &Value, call: &RemoteCall, server: &str, tool: &str, released: bool) -> Outcome {
-        let result = |content: Value, is_error: bool| {
-            json!({ "type": "agent.mcp_tool_result", "mcp_tool_use_id": call.id, "is_error": is_error, "content": content })
-        };
+        let result = |content: Value, is_error: bool| json!({ "type": "agent.mcp_tool_result", "mcp_tool_use_id": call.id, "is_error": is_error, "content": content });
         let text = |text: &str| json!([{ "type": "text", "text": text }]);
         if !released {
             // Whether the tool is safe to repeat is the server's to say: list its tools.
             let mut probe = ModelRequest::default();
             if let Err(failure) = self.offer(agent, &mut probe).await {
-                return Outcome { events: vec![result(text(INTERRUPTED), true), failure.session_error()], failed: true };
+                return Outcome {
+                    events: vec![result(text(INTERRUPTED), true), failure.session_error()],
+                    failed: true,
+                };
             }
             let rerunnable = self.mcp.find(tool).is_some_and(|t| t.server == server && t.rerunnable);
             if !rerunnable {

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use agentd_schema::secrets::SecretBox;
 
 use crate::agent_loop::{self, Decision, ToolClass};
-use crate::remote::Remote;
 use crate::providers::{BlockKind, ModelEvent, ModelRequest, ProviderError, Registry, Usage};
+use crate::remote::Remote;
 
 /// Retries of a retryable provider failure before the turn ends.
 const PROVIDER_RETRIES: u32 = 3;
@@ -161,6 +161,7 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     result
 }
 
+#[allow(clippy::too_many_arguments)] // the attempt's context, passed down as borrowed parts
 async fn steps(
     ctx: &RunContext,
     claim: &mut Claim,
@@ -491,6 +492,7 @@ struct Streamed {
 
 /// One model request: mark it started, stream it (previews live), commit what it
 /// produced, mark it ended. Retryable provider failures are retried a few times.
+#[allow(clippy::too_many_arguments)] // the attempt's context, passed down as borrowed parts
 async fn model_request(
     ctx: &RunContext,
     claim: &Claim,
@@ -601,6 +603,7 @@ fn session_error(error: &ProviderError, retry: &str) -> Value {
 }
 
 /// Streams one model response, publishing previews as it goes.
+#[allow(clippy::too_many_arguments)] // the attempt's context, passed down as borrowed parts
 async fn stream_model(
     ctx: &RunContext,
     claim: &Claim,
