@@ -162,7 +162,12 @@ impl Calls {
                 self.idle = false;
                 let permission = event["evaluated_permission"].as_str().unwrap_or("allow").to_owned();
                 let name = event["name"].as_str().unwrap_or_default().to_owned();
-                self.uses.push((id("id"), name, event["input"].clone(), permission));
+                // A call of a tool this sandbox does not provide belongs to another
+                // executor (the worker's `a2a_agent` tools): leave it to its owner, as the
+                // SDK's EnvironmentWorker does.
+                if tools::TOOL_NAMES.contains(&name.as_str()) {
+                    self.uses.push((id("id"), name, event["input"].clone(), permission));
+                }
             }
             "agent.tool_result" | "user.tool_result" => {
                 self.answered.insert(id("tool_use_id"));

@@ -27,7 +27,6 @@ from fake_models import FakeAnthropic, call, say
 from harness import RECORDER, Deployment, unique
 from remote_servers import EchoA2A
 from test_mcp_tools import (
-    environment,
     history,
     of_type,
     result_text,
@@ -67,6 +66,17 @@ def echo() -> Iterator[EchoA2A]:
 
 def a2a_tool(name: str, url: str, **fields: Any) -> dict[str, Any]:
     return {"type": "a2a_agent", "name": name, "url": url, **fields}
+
+
+_ENVIRONMENTS: dict[str, str] = {}
+
+
+def environment(client: anthropic.Anthropic, deployment: Deployment) -> str:
+    """One cloud environment per deployment in this test's workspace."""
+    if deployment.url not in _ENVIRONMENTS:
+        env = client.beta.environments.create(name=unique("a2a-env"), config={"type": "cloud"})
+        _ENVIRONMENTS[deployment.url] = env.id
+    return _ENVIRONMENTS[deployment.url]
 
 
 class Ref:
