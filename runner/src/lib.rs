@@ -307,3 +307,19 @@ fn networking_of(environment: &Value) -> Networking {
         Networking::Unrestricted
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Calls;
+
+    #[test]
+    fn calls_of_tools_the_sandbox_lacks_are_left_to_their_owner() {
+        let mut calls = Calls::default();
+        calls.see(&json!({ "type": "agent.tool_use", "id": "t1", "name": "ask_agent", "input": {}, "evaluated_permission": "allow" }));
+        assert_eq!(calls.next(), None, "an a2a_agent call is the worker's");
+        calls.see(&json!({ "type": "agent.tool_use", "id": "t2", "name": "bash", "input": {}, "evaluated_permission": "allow" }));
+        assert_eq!(calls.next().map(|(id, name, _)| (id, name)), Some(("t2".into(), "bash".into())));
+    }
+}

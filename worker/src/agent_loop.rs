@@ -435,6 +435,11 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
                 let target = RemoteTarget::A2a { tool: name.to_owned() };
                 remote.push(RemoteCall { id: (*id).to_owned(), target, input, released_now: false });
             }
+            // Hands run only the sandbox's tools; an A2A tool removed from the agent since
+            // its call was made has no one to run it.
+            _ if !BUILTIN_TOOLS.iter().any(|(n, _, _)| *n == name) => {
+                before.push(synthetic_result(kind, id, &format!("tool {name} is no longer available to this agent")));
+            }
             _ => with_hands.push(*id),
         }
     }

@@ -142,10 +142,10 @@ impl Credentials {
             opened.insert("refresh_token".into(), json!(refresh_token));
         }
         let mut body = credential.body.clone();
-        if let Some(seconds) = expires_in {
-            let at = oauth::rfc3339(oauth::now_ms() + seconds * 1000);
-            body["auth"]["expires_at"] = json!(at);
-        }
+        body["updated_at"] = json!(oauth::rfc3339(oauth::now_ms()));
+        // The new token's expiry, or none known (an old, passed expiry must not stay).
+        body["auth"]["expires_at"] =
+            expires_in.map_or(Value::Null, |seconds| json!(oauth::rfc3339(oauth::now_ms() + seconds * 1000)));
         if let Some(secrets) = secrets.as_deref() {
             body[SEALED] = json!(secrets.seal(&credential.id, &Value::Object(opened)));
         }
