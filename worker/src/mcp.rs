@@ -67,6 +67,8 @@ impl McpFailure {
 struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
     tools: Vec<Tool>,
+    /// The credential it was opened with (its token is scrubbed from error messages).
+    bearer: Option<Bearer>,
 }
 
 /// The MCP connections of one attempt.
@@ -172,7 +174,9 @@ impl McpTools {
         self.offered.iter().find(|t| t.spec.name == name)
     }
 
-    /// Calls `tool` on `server` (connecting first if this attempt has not).
+    /// Calls `tool` on `server` (connecting first if this attempt has not). A call the
+    /// server refused for its credentials (it did not run) is made once more on a new
+    /// connection, which refreshes an OAuth token.
     pub async fn call(
         &mut self,
         agent: &Value,
@@ -181,18 +185,32 @@ impl McpTools {
         tool: &str,
         input: &Value,
     ) -> Result<CallToolResult, McpFailure> {
-        if !self.connections.contains_key(server) {
-            let url = servers(agent).into_iter().find(|(name, _)| name == server).map(|(_, url)| url);
-            let Some(url) = url else {
-                return Err(McpFailure {
-                    server: server.to_owned(),
-                    authentication: false,
-                    message: format!("the agent has no MCP server named {server:?} any more"),
-                });
-            };
-            let connection = connect(server, &url, credentials).await?;
-            self.connections.insert(server.to_owned(), connection);
+        let Some(url) = servers(agent).into_iter().find(|(name, _)| name == server).map(|(_, url)| url) else {
+            return Err(McpFailure {
+                server: server.to_owned(),
+                authentication: false,
+                message: format!("the agent has no MCP server named {server:?} any more"),
+            });
+        };
+        let mut refused_once = false;
+        loop {
+            if !self.connections.contains_key(server) {
+                let connection = connect(server, &url, credentials).await?;
+                self.connections.insert(server.to_owned(), connection);
+            }
+            match self.call_once(server, tool, input).await {
+                Err(failure) if failure.authentication && !refused_once => {
+                    refused_once = true;
+                    if let Some(stale) = self.connections.remove(server) {
+                        let _ = stale.service.cancel().await;
+                    }
+                }
+                outcome => return outcome,
+            }
         }
+    }
+
+    async fn call_once(&self, server: &str, tool: &str, input: &Value) -> Result<CallToolResult, McpFailure> {
         let connection = &self.connections[server];
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = input.as_object().cloned();
@@ -205,7 +223,7 @@ impl McpTools {
                     error.code.0, error.message
                 ))]))
             }
-            Ok(Err(error)) => Err(failure(server, &error, None)),
+            Ok(Err(error)) => Err(failure(server, &error, connection.bearer.as_ref())),
             Err(_) => Err(McpFailure {
                 server: server.to_owned(),
                 authentication: false,
@@ -261,7 +279,7 @@ async fn connect_once(server: &str, url: &str, bearer: Option<&Bearer>) -> Resul
     let opened = async {
         let service = info.serve(transport).await.map_err(|e| failure(server, &e, bearer))?;
         let tools = service.list_all_tools().await.map_err(|e| failure(server, &e, bearer))?;
-        Ok::<_, McpFailure>(Connection { service, tools })
+        Ok::<_, McpFailure>(Connection { service, tools, bearer: bearer.cloned() })
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, opened).await {
         Ok(result) => result,

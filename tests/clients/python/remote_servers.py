@@ -134,7 +134,7 @@ class McpServer:
             known = self.refresh_tokens.get(form.get("refresh_token", ""))
             if not known or form.get("grant_type") != "refresh_token" or form.get("client_id") != known[0]:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
-            if form.get("client_secret") != known[1]:
+            if known[1] and form.get("client_secret") != known[1]:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             fresh = f"fresh-{_secrets.token_hex(16)}"
             self.issued.append(fresh)

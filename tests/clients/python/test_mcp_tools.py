@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 import anthropic
 import pytest
 
-from fake_models import FakeAnthropic, call, say
+from fake_models import FakeAnthropic, Reply, call, say, tool_use
 from harness import RECORDER, Deployment, collect, free_port, unique
 from remote_servers import McpServer
 
@@ -424,5 +424,46 @@ def test_oauth_token_is_refreshed_once_and_written_back(
         assert seen[0] == f"Bearer {stale}"
         assert all(a == f"Bearer {fresh}" for a in seen[1:]), "after the refresh only the new token is sent"
         assert f"Bearer {stale}" not in seen[1:]
+    finally:
+        server.close()
+
+
+def test_token_revoked_mid_turn_is_refreshed_and_the_call_made_once(
+    turns: Deployment, client: anthropic.Anthropic, fake_anthropic: FakeAnthropic
+) -> None:
+    access = RECORDER.secret(f"access-{secrets.token_hex(16)}")
+    server = McpServer(tokens={access})
+    try:
+        refresh_token = RECORDER.secret(f"refresh-{secrets.token_hex(16)}")
+        server.refresh_tokens[refresh_token] = ("pytest-client", "")
+        auth = {
+            "type": "mcp_oauth",
+            "mcp_server_url": server.url,
+            "access_token": access,
+            "refresh": {
+                "client_id": "pytest-client",
+                "refresh_token": refresh_token,
+                "token_endpoint": server.token_url,
+                "token_endpoint_auth": {"type": "none"},
+            },
+        }
+        vault_id = vault_with(client, auth)
+        agent = mcp_agent(client, {"calc": server.url}, [toolset("calc")])
+        key = unique("mcp-revoked")
+        # The model takes a while: the token is revoked after the tools were listed.
+        slow_call = Reply(blocks=[tool_use("add", {"a": 20, "b": 22})], stop_reason="tool_use", delay=0.5)
+        fake_anthropic.script(key, slow_call, say("ok"))
+        session = start(client, turns, agent, [vault_id], f"add {key}")
+        fake_anthropic.wait_requests(key, 1)
+        assert server.tokens is not None
+        server.tokens.discard(access)
+        events = wait_idle(client, session.id)
+        errors = [e.error.message for e in of_type(events, "session.error")]
+        assert events[-1].stop_reason.type == "end_turn", (types_of(events), errors, server.authorizations())
+        (result,) = of_type(events, "agent.mcp_tool_result")
+        assert result_text(result) == "42" and not result.is_error
+        assert server.calls == [("add", {"a": 20, "b": 22})], "refused calls did not run; the retry ran once"
+        assert len(server.token_requests) == 1
+        RECORDER.secret(server.issued[0])
     finally:
         server.close()
