@@ -117,7 +117,8 @@ pub struct Settings {
     pub model_catalog: Option<PathBuf>,
 
     /// 32-byte key (base64 or hex) sealing write-only secrets at rest with AES-256-GCM;
-    /// required by the gateway [dev: generated into the data dir]. Never logged.
+    /// required by the gateway; workers need the same key to use vault credentials for
+    /// MCP and A2A tools [dev: generated into the data dir]. Never logged.
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
 

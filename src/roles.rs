@@ -176,7 +176,13 @@ fn mcp_settings(settings: &Settings, dev: bool, sessions: Option<Arc<RedisSessio
 /// `agentd worker`.
 pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
-    let process = Process::new(settings, store, Some(queue), Some(bus), None);
+    // The gateway's key opens vault credentials for remote tools (MCP, A2A).
+    let secrets = match settings.secret_key.as_deref() {
+        Some(key) => Some(Arc::new(SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?)),
+        None => None,
+    };
+    let mut process = Process::new(settings, store, Some(queue), Some(bus), None);
+    process.secrets = secrets;
     process.start_relay();
     process.start_consumer(Registry::from_env(false))?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
@@ -348,7 +354,13 @@ impl Process {
     fn start_consumer(&self, providers: Registry) -> Result<()> {
         let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return Ok(()) };
         let store: Arc<dyn Store> = self.store.clone();
-        let ctx = RunContext { store, bus, providers, histories: Arc::new(HistoryCache::new(10_000)) };
+        let ctx = RunContext {
+            store,
+            bus,
+            providers,
+            histories: Arc::new(HistoryCache::new(10_000)),
+            secrets: self.secrets.clone(),
+        };
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,
             queue,

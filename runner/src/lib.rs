@@ -162,7 +162,12 @@ impl Calls {
                 self.idle = false;
                 let permission = event["evaluated_permission"].as_str().unwrap_or("allow").to_owned();
                 let name = event["name"].as_str().unwrap_or_default().to_owned();
-                self.uses.push((id("id"), name, event["input"].clone(), permission));
+                // A call of a tool this sandbox does not provide belongs to another
+                // executor (the worker's `a2a_agent` tools): leave it to its owner, as the
+                // SDK's EnvironmentWorker does.
+                if tools::TOOL_NAMES.contains(&name.as_str()) {
+                    self.uses.push((id("id"), name, event["input"].clone(), permission));
+                }
             }
             "agent.tool_result" | "user.tool_result" => {
                 self.answered.insert(id("tool_use_id"));
@@ -300,5 +305,21 @@ fn networking_of(environment: &Value) -> Networking {
         Networking::Limited { allowed_hosts: hosts.filter_map(|h| h.as_str().map(str::to_owned)).collect() }
     } else {
         Networking::Unrestricted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Calls;
+
+    #[test]
+    fn calls_of_tools_the_sandbox_lacks_are_left_to_their_owner() {
+        let mut calls = Calls::default();
+        calls.see(&json!({ "type": "agent.tool_use", "id": "t1", "name": "ask_agent", "input": {}, "evaluated_permission": "allow" }));
+        assert_eq!(calls.next(), None, "an a2a_agent call is the worker's");
+        calls.see(&json!({ "type": "agent.tool_use", "id": "t2", "name": "bash", "input": {}, "evaluated_permission": "allow" }));
+        assert_eq!(calls.next().map(|(id, name, _)| (id, name)), Some(("t2".into(), "bash".into())));
     }
 }

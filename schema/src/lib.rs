@@ -9,6 +9,7 @@ pub mod faults;
 pub mod hands;
 pub mod ids;
 pub mod live;
+pub mod oauth;
 pub mod outbox;
 pub mod secrets;
 pub mod sql;

@@ -36,6 +36,7 @@ async fn rig(kind: Kind) -> Rig {
         bus,
         providers: Registry::from_env(true),
         histories: Arc::new(HistoryCache::new(1_000)),
+        secrets: None,
     };
     let stop = CancellationToken::new();
     let consumer_queue: Arc<dyn Queue> = queue.clone();

@@ -32,8 +32,48 @@ pub enum Decision {
         /// Events to commit first (a closed span, synthetic results of denied calls).
         events: Vec<Value>,
     },
+    /// Commit `before`, then make these calls to remote tools (MCP servers, A2A agents)
+    /// and commit their results (`run.rs` and `remote.rs` do the IO).
+    CallRemote {
+        /// Events to commit first (a status change, synthetic results of denied calls).
+        before: Vec<Value>,
+        /// The calls, in the order the model made them.
+        calls: Vec<RemoteCall>,
+    },
     /// Nothing to do: park the run without committing.
     Park,
+}
+
+/// A committed remote tool call that has no result yet and may run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteCall {
+    /// The id of its `agent.mcp_tool_use` / `agent.tool_use` event.
+    pub id: String,
+    /// Which remote tool.
+    pub target: RemoteTarget,
+    /// The model's input.
+    pub input: Value,
+    /// Whether this decision is what releases the call (`before` starts the session
+    /// running after a confirmation). A call released earlier may have been started by
+    /// an attempt that died: see ADR 0009 for how `run.rs` treats it.
+    pub released_now: bool,
+}
+
+/// Where a remote call goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteTarget {
+    /// A tool of the agent's MCP server `server`.
+    Mcp {
+        /// The `mcp_servers` entry's name.
+        server: String,
+        /// The MCP tool's name.
+        tool: String,
+    },
+    /// An `a2a_agent` tool of the agent (named `tool`).
+    A2a {
+        /// The tool's name in the agent's `tools`.
+        tool: String,
+    },
 }
 
 /// How a tool call is handled, from the agent's tool configuration.
@@ -44,6 +84,11 @@ pub enum ToolClass {
     /// A built-in toolset tool with its resolved permission policy.
     Builtin {
         /// `always_allow`, `always_ask` or `auto`.
+        policy: String,
+    },
+    /// An `a2a_agent` tool (an agentd extension): another agent called over A2A.
+    A2a {
+        /// `always_allow` or `always_ask`.
         policy: String,
     },
     /// Not a tool of this agent.
@@ -89,6 +134,10 @@ pub fn classify(agent: &Value, name: &str) -> ToolClass {
     for tool in agent["tools"].as_array().into_iter().flatten() {
         match tool["type"].as_str() {
             Some("custom") if tool["name"] == name => return ToolClass::Custom,
+            Some("a2a_agent") if tool["name"] == name => {
+                let policy = tool["permission_policy"]["type"].as_str().unwrap_or("always_allow");
+                return ToolClass::A2a { policy: policy.to_owned() };
+            }
             Some("agent_toolset_20260401") if BUILTIN_TOOLS.iter().any(|(n, _, _)| *n == name) => {
                 let config = tool["configs"].as_array().into_iter().flatten().find(|c| c["name"] == name);
                 let enabled = config
@@ -131,7 +180,18 @@ pub fn tool_specs(agent: &Value) -> Vec<ToolSpec> {
                     }
                 }
             }
-            // MCP toolsets need the MCP client (a later issue); their tools are not offered.
+            Some("a2a_agent") => specs.push(ToolSpec {
+                name: tool["name"].as_str().unwrap_or_default().to_owned(),
+                description: tool["description"]
+                    .as_str()
+                    .map_or_else(|| format!("Send a message to the agent at {}.", tool["url"].as_str().unwrap_or_default()), str::to_owned),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": { "message": { "type": "string", "description": "The message to send to the agent." } },
+                    "required": ["message"],
+                }),
+            }),
+            // MCP tools are listed from their servers at run time (`mcp.rs`).
             _ => {}
         }
     }
@@ -140,7 +200,22 @@ pub fn tool_specs(agent: &Value) -> Vec<ToolSpec> {
 
 /// The `agent.tool_use` body for a built-in tool call under `policy`.
 pub fn builtin_tool_use(name: &str, input: Value, policy: &str) -> Value {
-    let (permission, evaluation) = match policy {
+    let (permission, evaluation) = permission(policy);
+    json!({ "type": "agent.tool_use", "name": name, "input": input, "evaluated_permission": permission, "evaluation": evaluation })
+}
+
+/// The `agent.mcp_tool_use` body for a call of `server`'s tool `name` under `policy`.
+pub fn mcp_tool_use(server: &str, name: &str, input: Value, policy: &str) -> Value {
+    let (permission, evaluation) = permission(policy);
+    json!({
+        "type": "agent.mcp_tool_use", "name": name, "mcp_server_name": server, "input": input,
+        "evaluated_permission": permission, "evaluation": evaluation,
+    })
+}
+
+/// The evaluated permission and its evaluation for a resolved policy.
+fn permission(policy: &str) -> (&'static str, Value) {
+    match policy {
         "always_allow" => ("allow", json!({ "type": "always_allow" })),
         "always_ask" => ("ask", json!({ "type": "always_ask" })),
         // No per-call judge yet: `auto` asks, and says it could not decide.
@@ -148,8 +223,7 @@ pub fn builtin_tool_use(name: &str, input: Value, policy: &str) -> Value {
             "ask",
             json!({ "type": "auto", "evaluated_permission": { "type": "ask", "reason_code": "indeterminate" } }),
         ),
-    };
-    json!({ "type": "agent.tool_use", "name": name, "input": input, "evaluated_permission": permission, "evaluation": evaluation })
+    }
 }
 
 fn text_blocks(content: &Value) -> Vec<Block> {
@@ -256,7 +330,7 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
 
 /// Decides the next step of a thread from its committed history.
 pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
-    let mut uses: Vec<(&str, &str, Option<&str>)> = Vec::new();
+    let mut uses: Vec<(&str, &str, Option<&str>, &Value)> = Vec::new();
     let mut answered: HashSet<&str> = HashSet::new();
     let mut confirmations: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
     let mut last_model_start: Option<usize> = None;
@@ -274,7 +348,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         let body = &event.body;
         match event.kind.as_str() {
             "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" => {
-                uses.push((event.event_id.as_str(), event.kind.as_str(), body["evaluated_permission"].as_str()));
+                uses.push((event.event_id.as_str(), event.kind.as_str(), body["evaluated_permission"].as_str(), body));
             }
             "user.custom_tool_result" => {
                 answered.insert(body["custom_tool_use_id"].as_str().unwrap_or_default());
@@ -326,8 +400,8 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     }
     let mut blocking = Vec::new();
     let mut with_hands = Vec::new();
-    let mut unexecutable = Vec::new();
-    for (id, kind, permission) in &uses {
+    let mut remote = Vec::new();
+    for (id, kind, permission, body) in &uses {
         if answered.contains(id) {
             continue;
         }
@@ -343,21 +417,34 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
                 }
                 Some(("deny", message)) => {
                     let text = message.unwrap_or("The user denied this tool call.");
-                    before.push(json!({
-                        "type": "agent.tool_result", "tool_use_id": id, "is_error": true,
-                        "content": [{ "type": "text", "text": text }],
-                    }));
+                    before.push(synthetic_result(kind, id, text));
                     continue;
                 }
                 Some(_) => {}
             }
         }
+        let name = body["name"].as_str().unwrap_or_default();
+        let input = if body["input"].is_object() { body["input"].clone() } else { json!({}) };
         match *kind {
-            "agent.tool_use" => with_hands.push(*id),
-            _ => unexecutable.push(*id),
+            "agent.mcp_tool_use" => {
+                let server = body["mcp_server_name"].as_str().unwrap_or_default().to_owned();
+                let target = RemoteTarget::Mcp { server, tool: name.to_owned() };
+                remote.push(RemoteCall { id: (*id).to_owned(), target, input, released_now: false });
+            }
+            _ if matches!(classify(agent, name), ToolClass::A2a { .. }) => {
+                let target = RemoteTarget::A2a { tool: name.to_owned() };
+                remote.push(RemoteCall { id: (*id).to_owned(), target, input, released_now: false });
+            }
+            // Hands run only the sandbox's tools; an A2A tool removed from the agent since
+            // its call was made has no one to run it.
+            _ if !BUILTIN_TOOLS.iter().any(|(n, _, _)| *n == name) => {
+                before.push(synthetic_result(kind, id, &format!("tool {name} is no longer available to this agent")));
+            }
+            _ => with_hands.push(*id),
         }
     }
-    // The environment's hands gave up on the turn (see `hands::give_up`): it ends.
+    // The environment's hands gave up on the turn (see `hands::give_up`), or a remote
+    // tool's server failed (see `remote.rs`): the turn ends.
     if let Some(error) = last_given_up
         && last_idle.is_none_or(|(i, _)| i < error)
         && last_input.is_none_or(|input| input < error)
@@ -366,24 +453,17 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         events.push(idle(json!({ "type": "retries_exhausted" })));
         return Decision::Idle { events };
     }
-    if !unexecutable.is_empty() {
-        let mut events = before;
-        for id in &unexecutable {
-            events.push(json!({
-                "type": "agent.tool_result", "tool_use_id": id, "is_error": true,
-                "content": [{ "type": "text", "text": "this tool cannot run here: MCP toolsets are not supported yet" }],
-            }));
+    // Remote calls run here and now, before the turn waits on anything else.
+    if !remote.is_empty() {
+        // A confirmation that released a call resumes an idle session; that commit is
+        // also the durable mark that the call is being started.
+        if !running {
+            before.insert(0, json!({ "type": "session.status_running" }));
+            for call in &mut remote {
+                call.released_now = true;
+            }
         }
-        events.push(json!({
-            "type": "session.error",
-            "error": {
-                "type": "unknown_error",
-                "message": "MCP tool calls need an MCP client, which this deployment does not provide yet; the turn ended",
-                "retry_status": { "type": "exhausted" },
-            },
-        }));
-        events.push(idle(json!({ "type": "retries_exhausted" })));
-        return Decision::Idle { events };
+        return Decision::CallRemote { before, calls: remote };
     }
     if !blocking.is_empty() {
         let stop = json!({ "type": "requires_action", "event_ids": blocking });
@@ -404,7 +484,8 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     }
     // Input is consumed by a model request only if it was committed before that
     // request started; anything later (mid-turn input, tool results) is still pending.
-    let synthetic_results = before.iter().any(|e| e["type"] == "agent.tool_result");
+    let synthetic_results =
+        before.iter().any(|e| e["type"] == "agent.tool_result" || e["type"] == "agent.mcp_tool_result");
     // A turn that was given up on consumed the input before it too.
     let consumed_up_to = last_completed_start.max(last_given_up);
     let pending_input =
@@ -424,11 +505,16 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         };
         // Synthetic results committed with this step are part of the request too.
         for event in &before {
-            if event["type"] == "agent.tool_result" {
+            let id_field = match event["type"].as_str() {
+                Some("agent.tool_result") => "tool_use_id",
+                Some("agent.mcp_tool_result") => "mcp_tool_use_id",
+                _ => continue,
+            };
+            {
                 request.messages.push(Message {
                     role: Role::User,
                     content: vec![Block::ToolResult {
-                        tool_use_id: event["tool_use_id"].as_str().unwrap_or_default().to_owned(),
+                        tool_use_id: event[id_field].as_str().unwrap_or_default().to_owned(),
                         content: event["content"].clone(),
                         is_error: true,
                     }],
@@ -446,6 +532,17 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         return Decision::Idle { events };
     }
     Decision::Park
+}
+
+/// The error result of a call that will not run: `agent.mcp_tool_result` for an MCP
+/// call, `agent.tool_result` otherwise.
+pub fn synthetic_result(kind: &str, id: &str, text: &str) -> Value {
+    let content = json!([{ "type": "text", "text": text }]);
+    if kind == "agent.mcp_tool_use" {
+        json!({ "type": "agent.mcp_tool_result", "mcp_tool_use_id": id, "is_error": true, "content": content })
+    } else {
+        json!({ "type": "agent.tool_result", "tool_use_id": id, "is_error": true, "content": content })
+    }
 }
 
 fn idle(stop_reason: Value) -> Value {
@@ -666,5 +763,87 @@ mod tests {
         assert_eq!(decide(&agent(), &history(&events)), Decision::Park);
         events.push(user("again"));
         assert!(matches!(decide(&agent(), &history(&events)), Decision::CallModel { .. }));
+    }
+
+    fn remote_agent() -> Value {
+        json!({
+            "model": { "id": "claude-sonnet-4-5" },
+            "mcp_servers": [{ "type": "url", "name": "calc", "url": "http://127.0.0.1:1/mcp" }],
+            "tools": [
+                { "type": "mcp_toolset", "mcp_server_name": "calc", "default_config": { "enabled": true, "permission_policy": { "type": "always_ask" } }, "configs": [] },
+                { "type": "a2a_agent", "name": "helper", "url": "http://127.0.0.1:2", "permission_policy": { "type": "always_allow" } }
+            ]
+        })
+    }
+
+    #[test]
+    fn allowed_mcp_and_a2a_calls_are_made_by_the_worker_not_the_hands() {
+        let mut a2a = builtin_tool_use("helper", json!({"message":"hi"}), "always_allow");
+        a2a["id"] = json!("t2");
+        let mut mcp = mcp_tool_use("calc", "add", json!({"a":1}), "always_allow");
+        mcp["id"] = json!("t1");
+        let events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            mcp,
+            a2a,
+            json!({"type":"span.model_request_end"}),
+        ];
+        let decision = decide(&remote_agent(), &history(&events));
+        let Decision::CallRemote { before, calls } = decision else { panic!("{decision:?}") };
+        assert!(before.is_empty(), "already running");
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].target, RemoteTarget::Mcp { server: "calc".into(), tool: "add".into() });
+        assert_eq!(calls[1].target, RemoteTarget::A2a { tool: "helper".into() });
+        assert!(calls.iter().all(|c| !c.released_now), "released by the request that committed them, not here");
+        let names: Vec<String> = tool_specs(&remote_agent()).into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["helper"], "MCP tools come from their server, the A2A tool from the config");
+    }
+
+    #[test]
+    fn mcp_confirmations_release_or_deny_the_call() {
+        let mut ask = mcp_tool_use("calc", "bump", json!({}), "always_ask");
+        ask["id"] = json!("t1");
+        let mut events =
+            vec![user("go"), json!({"type":"session.status_running"}), ask, json!({"type":"span.model_request_end"})];
+        let Decision::Idle { events: idle_events } = decide(&remote_agent(), &history(&events)) else { panic!() };
+        assert_eq!(idle_events[0]["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1"] }));
+        events.extend(idle_events);
+
+        let mut allowed = events.clone();
+        allowed.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"allow"}));
+        let Decision::CallRemote { before, calls } = decide(&remote_agent(), &history(&allowed)) else { panic!() };
+        assert_eq!(before, vec![json!({ "type": "session.status_running" })]);
+        assert!(calls[0].released_now, "the commit of status_running marks the call as started here");
+        // After that commit, a new attempt sees a call someone may have started.
+        allowed.push(json!({"type":"session.status_running"}));
+        let Decision::CallRemote { calls, .. } = decide(&remote_agent(), &history(&allowed)) else { panic!() };
+        assert!(!calls[0].released_now);
+
+        let mut denied = events;
+        denied.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"deny","deny_message":"no"}));
+        let Decision::CallModel { before, request } = decide(&remote_agent(), &history(&denied)) else { panic!() };
+        assert_eq!(before[1]["type"], "agent.mcp_tool_result");
+        assert_eq!(before[1]["mcp_tool_use_id"], "t1");
+        assert_eq!(before[1]["is_error"], true);
+        assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
+    }
+
+    #[test]
+    fn a_failed_remote_server_ends_the_turn_once() {
+        let mut mcp = mcp_tool_use("calc", "add", json!({}), "always_allow");
+        mcp["id"] = json!("t1");
+        let mut events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            mcp,
+            json!({"type":"span.model_request_end"}),
+            json!({"type":"agent.mcp_tool_result","mcp_tool_use_id":"t1","is_error":true,"content":[]}),
+            json!({"type":"session.error","error":{"type":"mcp_connection_failed_error","mcp_server_name":"calc","message":"down","retry_status":{"type":"exhausted"}}}),
+        ];
+        let Decision::Idle { events: end } = decide(&remote_agent(), &history(&events)) else { panic!() };
+        assert_eq!(end, vec![idle(json!({"type":"retries_exhausted"}))]);
+        events.extend(end);
+        assert_eq!(decide(&remote_agent(), &history(&events)), Decision::Park);
     }
 }

@@ -2,7 +2,11 @@
 //! the agent loop (a state machine over committed history, `agent_loop`) with model
 //! providers (`providers`), and commits every step under its claim (`run`).
 
+pub mod a2a;
 pub mod agent_loop;
 pub mod consumer;
+pub mod credentials;
+pub mod mcp;
 pub mod providers;
+pub mod remote;
 pub mod run;

@@ -17,8 +17,11 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use agentd_schema::secrets::SecretBox;
+
 use crate::agent_loop::{self, Decision, ToolClass};
 use crate::providers::{BlockKind, ModelEvent, ModelRequest, ProviderError, Registry, Usage};
+use crate::remote::Remote;
 
 /// Retries of a retryable provider failure before the turn ends.
 const PROVIDER_RETRIES: u32 = 3;
@@ -34,6 +37,9 @@ pub struct RunContext {
     pub providers: Registry,
     /// Recently driven threads' history, so a turn reads only what is new.
     pub histories: Arc<HistoryCache>,
+    /// Opens vault credentials for remote tools (the gateway's `AGENTD_SECRET_KEY`);
+    /// without it, remote tools run without credentials.
+    pub secrets: Option<Arc<SecretBox>>,
 }
 
 /// Committed history of recently driven threads. History is append-only and numbered,
@@ -145,13 +151,17 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     // committed since (our own commits and any input that arrived): each step costs one
     // small read, whatever the length of the conversation.
     let mut history = ctx.histories.take(&claim.thread_id);
-    let result = steps(ctx, claim, &agent, &interrupts, &control, &cancel, &mut history).await;
+    // Remote tools connect on the first step that needs them and close with the attempt.
+    let mut remote = Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session);
+    let result = steps(ctx, claim, &agent, &interrupts, &control, &cancel, &mut history, &mut remote).await;
+    remote.close().await;
     if result.is_ok() {
         ctx.histories.put(&claim.thread_id, history);
     }
     result
 }
 
+#[allow(clippy::too_many_arguments)] // the attempt's context, passed down as borrowed parts
 async fn steps(
     ctx: &RunContext,
     claim: &mut Claim,
@@ -160,6 +170,7 @@ async fn steps(
     control: &Control,
     cancel: &CancellationToken,
     history: &mut Vec<StoredEvent>,
+    remote: &mut Remote,
 ) -> Result<RunStatus, Stop> {
     let store = ctx.store.as_ref();
     loop {
@@ -234,10 +245,28 @@ async fn steps(
                 live::publish_committed(ctx.bus.as_ref(), &taken).await;
             }
             Decision::Idle { events } => return settle(ctx, claim, events).await,
-            Decision::CallModel { before, request } => {
+            Decision::CallModel { before, mut request } => {
+                let offered = tokio::select! {
+                    () = cancel.cancelled() => return Err(Stop::Fenced),
+                    offered = remote.offer(agent, &mut request) => offered,
+                };
+                if let Err(failure) = offered {
+                    // The agent's tools are not all available: the turn ends, and says why.
+                    tracing::warn!(run = %claim.run_id, server = %failure.server, "MCP server unavailable; ending the turn");
+                    let mut events = before;
+                    events.push(failure.session_error());
+                    events.push(json!({ "type": "session.status_idle", "stop_reason": { "type": "retries_exhausted" }, "stop_details": null }));
+                    commit(ctx, claim, events).await?;
+                    continue;
+                }
                 let reconcile = Reconcile { before: session.usage.clone(), body: &session.body };
                 let step = ModelStep { before, request, reconcile, take_inbox: session.inbox_version > 0 };
-                model_request(ctx, claim, agent, step, interrupts, &control.wake, cancel).await?;
+                model_request(ctx, claim, agent, step, interrupts, &control.wake, cancel, remote).await?;
+            }
+            Decision::CallRemote { before, calls } => {
+                commit(ctx, claim, before).await?;
+                remote_calls(ctx, claim, agent, calls, interrupts, cancel, remote, history.last().map_or(0, |e| e.seq))
+                    .await?;
             }
         }
     }
@@ -463,6 +492,7 @@ struct Streamed {
 
 /// One model request: mark it started, stream it (previews live), commit what it
 /// produced, mark it ended. Retryable provider failures are retried a few times.
+#[allow(clippy::too_many_arguments)] // the attempt's context, passed down as borrowed parts
 async fn model_request(
     ctx: &RunContext,
     claim: &Claim,
@@ -471,6 +501,7 @@ async fn model_request(
     interrupts: &watch::Receiver<i64>,
     wake: &watch::Receiver<u64>,
     cancel: &CancellationToken,
+    remote: &mut Remote,
 ) -> Result<(), Stop> {
     let ModelStep { before, mut request, reconcile, take_inbox } = step;
     let mut opening = before;
@@ -493,7 +524,7 @@ async fn model_request(
         let start_seq = started.last().map_or(0, |e| e.seq);
         let started_at = std::time::Instant::now();
         let Streamed { outputs, usage, cut, refused } =
-            stream_model(ctx, claim, agent, &request, interrupts, start_seq, cancel).await?;
+            stream_model(ctx, claim, agent, &request, interrupts, start_seq, cancel, remote).await?;
         metrics::histogram!("agentd_model_request_duration_seconds").record(started_at.elapsed().as_secs_f64());
         let mut closing = outputs;
         let failed = matches!(cut, Some(Cut::Failed(_)));
@@ -519,6 +550,7 @@ async fn model_request(
                     "stop_details": { "type": "refusal", "category": null, "explanation": null },
                 }));
             }
+            remote.note_released(&closing);
             commit(ctx, claim, closing).await?;
             return Ok(());
         };
@@ -571,6 +603,7 @@ fn session_error(error: &ProviderError, retry: &str) -> Value {
 }
 
 /// Streams one model response, publishing previews as it goes.
+#[allow(clippy::too_many_arguments)] // the attempt's context, passed down as borrowed parts
 async fn stream_model(
     ctx: &RunContext,
     claim: &Claim,
@@ -579,6 +612,7 @@ async fn stream_model(
     interrupts: &watch::Receiver<i64>,
     start_seq: i64,
     cancel: &CancellationToken,
+    remote: &Remote,
 ) -> Result<Streamed, Stop> {
     let mut out = Streamed::default();
     let (provider, model) = match ctx.providers.route(&request.model) {
@@ -695,14 +729,14 @@ async fn stream_model(
             }
             ModelEvent::BlockStop { index } => {
                 if let Some(block) = blocks.remove(&index) {
-                    out.outputs.extend(finish_block(agent, block));
+                    out.outputs.extend(finish_block(agent, remote, block));
                 }
             }
             ModelEvent::Usage(latest) => out.usage = latest,
             ModelEvent::Done { stop_reason } => {
                 finished = true;
                 for (_, block) in std::mem::take(&mut blocks) {
-                    out.outputs.extend(finish_block(agent, block));
+                    out.outputs.extend(finish_block(agent, remote, block));
                 }
                 out.refused = stop_reason == "refusal";
             }
@@ -711,7 +745,7 @@ async fn stream_model(
 }
 
 /// The committed events of a completed block.
-fn finish_block(agent: &Value, block: OpenBlock) -> Vec<Value> {
+fn finish_block(agent: &Value, remote: &Remote, block: OpenBlock) -> Vec<Value> {
     match block.kind {
         BlockKind::Text if block.text.is_empty() => Vec::new(),
         BlockKind::Text => {
@@ -731,8 +765,13 @@ fn finish_block(agent: &Value, block: OpenBlock) -> Vec<Value> {
                 ToolClass::Custom => {
                     vec![json!({ "type": "agent.custom_tool_use", "id": id, "name": name, "input": input })]
                 }
-                ToolClass::Builtin { policy } => {
+                ToolClass::Builtin { policy } | ToolClass::A2a { policy } => {
                     let mut event = agent_loop::builtin_tool_use(&name, input, &policy);
+                    event["id"] = json!(id);
+                    vec![event]
+                }
+                ToolClass::Unknown if let Some(tool) = remote.mcp_tool(&name) => {
+                    let mut event = agent_loop::mcp_tool_use(&tool.server, &name, input, &tool.policy);
                     event["id"] = json!(id);
                     vec![event]
                 }
@@ -746,4 +785,65 @@ fn finish_block(agent: &Value, block: OpenBlock) -> Vec<Value> {
             }
         }
     }
+}
+
+/// Makes a step's remote tool calls one by one, committing each result as soon as it
+/// is known (so a crash repeats nothing already recorded). When a server fails, the
+/// remaining calls are recorded as not made and the turn ends; a user interrupt
+/// abandons the call in flight (recorded as such) and the rest.
+#[allow(clippy::too_many_arguments)]
+async fn remote_calls(
+    ctx: &RunContext,
+    claim: &Claim,
+    agent: &Value,
+    calls: Vec<agent_loop::RemoteCall>,
+    interrupts: &watch::Receiver<i64>,
+    cancel: &CancellationToken,
+    remote: &mut Remote,
+    seen_seq: i64,
+) -> Result<(), Stop> {
+    let mut skip: Option<&str> = None;
+    for call in calls {
+        let kind = match call.target {
+            agent_loop::RemoteTarget::Mcp { .. } => "agent.mcp_tool_use",
+            agent_loop::RemoteTarget::A2a { .. } => "agent.tool_use",
+        };
+        if let Some(why) = skip {
+            commit(ctx, claim, vec![agent_loop::synthetic_result(kind, &call.id, why)]).await?;
+            continue;
+        }
+        let mut watcher = interrupts.clone();
+        let outcome = tokio::select! {
+            () = cancel.cancelled() => return Err(Stop::Fenced),
+            outcome = remote.run(agent, &call) => Some(outcome),
+            () = async {
+                loop {
+                    if *watcher.borrow_and_update() > seen_seq {
+                        return;
+                    }
+                    if watcher.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            } => None,
+        };
+        let events = match outcome {
+            Some(outcome) => {
+                if outcome.failed {
+                    skip = Some("not made: an earlier tool call of this step failed and the turn ended");
+                }
+                outcome.events
+            }
+            None => {
+                skip = Some("not made: the user interrupted the turn");
+                vec![agent_loop::synthetic_result(
+                    kind,
+                    &call.id,
+                    "interrupted by the user while it ran; it may or may not have taken effect",
+                )]
+            }
+        };
+        commit(ctx, claim, events).await?;
+    }
+    Ok(())
 }

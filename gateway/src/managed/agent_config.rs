@@ -247,9 +247,39 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                     json!({ "type": "custom", "name": name, "description": description, "input_schema": schema }),
                 );
             }
+            // An agentd extension: another agent, called over A2A (docs/api/a2a-tools.md).
+            "a2a_agent" => {
+                body::only_known(map, &["type", "name", "url", "description", "permission_policy"], &path)?;
+                let name = body::string(map.get("name"), &join(&path, "name"), 1, 128)?;
+                if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    return Err(ApiError::invalid(format!(
+                        "{path}.name: only letters, digits, '_' and '-' are allowed"
+                    )));
+                }
+                if !custom_names.insert(name.clone()) {
+                    return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
+                }
+                let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
+                }
+                let mut out = json!({
+                    "type": "a2a_agent",
+                    "name": name,
+                    "url": url,
+                    "permission_policy": policy(map.get("permission_policy"), &join(&path, "permission_policy"), "always_allow")?,
+                });
+                if let Some(description) =
+                    body::optional_string(map.get("description"), &join(&path, "description"), 10_000)?
+                {
+                    out["description"] = json!(description);
+                }
+                tool_count += 1;
+                resolved.push(out);
+            }
             other => {
                 return Err(ApiError::invalid(format!(
-                    "{path}.type: unknown tool type {other:?} (expected agent_toolset_20260401, mcp_toolset or custom)"
+                    "{path}.type: unknown tool type {other:?} (expected agent_toolset_20260401, mcp_toolset, custom or a2a_agent)"
                 )));
             }
         }

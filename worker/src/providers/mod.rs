@@ -72,7 +72,7 @@ pub struct ToolSpec {
 }
 
 /// One model request.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelRequest {
     /// Model id as the provider knows it.
     pub model: String,

@@ -1,0 +1,190 @@
+//! The OAuth refresh-token grant of `mcp_oauth` vault credentials, shared by the
+//! gateway (`mcp_oauth_validate`) and the worker (refreshing before an MCP call).
+//! Nothing secret is ever returned in an error: response bodies are scrubbed of every
+//! spelling of the secrets sent.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_BODY: usize = 2048;
+
+/// Tokens from a successful refresh.
+pub struct Refreshed {
+    /// The new access token.
+    pub access_token: String,
+    /// A rotated refresh token, when the server sent one.
+    pub refresh_token: Option<String>,
+    /// Seconds until the access token expires, when the server said.
+    pub expires_in: Option<i64>,
+}
+
+/// A refresh that did not produce tokens.
+pub enum RefreshFailure {
+    /// No HTTP answer (DNS, TLS, connect, timeout).
+    Unreachable,
+    /// The endpoint answered with an error status, or a body without `access_token`;
+    /// the captured response (`status_code`, `content_type`, `body`, `body_truncated`)
+    /// with every secret replaced by `[redacted]`.
+    Rejected(Value),
+}
+
+/// An HTTP client that follows no redirect (a secret never travels to a second host).
+pub fn client() -> Option<reqwest::Client> {
+    reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()).build().ok()
+}
+
+/// Every spelling in which a secret we sent could come back in a response body: as
+/// sent, percent-encoded (form bodies), and base64 (Basic credentials, alone or as
+/// `client_id:secret`).
+pub fn spellings(secrets: &[&str], client_id: &str) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    let mut out = Vec::new();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        out.push((*secret).to_owned());
+        out.push(form_urlencoded::byte_serialize(secret.as_bytes()).collect());
+        out.push(STANDARD.encode(secret));
+        out.push(STANDARD.encode(format!("{client_id}:{secret}")));
+    }
+    // Longest first, so a spelling that contains another is scrubbed whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// The response as `{status_code, content_type, body, body_truncated}`, scrubbed.
+pub async fn capture(response: reqwest::Response, scrub: &[String]) -> Value {
+    let status = response.status().as_u16();
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let body = response.text().await.unwrap_or_default();
+    captured(status, &content_type, body, scrub)
+}
+
+fn captured(status: u16, content_type: &str, mut body: String, scrub: &[String]) -> Value {
+    for secret in scrub {
+        body = body.replace(secret.as_str(), "[redacted]");
+    }
+    let truncated = body.len() > MAX_BODY;
+    if truncated {
+        let mut end = MAX_BODY;
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body.truncate(end);
+    }
+    json!({ "status_code": status, "content_type": content_type, "body": body, "body_truncated": truncated })
+}
+
+/// Runs the refresh-token grant described by a credential's public `refresh` config
+/// (`token_endpoint`, `client_id`, `scope?`, `resource?`, `token_endpoint_auth`
+/// none | client_secret_basic | client_secret_post) with its opened `secrets`
+/// (`refresh_token`, `client_secret`).
+pub async fn refresh_grant(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, RefreshFailure> {
+    let secret = |key: &str| secrets.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let (refresh_token, client_secret) = (secret("refresh_token"), secret("client_secret"));
+    let Some(client) = client() else { return Err(RefreshFailure::Unreachable) };
+    let endpoint = config["token_endpoint"].as_str().unwrap_or_default();
+    let client_id = config["client_id"].as_str().unwrap_or_default();
+    let mut form: Vec<(&str, String)> = vec![
+        ("grant_type", "refresh_token".to_owned()),
+        ("refresh_token", refresh_token.clone()),
+        ("client_id", client_id.to_owned()),
+    ];
+    for key in ["scope", "resource"] {
+        if let Some(value) = config[key].as_str() {
+            form.push((key, value.to_owned()));
+        }
+    }
+    let mut request = client.post(endpoint);
+    match config["token_endpoint_auth"]["type"].as_str() {
+        Some("client_secret_basic") => request = request.basic_auth(client_id, Some(&client_secret)),
+        Some("client_secret_post") => form.push(("client_secret", client_secret.clone())),
+        _ => {}
+    }
+    let encoded = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+        .finish();
+    let sent = request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(encoded)
+        .send()
+        .await;
+    let scrub = spellings(&[&refresh_token, &client_secret], client_id);
+    let response = match sent {
+        Ok(response) => response,
+        Err(_) => return Err(RefreshFailure::Unreachable),
+    };
+    if !response.status().is_success() {
+        return Err(RefreshFailure::Rejected(capture(response, &scrub).await));
+    }
+    let status = response.status().as_u16();
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let body = response.text().await.unwrap_or_default();
+    let parsed: Value = serde_json::from_str(&body).unwrap_or_default();
+    let Some(access_token) = parsed["access_token"].as_str().filter(|t| !t.is_empty()) else {
+        let mut scrub = scrub;
+        scrub.extend(spellings(&[parsed["refresh_token"].as_str().unwrap_or_default()], client_id));
+        return Err(RefreshFailure::Rejected(captured(status, &content_type, body, &scrub)));
+    };
+    Ok(Refreshed {
+        access_token: access_token.to_owned(),
+        refresh_token: parsed["refresh_token"].as_str().filter(|t| !t.is_empty()).map(str::to_owned),
+        expires_in: parsed["expires_in"].as_i64(),
+    })
+}
+
+/// Refreshes and describes a failure in one line (status and scrubbed body).
+pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, String> {
+    refresh_grant(config, secrets).await.map_err(|failure| match failure {
+        RefreshFailure::Unreachable => "the token endpoint could not be reached".to_owned(),
+        RefreshFailure::Rejected(response) => {
+            format!("the token endpoint answered HTTP {}: {}", response["status_code"], response["body"])
+        }
+    })
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// An RFC 3339 timestamp (UTC, `Z`) of `ms`.
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Milliseconds since the epoch of an RFC 3339 timestamp.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|at| at.timestamp_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_bodies_never_hold_a_secret_in_any_spelling() {
+        let scrub = spellings(&["r3fresh/tok+en"], "client");
+        let body = format!(
+            "bad {} and {} and {}",
+            "r3fresh/tok+en",
+            form_urlencoded::byte_serialize(b"r3fresh/tok+en").collect::<String>(),
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "client:r3fresh/tok+en"),
+        );
+        let out = captured(400, "text/plain", body, &scrub);
+        let text = out["body"].as_str().unwrap();
+        assert!(!text.contains("r3fresh"), "{text}");
+        assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn timestamps_round_trip() {
+        let ms = 1_800_000_000_123;
+        assert_eq!(parse_rfc3339(&rfc3339(ms)), Some(ms));
+    }
+}

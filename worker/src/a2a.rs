@@ -1,0 +1,253 @@
+//! The A2A client behind `a2a_agent` tools (an agentd extension): one tool call sends
+//! one message to a remote A2A 1.0 agent over its JSON-RPC binding and waits for the
+//! task to end. Wire facts: the A2A 1.0 specification (ProtoJSON payloads,
+//! PascalCase methods, `A2A-Version: 1.0`).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::credentials::Bearer;
+
+/// How long a call may wait for the remote task to end.
+const TASK_TIMEOUT: Duration = Duration::from_secs(300);
+/// One HTTP request's limit.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The outcome of a call, as the model will read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The text of the task's artifacts (or its status message).
+    pub text: String,
+    /// The task failed, was rejected or canceled, or the call did not complete.
+    pub is_error: bool,
+}
+
+impl Answer {
+    fn error(text: impl Into<String>) -> Self {
+        Self { text: text.into(), is_error: true }
+    }
+}
+
+/// The remote `contextId` for `tool` in `session_id`: derived rather than remembered,
+/// so every call of the session's conversation with that agent (on any worker, after
+/// any crash) continues the same remote context with nothing extra to store.
+pub fn context_id(session_id: &str, tool: &str, url: &str) -> String {
+    let digest = Sha256::digest(format!("agentd-a2a\n{session_id}\n{tool}\n{url}").as_bytes());
+    format!("agentd-{}", hex::encode(&digest[..16]))
+}
+
+struct Client {
+    http: reqwest::Client,
+    bearer: Option<Bearer>,
+}
+
+impl Client {
+    fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = builder.header("A2A-Version", "1.0").timeout(REQUEST_TIMEOUT);
+        match self.bearer.as_ref().filter(|b| !b.token.is_empty()) {
+            Some(bearer) => builder.bearer_auth(&bearer.token),
+            None => builder,
+        }
+    }
+
+    /// One JSON-RPC call; the `result`, or an error message.
+    async fn rpc(&self, endpoint: &str, method: &str, params: Value) -> Result<Value, String> {
+        let body =
+            json!({ "jsonrpc": "2.0", "id": uuid::Uuid::new_v4().to_string(), "method": method, "params": params });
+        let response = self
+            .request(self.http.post(endpoint))
+            .header("accept", "application/json")
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("{method} to {endpoint} failed: {}", without_url(&e)))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(format!("{method} to {endpoint}: HTTP {}: {}", status.as_u16(), truncate(&text)));
+        }
+        let reply: Value = serde_json::from_str(&text)
+            .map_err(|_| format!("{method}: the answer is not JSON: {}", truncate(&text)))?;
+        if let Some(error) = reply.get("error") {
+            return Err(format!(
+                "{method}: error {}: {}",
+                error["code"],
+                error["message"].as_str().unwrap_or_default()
+            ));
+        }
+        Ok(reply["result"].clone())
+    }
+}
+
+fn without_url(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    if let Some(url) = error.url() {
+        text = text.replace(url.as_str(), "");
+    }
+    text
+}
+
+fn truncate(text: &str) -> String {
+    let mut end = text.len().min(500);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// Sends `message` to the agent at `url` in the remote context `context_id` and waits
+/// for its task to end. Never retried: `SendMessage` is not idempotent.
+pub async fn call(url: &str, bearer: Option<Bearer>, context_id: &str, message: &str) -> Answer {
+    let http = match reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build() {
+        Ok(http) => http,
+        Err(error) => return Answer::error(format!("A2A client: {error}")),
+    };
+    let client = Client { http, bearer };
+    let endpoint = match endpoint(&client, url).await {
+        Ok(endpoint) => endpoint,
+        Err(error) => return Answer::error(error),
+    };
+    // The endpoint comes from the card; the credential stays bound to the card's origin.
+    if client.bearer.is_some() && crate::credentials::origin(&endpoint) != crate::credentials::origin(url) {
+        return Answer::error(format!(
+            "the agent card at {url} points to {endpoint}, another origin: the credential is not sent there"
+        ));
+    }
+    let params = json!({
+        "message": {
+            "messageId": uuid::Uuid::new_v4().to_string(),
+            "role": "ROLE_USER",
+            "parts": [{ "text": message }],
+            "contextId": context_id,
+        },
+        "configuration": { "acceptedOutputModes": ["text/plain"] },
+    });
+    let result = match client.rpc(&endpoint, "SendMessage", params).await {
+        Ok(result) => result,
+        Err(error) => return Answer::error(error),
+    };
+    if let Some(message) = result.get("message") {
+        return Answer { text: parts_text(&message["parts"]), is_error: false };
+    }
+    let mut task = result.get("task").cloned().unwrap_or(result);
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let state = task["status"]["state"].as_str().unwrap_or_default();
+        if is_settled(state) {
+            return answer(&task);
+        }
+        if started.elapsed() > TASK_TIMEOUT {
+            return Answer::error(format!(
+                "the remote task did not end within {} s (last state {state})",
+                TASK_TIMEOUT.as_secs()
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+        let id = task["id"].as_str().unwrap_or_default().to_owned();
+        match client.rpc(&endpoint, "GetTask", json!({ "id": id })).await {
+            Ok(latest) => task = latest,
+            Err(error) => return Answer::error(error),
+        }
+    }
+}
+
+/// The JSON-RPC endpoint of the agent's card: the `JSONRPC` interface of protocol 1.0.
+async fn endpoint(client: &Client, url: &str) -> Result<String, String> {
+    let card_url = format!("{}/.well-known/agent-card.json", url.trim_end_matches('/'));
+    let response = client
+        .request(client.http.get(&card_url))
+        .send()
+        .await
+        .map_err(|e| format!("the agent card at {card_url} could not be fetched: {}", without_url(&e)))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("the agent card at {card_url}: HTTP {}", status.as_u16()));
+    }
+    let card: Value = response.json().await.map_err(|_| format!("the agent card at {card_url} is not JSON"))?;
+    card["supportedInterfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["protocolBinding"] == "JSONRPC" && i["protocolVersion"] == "1.0")
+        .and_then(|i| i["url"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the agent card at {card_url} lists no JSONRPC interface of protocol version 1.0"))
+}
+
+/// Terminal or interrupted: the call ends here.
+fn is_settled(state: &str) -> bool {
+    matches!(
+        state,
+        "TASK_STATE_COMPLETED"
+            | "TASK_STATE_FAILED"
+            | "TASK_STATE_CANCELED"
+            | "TASK_STATE_REJECTED"
+            | "TASK_STATE_INPUT_REQUIRED"
+            | "TASK_STATE_AUTH_REQUIRED"
+    )
+}
+
+fn parts_text(parts: &Value) -> String {
+    parts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|part| match part.get("text").and_then(Value::as_str) {
+            Some(text) => text.to_owned(),
+            None => part.get("data").map(Value::to_string).unwrap_or_default(),
+        })
+        .filter(|text| !text.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The answer of a settled task.
+fn answer(task: &Value) -> Answer {
+    let state = task["status"]["state"].as_str().unwrap_or_default();
+    let artifacts: Vec<String> = task["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| parts_text(&a["parts"]))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let status_text = parts_text(&task["status"]["message"]["parts"]);
+    let mut text = if artifacts.is_empty() { status_text } else { artifacts.join("\n") };
+    let is_error = matches!(state, "TASK_STATE_FAILED" | "TASK_STATE_CANCELED" | "TASK_STATE_REJECTED");
+    if is_error || state.ends_with("_REQUIRED") {
+        let label = state.trim_start_matches("TASK_STATE_").to_lowercase().replace('_', " ");
+        text = if text.is_empty() { format!("the remote task ended: {label}") } else { format!("({label}) {text}") };
+    }
+    if text.is_empty() {
+        text = "(the remote agent returned no text)".into();
+    }
+    Answer { text, is_error }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_come_from_artifacts_then_the_status_message() {
+        let done = json!({ "status": { "state": "TASK_STATE_COMPLETED" },
+                           "artifacts": [{ "artifactId": "a", "parts": [{ "text": "echo: hi" }] }] });
+        assert_eq!(answer(&done), Answer { text: "echo: hi".into(), is_error: false });
+        let failed = json!({ "status": { "state": "TASK_STATE_FAILED",
+                             "message": { "role": "ROLE_AGENT", "parts": [{ "text": "boom" }] } } });
+        assert_eq!(answer(&failed), Answer { text: "(failed) boom".into(), is_error: true });
+        assert!(is_settled("TASK_STATE_INPUT_REQUIRED") && !is_settled("TASK_STATE_WORKING"));
+    }
+
+    #[test]
+    fn context_ids_are_stable_per_session_and_tool() {
+        let a = context_id("sesn_1", "helper", "http://h/a");
+        assert_eq!(a, context_id("sesn_1", "helper", "http://h/a"));
+        assert_ne!(a, context_id("sesn_2", "helper", "http://h/a"));
+        assert_ne!(a, context_id("sesn_1", "other", "http://h/a"));
+    }
+}

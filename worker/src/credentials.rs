@@ -1,0 +1,198 @@
+//! Vault credentials for remote tools. A session names its vaults (`vault_ids`); a
+//! credential there authenticates toward the server whose URL it was made for
+//! (`auth.mcp_server_url`), and is handed out only for a URL of the same origin
+//! (scheme, host and port). Secrets are opened with the process's
+//! [`SecretBox`] and never leave this module except as the bearer token of a request
+//! to that origin.
+
+use std::sync::Arc;
+
+use agentd_schema::oauth::{self, Refreshed};
+use agentd_schema::secrets::SecretBox;
+use agentd_schema::{ListQuery, Resource, Session, Store, StoreError};
+use serde_json::{Map, Value, json};
+
+/// The stored field holding a credential's sealed secrets (see the gateway's
+/// `credentials.rs`).
+const SEALED: &str = "_sealed";
+const KIND: &str = "vault_credential";
+
+/// `scheme://host:port` of a URL, the unit a credential is bound to.
+pub fn origin(url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(url).ok()?;
+    Some(format!("{}://{}:{}", url.scheme(), url.host_str()?, url.port_or_known_default()?))
+}
+
+/// A bearer token for one origin, and where it came from.
+#[derive(Clone)]
+pub struct Bearer {
+    /// The token. Never logged, never committed.
+    pub token: String,
+    /// The credential it came from (for refresh and error messages).
+    pub credential_id: String,
+    /// The credential's vault.
+    pub vault_id: String,
+    /// Whether the credential can be refreshed (an `mcp_oauth` with a refresh config).
+    pub refreshable: bool,
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bearer").field("credential_id", &self.credential_id).finish_non_exhaustive()
+    }
+}
+
+/// Why no usable credential could be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The store could not be read.
+    #[error("vault credentials could not be read: {0}")]
+    Store(#[from] StoreError),
+    /// The process has no secret key, or the sealed secrets do not open with it.
+    #[error("credential {0}: its secrets cannot be opened (is AGENTD_SECRET_KEY the gateway's?)")]
+    Unopenable(String),
+    /// The OAuth refresh failed.
+    #[error("credential {credential_id}: the OAuth token refresh failed: {message}")]
+    Refresh {
+        /// The credential.
+        credential_id: String,
+        /// What the token endpoint said (never containing a secret).
+        message: String,
+    },
+}
+
+/// The credentials of one session, read on first use within an attempt.
+pub struct Credentials {
+    store: Arc<dyn Store>,
+    secrets: Option<Arc<SecretBox>>,
+    workspace_id: String,
+    vault_ids: Vec<String>,
+    loaded: Option<Vec<Resource>>,
+}
+
+impl Credentials {
+    /// The credentials of `session`'s vaults (nothing is read yet).
+    pub fn of(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session) -> Self {
+        let vault_ids = session.body["vault_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        Self { store, secrets, workspace_id: session.workspace_id.clone(), vault_ids, loaded: None }
+    }
+
+    async fn all(&mut self) -> Result<&[Resource], StoreError> {
+        if self.loaded.is_none() {
+            let mut found = Vec::new();
+            for vault_id in &self.vault_ids {
+                let Some(vault) = self.store.get_resource(&self.workspace_id, "vault", vault_id).await? else {
+                    continue;
+                };
+                if vault.archived_at_ms.is_some() {
+                    continue;
+                }
+                let query = ListQuery { parent_id: Some(vault_id.clone()), limit: 500, ..ListQuery::default() };
+                found.extend(self.store.list_resources(&self.workspace_id, KIND, &query).await?);
+            }
+            self.loaded = Some(found);
+        }
+        Ok(self.loaded.as_deref().unwrap_or_default())
+    }
+
+    /// The credential for `url`'s origin: the first `static_bearer` or `mcp_oauth`
+    /// credential (in vault order) whose `mcp_server_url` has the same origin.
+    pub async fn bearer_for(&mut self, url: &str) -> Result<Option<Bearer>, CredentialError> {
+        let Some(wanted) = origin(url) else { return Ok(None) };
+        let secrets = self.secrets.clone();
+        let Some(credential) = self.all().await?.iter().find(|c| {
+            let auth = &c.body["auth"];
+            matches!(auth["type"].as_str(), Some("static_bearer" | "mcp_oauth"))
+                && auth["mcp_server_url"].as_str().and_then(origin).as_deref() == Some(wanted.as_str())
+        }) else {
+            return Ok(None);
+        };
+        let opened = open(secrets.as_deref(), credential)?;
+        let token = opened.get("access_token").or_else(|| opened.get("token")).and_then(Value::as_str);
+        Ok(Some(Bearer {
+            token: token.unwrap_or_default().to_owned(),
+            credential_id: credential.id.clone(),
+            vault_id: credential.parent_id.clone().unwrap_or_default(),
+            refreshable: credential.body["auth"]["type"] == "mcp_oauth"
+                && credential.body["auth"]["refresh"].is_object()
+                && opened.contains_key("refresh_token"),
+        }))
+    }
+
+    /// Refreshes an `mcp_oauth` credential with its refresh-token grant and writes the
+    /// new tokens back (sealed), so later calls and other workers reuse them.
+    pub async fn refresh(&mut self, bearer: &Bearer) -> Result<Bearer, CredentialError> {
+        let secrets = self.secrets.clone();
+        let Some(credential) = self.all().await?.iter().find(|c| c.id == bearer.credential_id).cloned() else {
+            return Err(CredentialError::Unopenable(bearer.credential_id.clone()));
+        };
+        let mut opened = open(secrets.as_deref(), &credential)?;
+        let refresh_config = &credential.body["auth"]["refresh"];
+        let Refreshed { access_token, refresh_token, expires_in } = oauth::refresh(refresh_config, &opened)
+            .await
+            .map_err(|message| CredentialError::Refresh { credential_id: credential.id.clone(), message })?;
+        opened.insert("access_token".into(), json!(access_token));
+        if let Some(refresh_token) = refresh_token {
+            opened.insert("refresh_token".into(), json!(refresh_token));
+        }
+        let mut body = credential.body.clone();
+        body["updated_at"] = json!(oauth::rfc3339(oauth::now_ms()));
+        // The new token's expiry, or none known (an old, passed expiry must not stay).
+        body["auth"]["expires_at"] =
+            expires_in.map_or(Value::Null, |seconds| json!(oauth::rfc3339(oauth::now_ms() + seconds * 1000)));
+        if let Some(secrets) = secrets.as_deref() {
+            body[SEALED] = json!(secrets.seal(&credential.id, &Value::Object(opened)));
+        }
+        let updated =
+            self.store.update_resource(&self.workspace_id, KIND, &credential.id, credential.version, body, false).await;
+        match updated {
+            Ok(resource) => {
+                if let Some(loaded) = self.loaded.as_mut()
+                    && let Some(slot) = loaded.iter_mut().find(|c| c.id == resource.id)
+                {
+                    *slot = resource;
+                }
+            }
+            // Someone else refreshed it meanwhile: ours is fresh too; theirs wins in the store.
+            Err(error) => tracing::info!(credential = %credential.id, %error, "refreshed token not written back"),
+        }
+        Ok(Bearer { token: access_token, ..bearer.clone() })
+    }
+
+    /// Whether `bearer`'s credential records an expiry that has passed.
+    pub async fn expired(&mut self, bearer: &Bearer) -> bool {
+        let Ok(all) = self.all().await else { return false };
+        all.iter()
+            .find(|c| c.id == bearer.credential_id)
+            .and_then(|c| c.body["auth"]["expires_at"].as_str().and_then(oauth::parse_rfc3339))
+            .is_some_and(|at| at <= oauth::now_ms())
+    }
+}
+
+fn open(secrets: Option<&SecretBox>, credential: &Resource) -> Result<Map<String, Value>, CredentialError> {
+    let sealed = credential.body[SEALED].as_str().unwrap_or_default();
+    match secrets.map(|s| s.open(&credential.id, sealed)) {
+        Some(Ok(Value::Object(map))) => Ok(map),
+        _ => Err(CredentialError::Unopenable(credential.id.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    #[test]
+    fn origins_compare_scheme_host_and_effective_port() {
+        assert_eq!(origin("https://mcp.example.com/sse").as_deref(), Some("https://mcp.example.com:443"));
+        assert_eq!(origin("https://mcp.example.com:443/x"), origin("https://MCP.example.com/y"));
+        assert_ne!(origin("http://127.0.0.1:8001/mcp"), origin("http://127.0.0.1:8002/mcp"));
+        assert_ne!(origin("http://a.example/mcp"), origin("https://a.example/mcp"));
+        assert_eq!(origin("not a url"), None);
+    }
+}
