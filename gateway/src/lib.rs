@@ -42,6 +42,8 @@ pub struct AppState {
     pub max_attempts: i64,
     /// The agent adapter threads start with when a request names none.
     pub default_agent: Option<String>,
+    /// A2A settings (public URL of cards, push targets).
+    pub a2a: adapters::a2a::Settings,
 }
 
 impl AppState {
@@ -67,7 +69,13 @@ pub fn api(state: AppState) -> Router {
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
-    Router::new().nest("/v1", v1).with_state(state)
+    // The A2A workspace card lives outside `/v1` (clients resolve
+    // `<base>/.well-known/agent-card.json`) but is authenticated and metered like it.
+    let well_known = adapters::a2a::well_known_router()
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
+    Router::new().nest("/v1", v1).merge(well_known).with_state(state)
 }
 
 /// The application adapters' routes, relative to `/v1` (no beta selector).
@@ -82,6 +90,7 @@ fn adapters_router() -> Router<AppState> {
         .route("/ag-ui", post(adapters::ag_ui::run))
         .route("/ag-ui/agents/{agent_id}", post(adapters::ag_ui::agent_run))
         .route("/ag-ui/threads/{thread_id}/messages", get(adapters::ag_ui::messages))
+        .merge(adapters::a2a::router())
 }
 
 /// The whole gateway: API plus operations routes on one listener.
