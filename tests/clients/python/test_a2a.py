@@ -510,3 +510,34 @@ def test_push_config_crud_and_signed_delivery(turns: Deployment, launch: Callabl
         assert abs(int(headers["webhook-timestamp"]) - time.time()) < 120
     finally:
         receiver.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The JS client
+
+
+def drive(scenario: str, deployment: Deployment, **options: Any) -> dict[str, Any]:
+    options = {"url": deployment.url, "key": deployment.bootstrap_key, **options}
+    result = subprocess.run(["node", "a2a.mjs", scenario, json.dumps(options)], cwd=NODE_DIR, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"node {scenario} failed:\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+js_client = pytest.mark.skipif(
+    not (NODE_DIR / "node_modules" / "@a2a-js" / "sdk").is_dir() or shutil.which("node") is None,
+    reason="the node clients are not installed (scripts/test runs npm ci in tests/clients/node)",
+)
+
+
+@js_client
+def test_js_client_send_and_stream(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("js")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say(f"from js {key}"), say(f"streamed to js {key}"))
+    sent = drive("send", turns, agent=agent_id, text=f"hello {key}")
+    assert sent["state"] == "TASK_STATE_COMPLETED" and sent["answer"] == f"from js {key}", sent
+    streamed = drive("stream", turns, agent=agent_id, text=f"stream {key}")
+    kinds = [e["kind"] for e in streamed["events"]]
+    assert kinds[0] == "task" and kinds[-2:] == ["artifactUpdate", "statusUpdate"], streamed
+    assert streamed["events"][-2]["text"] == f"streamed to js {key}"
+    assert streamed["events"][-1]["state"] == "TASK_STATE_COMPLETED"
