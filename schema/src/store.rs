@@ -1123,8 +1123,12 @@ pub trait Store: Send + Sync + 'static {
     async fn a2a_get_task(&self, workspace_id: &str, id: &str) -> StoreResult<Option<A2aTask>>;
 
     /// The workspace's A2A tasks (of one context if given), newest first, at most `limit`.
-    async fn a2a_list_tasks(&self, workspace_id: &str, context_id: Option<&str>, limit: i64)
-    -> StoreResult<Vec<A2aTask>>;
+    async fn a2a_list_tasks(
+        &self,
+        workspace_id: &str,
+        context_id: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<A2aTask>>;
 
     /// Notes a further input of the task (it continues after input-required).
     async fn a2a_task_input(&self, id: &str, input_seq: i64) -> StoreResult<()>;

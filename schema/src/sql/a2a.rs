@@ -9,8 +9,7 @@ use crate::store::{A2aDelivery, A2aPushConfig, A2aTask};
 
 const TASK_COLUMNS: &str = "id, workspace_id, context_id, session_id, run_id, first_seq, input_seq, canceled, \
                             notified_state, created_at_ms";
-const CONFIG_COLUMNS: &str =
-    "task_id, id, workspace_id, url, token, auth_scheme, auth_credentials, created_at_ms";
+const CONFIG_COLUMNS: &str = "task_id, id, workspace_id, url, token, auth_scheme, auth_credentials, created_at_ms";
 
 fn task(row: &AnyRow) -> StoreResult<A2aTask> {
     Ok(A2aTask {
@@ -96,15 +95,13 @@ pub(super) async fn list_tasks(
             .fetch_all(&store.pool)
             .await?
         }
-        None => {
-            sqlx::query(&format!(
-                "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE workspace_id = $1 ORDER BY created_at_ms DESC, id DESC LIMIT $2"
-            ))
-            .bind(workspace_id)
-            .bind(limit)
-            .fetch_all(&store.pool)
-            .await?
-        }
+        None => sqlx::query(&format!(
+            "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE workspace_id = $1 ORDER BY created_at_ms DESC, id DESC LIMIT $2"
+        ))
+        .bind(workspace_id)
+        .bind(limit)
+        .fetch_all(&store.pool)
+        .await?,
     };
     rows.iter().map(task).collect()
 }

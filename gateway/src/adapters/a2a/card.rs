@@ -6,10 +6,10 @@
 //! `ETag`.
 
 use agentd_schema::ListQuery;
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
 use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -26,9 +26,14 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     if let Some(url) = &state.a2a.public_url {
         return url.trim_end_matches('/').to_owned();
     }
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(|v| v.split(',').next().unwrap_or("").trim().to_owned());
+    let header = |name: &str| {
+        headers.get(name).and_then(|v| v.to_str().ok()).map(|v| v.split(',').next().unwrap_or("").trim().to_owned())
+    };
     let proto = header("x-forwarded-proto").filter(|p| p == "http" || p == "https").unwrap_or_else(|| "http".into());
-    let host = header("x-forwarded-host").or_else(|| header("host")).filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
+    let host = header("x-forwarded-host")
+        .or_else(|| header("host"))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
     format!("{proto}://{host}")
 }
 
@@ -41,7 +46,10 @@ fn interfaces(url: &str) -> Value {
 
 fn skill(agent: &agentd_schema::Resource) -> Value {
     let name = agent.body["name"].as_str().unwrap_or(&agent.id);
-    let description = agent.body["description"].as_str().filter(|d| !d.is_empty()).map_or_else(|| format!("Talk to the agent {name}."), str::to_owned);
+    let description = agent.body["description"]
+        .as_str()
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| format!("Talk to the agent {name}."), str::to_owned);
     let mut tags = vec![json!("agent")];
     for tool in agent.body["tools"].as_array().into_iter().flatten() {
         if let Some(tool) = tool["name"].as_str().or(tool["type"].as_str()) {
@@ -57,11 +65,16 @@ pub async fn build(state: &AppState, tenant: &Tenant, headers: &HeaderMap, agent
     let base = base_url(state, headers);
     let (name, description, version, url, skills) = match agent {
         Some(id) => {
-            let Some(agent) = store.get_resource(&tenant.workspace_id, "agent", id).await?.filter(|a| a.archived_at_ms.is_none()) else {
+            let Some(agent) =
+                store.get_resource(&tenant.workspace_id, "agent", id).await?.filter(|a| a.archived_at_ms.is_none())
+            else {
                 return Err(A2aError::params(format!("agent not found: {id}")));
             };
             let name = agent.body["name"].as_str().unwrap_or(id).to_owned();
-            let description = agent.body["description"].as_str().filter(|d| !d.is_empty()).map_or_else(|| format!("The agentd agent {name}."), str::to_owned);
+            let description = agent.body["description"]
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| format!("The agentd agent {name}."), str::to_owned);
             (name, description, agent.version.to_string(), format!("{base}/v1/a2a/agents/{id}"), vec![skill(&agent)])
         }
         None => {
@@ -108,7 +121,10 @@ fn respond(headers: &HeaderMap, card: A2aResult<Value>) -> Response {
         }
     };
     let body = card.to_string();
-    let etag = format!("\"{}\"", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&Sha256::digest(body.as_bytes())[..16]));
+    let etag = format!(
+        "\"{}\"",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&Sha256::digest(body.as_bytes())[..16])
+    );
     let matches = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -126,7 +142,11 @@ fn respond(headers: &HeaderMap, card: A2aResult<Value>) -> Response {
 }
 
 /// `GET /.well-known/agent-card.json`.
-pub async fn workspace_card(State(state): State<AppState>, Extension(tenant): Extension<Tenant>, headers: HeaderMap) -> Response {
+pub async fn workspace_card(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    headers: HeaderMap,
+) -> Response {
     respond(&headers, build(&state, &tenant, &headers, None).await)
 }
 

@@ -127,7 +127,9 @@ fn message_in(message: &Value) -> A2aResult<Value> {
     let role = match message["role"].as_str() {
         Some("user") => "ROLE_USER",
         Some("agent") => "ROLE_AGENT",
-        other => return Err(A2aError::params(format!("message.role: expected user, got {}", other.unwrap_or("nothing")))),
+        other => {
+            return Err(A2aError::params(format!("message.role: expected user, got {}", other.unwrap_or("nothing"))));
+        }
     };
     let mut parts = Vec::new();
     for (i, part) in message["parts"].as_array().into_iter().flatten().enumerate() {
@@ -153,18 +155,20 @@ fn state_out(state: &Value) -> Value {
 }
 
 fn parts_out(parts: &Value) -> Value {
-    json!(parts
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| if p.get("text").is_some() {
-            json!({ "kind": "text", "text": p["text"] })
-        } else if p.get("data").is_some() {
-            json!({ "kind": "data", "data": p["data"] })
-        } else {
-            json!({ "kind": "file", "file": { "uri": p["url"] } })
-        })
-        .collect::<Vec<_>>())
+    json!(
+        parts
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| if p.get("text").is_some() {
+                json!({ "kind": "text", "text": p["text"] })
+            } else if p.get("data").is_some() {
+                json!({ "kind": "data", "data": p["data"] })
+            } else {
+                json!({ "kind": "file", "file": { "uri": p["url"] } })
+            })
+            .collect::<Vec<_>>()
+    )
 }
 
 fn message_out(message: &Value) -> Value {

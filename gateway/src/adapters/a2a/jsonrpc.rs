@@ -76,7 +76,9 @@ fn check_version(headers: &HeaderMap) -> A2aResult<()> {
     if version.is_empty() || version.split('.').next() == Some("1") {
         return Ok(());
     }
-    Err(A2aError::version(format!("A2A-Version {version} is not supported by these methods; this endpoint speaks 1.0 (and the v0.3 slash-named methods)")))
+    Err(A2aError::version(format!(
+        "A2A-Version {version} is not supported by these methods; this endpoint speaks 1.0 (and the v0.3 slash-named methods)"
+    )))
 }
 
 /// What a call answers: one result or a stream.
@@ -113,7 +115,13 @@ pub async fn call(
     })
 }
 
-async fn handle(state: &AppState, tenant: &Tenant, endpoint: &Endpoint, headers: &HeaderMap, bytes: &Bytes) -> Response {
+async fn handle(
+    state: &AppState,
+    tenant: &Tenant,
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+) -> Response {
     let request: Value = match serde_json::from_slice(bytes) {
         Ok(request) => request,
         Err(error) => return error_response(&Value::Null, &A2aError::parse(format!("Parse error: {error}"))),

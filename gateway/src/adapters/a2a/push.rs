@@ -60,7 +60,9 @@ fn optional_string(value: &Value, field: &str, max: usize) -> A2aResult<Option<S
         Value::Null => Ok(None),
         Value::String(s) if s.is_empty() => Ok(None),
         Value::String(s) if s.len() <= max && !s.contains(['\r', '\n', '\0']) => Ok(Some(s.clone())),
-        _ => Err(A2aError::params(format!("{field}: a string of at most {max} characters without line breaks is required"))),
+        _ => Err(A2aError::params(format!(
+            "{field}: a string of at most {max} characters without line breaks is required"
+        ))),
     }
 }
 
@@ -116,11 +118,12 @@ async fn check(state: &AppState, raw: &str) -> Result<Target, String> {
     }
     let host = url.host_str().ok_or("url: a host is required")?.trim_matches(['[', ']']).to_owned();
     let port = url.port_or_known_default().ok_or("url: no port")?;
-    let addresses: Vec<SocketAddr> = tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((host.as_str(), port)))
-        .await
-        .map_err(|_| format!("url: resolving {host} timed out"))?
-        .map_err(|e| format!("url: cannot resolve {host} ({e})"))?
-        .collect();
+    let addresses: Vec<SocketAddr> =
+        tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((host.as_str(), port)))
+            .await
+            .map_err(|_| format!("url: resolving {host} timed out"))?
+            .map_err(|e| format!("url: cannot resolve {host} ({e})"))?
+            .collect();
     let Some(first) = addresses.first().copied() else {
         return Err(format!("url: {host} resolves to no address"));
     };
@@ -135,7 +138,8 @@ async fn check(state: &AppState, raw: &str) -> Result<Target, String> {
 
 /// `CreateTaskPushNotificationConfig`.
 pub async fn create(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
-    let task_id = params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
+    let task_id =
+        params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
     let task = tasks::load(state, tenant, task_id).await?;
     Ok(render(&put(state, tenant, &task, params).await?))
 }
@@ -191,7 +195,8 @@ pub async fn configure_from_send(state: &AppState, tenant: &Tenant, task: &A2aTa
 }
 
 fn ids(params: &Value) -> A2aResult<(&str, &str)> {
-    let task = params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
+    let task =
+        params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
     let id = params["id"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("id: required"))?;
     Ok((task, id))
 }
@@ -210,7 +215,8 @@ pub async fn get(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult
 
 /// `ListTaskPushNotificationConfigs`.
 pub async fn list(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
-    let task_id = params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
+    let task_id =
+        params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
     tasks::load(state, tenant, task_id).await?;
     let configs = state.backends.store.a2a_list_push_configs(task_id).await?;
     Ok(json!({ "configs": configs.iter().map(render).collect::<Vec<_>>(), "nextPageToken": "" }))
@@ -274,7 +280,8 @@ async fn watch(state: &AppState) -> A2aResult<()> {
         if view.state == "TASK_STATE_SUBMITTED" || row.notified_state.as_deref() == Some(view.state) {
             continue;
         }
-        let payload = json!({ "statusUpdate": { "taskId": row.id, "contextId": row.context_id, "status": view.status } });
+        let payload =
+            json!({ "statusUpdate": { "taskId": row.id, "contextId": row.context_id, "status": view.status } });
         let deliveries = store
             .a2a_list_push_configs(&row.id)
             .await?
@@ -345,11 +352,7 @@ async fn send(state: &AppState, config: &A2aPushConfig, delivery: &A2aDelivery) 
         request = request.header("authorization", format!("{scheme} {}", credentials.as_str().unwrap_or_default()));
     }
     let response = request.body(delivery.payload.clone()).send().await.map_err(|e| e.to_string())?;
-    if response.status().is_success() {
-        Ok(())
-    } else {
-        Err(format!("HTTP {}", response.status()))
-    }
+    if response.status().is_success() { Ok(()) } else { Err(format!("HTTP {}", response.status())) }
 }
 
 #[cfg(test)]
@@ -365,7 +368,19 @@ mod tests {
 
     #[test]
     fn private_addresses_are_refused() {
-        for ip in ["127.0.0.1", "10.1.2.3", "192.168.0.1", "169.254.169.254", "0.0.0.0", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "224.0.0.1", "100.64.0.1"] {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "224.0.0.1",
+            "100.64.0.1",
+        ] {
             assert!(private(ip.parse().unwrap()), "{ip}");
         }
         for ip in ["8.8.8.8", "2606:4700::1111"] {

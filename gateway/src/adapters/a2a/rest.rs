@@ -56,7 +56,9 @@ impl Call {
         if let Some(raw) = self.headers.get("a2a-version") {
             let version = raw.to_str().unwrap_or("").trim();
             if !version.is_empty() && version.split('.').next() != Some("1") {
-                return failure(&A2aError::version(format!("A2A-Version {version} is not supported; this binding speaks 1.0")));
+                return failure(&A2aError::version(format!(
+                    "A2A-Version {version} is not supported; this binding speaks 1.0"
+                )));
             }
         }
         match call(&self.state, &self.tenant, &self.endpoint, &self.headers, method, &params).await {
@@ -95,7 +97,13 @@ fn query(params: HashMap<String, String>) -> Value {
     Value::Object(params.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<Map<_, _>>())
 }
 
-async fn send(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams, b: Bytes) -> Response {
+async fn send(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     match body(&b) {
         Ok(params) => call.run("SendMessage", params).await,
@@ -103,7 +111,13 @@ async fn send(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: Hea
     }
 }
 
-async fn stream(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams, b: Bytes) -> Response {
+async fn stream(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     match body(&b) {
         Ok(params) => call.run("SendStreamingMessage", params).await,
@@ -144,7 +158,13 @@ async fn task_get(
     }
 }
 
-async fn task_post(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams, b: Bytes) -> Response {
+async fn task_post(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     let segment = call.path("task");
     let mut params = match body(&b) {
@@ -165,7 +185,13 @@ async fn task_post(State(s): State<AppState>, Extension(t): Extension<Tenant>, h
     call.run(method, params).await
 }
 
-async fn push_create(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams, b: Bytes) -> Response {
+async fn push_create(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     let mut params = match body(&b) {
         Ok(params) => params,
@@ -175,24 +201,44 @@ async fn push_create(State(s): State<AppState>, Extension(t): Extension<Tenant>,
     call.run("CreateTaskPushNotificationConfig", params).await
 }
 
-async fn push_list(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams) -> Response {
+async fn push_list(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     let params = json!({ "taskId": call.path("task") });
     call.run("ListTaskPushNotificationConfigs", params).await
 }
 
-async fn push_get(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams) -> Response {
+async fn push_get(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     let params = json!({ "taskId": call.path("task"), "id": call.path("config") });
     call.run("GetTaskPushNotificationConfig", params).await
 }
 
-async fn push_delete(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams) -> Response {
+async fn push_delete(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
     let call = Call::new(s, t, h, &p);
     let params = json!({ "taskId": call.path("task"), "id": call.path("config") });
     call.run("DeleteTaskPushNotificationConfig", params).await
 }
 
-async fn extended_card(State(s): State<AppState>, Extension(t): Extension<Tenant>, h: HeaderMap, p: RawPathParams) -> Response {
+async fn extended_card(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
     Call::new(s, t, h, &p).run("GetExtendedAgentCard", json!({})).await
 }

@@ -102,13 +102,23 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
         last_ms = event.processed_at_ms;
         match event.kind.as_str() {
             "user.message" => {
-                history.push(message(row, &event.event_id, "ROLE_USER", json!([{ "text": text_of(&event.body["content"]) }])));
+                history.push(message(
+                    row,
+                    &event.event_id,
+                    "ROLE_USER",
+                    json!([{ "text": text_of(&event.body["content"]) }]),
+                ));
             }
             kind if TOOL_INPUTS.contains(&kind) => {
                 history.push(message(row, &event.event_id, "ROLE_USER", json!([{ "data": event.body }])));
             }
             "agent.message" => {
-                history.push(message(row, &event.event_id, "ROLE_AGENT", json!([{ "text": text_of(&event.body["content"]) }])));
+                history.push(message(
+                    row,
+                    &event.event_id,
+                    "ROLE_AGENT",
+                    json!([{ "text": text_of(&event.body["content"]) }]),
+                ));
                 answer = Some(event);
             }
             "session.status_running" if event.seq > row.input_seq => running = true,
@@ -117,10 +127,11 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
             }
             // A cancel settles the run with one more idle: a canceled task waiting for
             // input ends there, not at its requires_action stop.
-            "session.status_idle" | "session.status_terminated" if event.seq > row.input_seq => {
-                if !(row.canceled && event.body["stop_reason"]["type"] == "requires_action") {
-                    end = Some(event);
-                }
+            "session.status_idle" | "session.status_terminated"
+                if event.seq > row.input_seq
+                    && !(row.canceled && event.body["stop_reason"]["type"] == "requires_action") =>
+            {
+                end = Some(event);
             }
             _ => {}
         }
@@ -147,7 +158,14 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
                 let awaited = awaiting(events, &end.body["stop_reason"]["event_ids"]);
                 let names: Vec<String> = awaited
                     .iter()
-                    .map(|a| format!("{} of `{}` ({})", a["awaiting"].as_str().unwrap_or(""), a["name"].as_str().unwrap_or(""), a["id"].as_str().unwrap_or("")))
+                    .map(|a| {
+                        format!(
+                            "{} of `{}` ({})",
+                            a["awaiting"].as_str().unwrap_or(""),
+                            a["name"].as_str().unwrap_or(""),
+                            a["id"].as_str().unwrap_or("")
+                        )
+                    })
                     .collect();
                 note = Some(agent_note(
                     format!(
@@ -213,15 +231,22 @@ pub async fn load(state: &AppState, tenant: &Tenant, id: &str) -> A2aResult<A2aT
 }
 
 fn string_param<'a>(params: &'a Value, field: &str) -> A2aResult<&'a str> {
-    params[field].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params(format!("{field}: a non-empty string is required")))
+    params[field]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| A2aError::params(format!("{field}: a non-empty string is required")))
 }
 
 /// An integer parameter given as a number or (query strings) a numeric string.
 pub fn int_param(params: &Value, field: &str) -> A2aResult<Option<i64>> {
     match &params[field] {
         Value::Null => Ok(None),
-        Value::Number(n) => n.as_i64().map(Some).ok_or_else(|| A2aError::params(format!("{field}: an integer is required"))),
-        Value::String(s) => s.parse().map(Some).map_err(|_| A2aError::params(format!("{field}: an integer is required"))),
+        Value::Number(n) => {
+            n.as_i64().map(Some).ok_or_else(|| A2aError::params(format!("{field}: an integer is required")))
+        }
+        Value::String(s) => {
+            s.parse().map(Some).map_err(|_| A2aError::params(format!("{field}: an integer is required")))
+        }
         _ => Err(A2aError::params(format!("{field}: an integer is required"))),
     }
 }
@@ -236,7 +261,10 @@ fn history_length(params: &Value) -> A2aResult<Option<usize>> {
 /// A message's parts as session input: tool answers from data parts, then one
 /// `user.message` with the text parts (other data parts as JSON text).
 fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
-    let parts = message["parts"].as_array().filter(|p| !p.is_empty()).ok_or_else(|| A2aError::params("message.parts: at least one part is required"))?;
+    let parts = message["parts"]
+        .as_array()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| A2aError::params("message.parts: at least one part is required"))?;
     let mut answers = Vec::new();
     let mut texts = Vec::new();
     for (i, part) in parts.iter().enumerate() {
@@ -249,7 +277,11 @@ fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
                 texts.push(json!({ "type": "text", "text": data.to_string() }));
             }
         } else if part.get("url").is_some() || part.get("raw").is_some() {
-            return Err(A2aError::new(-32005, "CONTENT_TYPE_NOT_SUPPORTED", format!("message.parts[{i}]: file parts are not supported; send text or data parts")));
+            return Err(A2aError::new(
+                -32005,
+                "CONTENT_TYPE_NOT_SUPPORTED",
+                format!("message.parts[{i}]: file parts are not supported; send text or data parts"),
+            ));
         } else {
             return Err(A2aError::params(format!("message.parts[{i}]: expected a text, data, url or raw part")));
         }
@@ -285,7 +317,12 @@ pub async fn send(
     }
     match message["role"].as_str() {
         Some("ROLE_USER") => {}
-        other => return Err(A2aError::params(format!("message.role: expected ROLE_USER, got {}", other.unwrap_or("nothing")))),
+        other => {
+            return Err(A2aError::params(format!(
+                "message.role: expected ROLE_USER, got {}",
+                other.unwrap_or("nothing")
+            )));
+        }
     }
     let bodies = inputs(message)?;
     let store = state.backends.store.as_ref();
@@ -301,7 +338,10 @@ pub async fn send(
         }
         let current = view(state, &row).await?;
         if is_terminal(current.state) {
-            return Err(A2aError::unsupported(format!("task {task_id} is {} and takes no further input", current.state)));
+            return Err(A2aError::unsupported(format!(
+                "task {task_id} is {} and takes no further input",
+                current.state
+            )));
         }
         let session = sessions::load(store, tenant, &row.session_id).await?;
         let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
@@ -348,7 +388,13 @@ pub async fn send(
 
 /// Commits input through the managed `events.send` (its validation, budget and hands
 /// rules) and returns the sequence of the first committed event.
-async fn commit(state: &AppState, tenant: &Tenant, session_id: &str, before: i64, bodies: Vec<Value>) -> A2aResult<i64> {
+async fn commit(
+    state: &AppState,
+    tenant: &Tenant,
+    session_id: &str,
+    before: i64,
+    bodies: Vec<Value>,
+) -> A2aResult<i64> {
     let body = json!({ "events": bodies });
     let sent = events::send(
         State(state.clone()),
@@ -396,7 +442,12 @@ impl Translate for Tracker {
             "session.status_running" if !self.working => {
                 self.working = true;
                 let status = json!({ "state": "TASK_STATE_WORKING", "timestamp": rfc3339(event.processed_at_ms) });
-                (vec![json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } })], false)
+                (
+                    vec![
+                        json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } }),
+                    ],
+                    false,
+                )
             }
             "session.status_idle" | "session.status_terminated" if event.seq > self.input_seq => {
                 (vec![json!({ "__end": true })], true)
@@ -412,7 +463,8 @@ impl Translate for Tracker {
 
 /// A stream of the task from `after_seq` on, `first` going out first.
 pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, working: bool) -> mpsc::Receiver<Item> {
-    let tracker = Tracker { task_id: row.id.clone(), context_id: row.context_id.clone(), input_seq: row.input_seq, working };
+    let tracker =
+        Tracker { task_id: row.id.clone(), context_id: row.context_id.clone(), input_seq: row.input_seq, working };
     let mut events = follow(state.clone(), row.session_id.clone(), after_seq, first, tracker, |_, _| async {});
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
@@ -539,7 +591,8 @@ pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A
     let store = state.backends.store.as_ref();
     store.a2a_cancel_task(&row.id).await?;
     let runs = store.thread_runs(&row.session_id).await?;
-    let open = runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
+    let open =
+        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
     if let Some(run) = open
         && let Some((_, message)) = store.cancel_run(&row.session_id, &run.id).await?
         && let (Some(message), Some(queue)) = (message, &state.backends.queue)
@@ -585,12 +638,18 @@ pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2
     }
     let start = match params["pageToken"].as_str().filter(|s| !s.is_empty()) {
         None => 0,
-        Some(token) => {
-            views.iter().position(|v| v.row.id == token).map(|i| i + 1).ok_or_else(|| A2aError::params(format!("pageToken: unknown token {token}")))?
-        }
+        Some(token) => views
+            .iter()
+            .position(|v| v.row.id == token)
+            .map(|i| i + 1)
+            .ok_or_else(|| A2aError::params(format!("pageToken: unknown token {token}")))?,
     };
     let page: Vec<&View> = views.iter().skip(start).take(page_size).collect();
-    let next = if start + page.len() < views.len() { page.last().map(|v| v.row.id.clone()).unwrap_or_default() } else { String::new() };
+    let next = if start + page.len() < views.len() {
+        page.last().map(|v| v.row.id.clone()).unwrap_or_default()
+    } else {
+        String::new()
+    };
     Ok(json!({
         "tasks": page.iter().map(|v| v.render(history, artifacts)).collect::<Vec<_>>(),
         "nextPageToken": next,
