@@ -22,6 +22,9 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
 from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
@@ -232,6 +235,11 @@ def test_list_with_filters_and_paging(turns: Deployment, fake_anthropic: FakeAnt
         assert done["totalSize"] == 3
         working = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, status=TaskState.TASK_STATE_WORKING)))
         assert working.get("totalSize", 0) == 0 and not working.get("tasks")
+        first_done = MessageToDict(await client.get_task(GetTaskRequest(id=ids[0])))["status"]["timestamp"]
+        since = ListTasksRequest(context_id=context)
+        since.status_timestamp_after.FromJsonString(first_done)
+        later = MessageToDict(await client.list_tasks(since))
+        assert [t["id"] for t in later["tasks"]] == ids[:0:-1], later
         await client.close()
 
     run(scenario())
@@ -357,6 +365,30 @@ def test_rest_binding_send_get_cancel_errors(turns: Deployment, fake_anthropic: 
     run(scenario())
 
 
+def test_rest_stream_disconnect_keeps_running_and_subscribe(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("rest-sub")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, slow(f"still here {key}", chunks=10, delay=0.2))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id), streaming=True, binding="HTTP+JSON")
+        stream = client.send_message(user(f"go {key}"))
+        first = MessageToDict(await stream.__anext__())
+        await stream.aclose()  # the client leaves mid-turn: the task goes on
+        task_id = first["task"]["id"]
+        events = [MessageToDict(ev) async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        assert events[0]["task"]["id"] == task_id
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events
+        got = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+        assert answer(got) == f"still here {key}"
+        with pytest.raises(UnsupportedOperationError):
+            async for _ in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                pass
+        await client.close()
+
+    run(scenario())
+
+
 def test_jsonrpc_error_shapes(turns: Deployment) -> None:
     def rpc(body: Any, **headers: str) -> dict[str, Any]:
         raw = body if isinstance(body, (bytes, str)) else json.dumps(body)
@@ -402,6 +434,42 @@ def test_v03_wire_on_the_same_endpoint(turns: Deployment, fake_anthropic: FakeAn
     assert any(r["kind"] == "artifact-update" for r in results)
     cancel = http.post(f"{agent_base(turns, agent_id)}", headers=headers, json={"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel", "params": {"id": task["id"]}}).json()
     assert cancel["error"]["code"] == -32002
+
+
+def test_v03_python_client_from_a_hand_made_card(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("legacy-client")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say(f"legacy answer {key}"), say(f"legacy stream {key}"))
+    card = AgentCard(
+        name="legacy", description="a v0.3 card", version="1",
+        supported_interfaces=[AgentInterface(url=agent_base(turns, agent_id), protocol_binding="JSONRPC", protocol_version="0.3")],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+    )
+
+    async def scenario() -> None:
+        for streaming in (False, True):
+            http = http_client(turns)
+            client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+            word = "stream" if streaming else "answer"
+            events = await collect(client, user(f"{word} {key}"))
+            final = events[-1]
+            if streaming:
+                assert "task" in events[0], events
+                assert final["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events
+                assert any("artifactUpdate" in e for e in events)
+                task_id = events[0]["task"]["id"]
+            else:
+                assert final["task"]["status"]["state"] == "TASK_STATE_COMPLETED", final
+                assert answer(final["task"]) == f"legacy answer {key}"
+                task_id = final["task"]["id"]
+            got = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+            assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+            with pytest.raises(TaskNotCancelableError):
+                await client.cancel_task(CancelTaskRequest(id=task_id))
+            await client.close()
+
+    run(scenario())
 
 
 # ---------------------------------------------------------------------------------------
@@ -498,8 +566,21 @@ def test_push_config_crud_and_signed_delivery(turns: Deployment, launch: Callabl
         return task_id
 
     task_id = run(scenario())
+
+    async def configured_on_send() -> str:
+        fake_anthropic.script(key + "-b", say("second"))
+        http = http_client(deployment)
+        push = TaskPushNotificationConfig(url=receiver.url + "/on-send", token=token)
+        config = ClientConfig(streaming=False, supported_protocol_bindings=["JSONRPC"], httpx_client=http, push_notification_config=push)
+        client = await ClientFactory(config).create_from_url(agent_base(deployment, agent_id))
+        (event,) = await collect(client, user(f"again {key}-b"))
+        await client.close()
+        return event["task"]["id"]
+
     try:
-        headers, body = receiver.wait(lambda b: b.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED")
+        headers, body = receiver.wait(lambda b: b.get("statusUpdate", {}).get("taskId") == task_id and b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        second = run(configured_on_send())
+        receiver.wait(lambda b: b.get("statusUpdate", {}).get("taskId") == second and b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
         payload = json.loads(body)
         assert payload["statusUpdate"]["taskId"] == task_id
         assert headers["x-a2a-notification-token"] == token

@@ -57,6 +57,8 @@ pub struct View {
     pub artifacts: Vec<Value>,
     /// The last committed sequence the view covers.
     pub last_seq: i64,
+    /// When the status was reached, epoch ms.
+    pub status_ms: i64,
 }
 
 impl View {
@@ -136,7 +138,8 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
             _ => {}
         }
     }
-    let timestamp = rfc3339(end.map_or(last_ms, |e| e.processed_at_ms));
+    let status_ms = end.map_or(last_ms, |e| e.processed_at_ms);
+    let timestamp = rfc3339(status_ms);
     let agent_note = |text: String, data: Option<Value>| {
         let mut parts = vec![json!({ "text": text })];
         if let Some(data) = data {
@@ -204,7 +207,7 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
         })],
         _ => Vec::new(),
     };
-    View { row: row.clone(), state, status, history, artifacts, last_seq }
+    View { row: row.clone(), state, status, history, artifacts, last_seq, status_ms }
 }
 
 /// What a requires_action stop waits for: each blocking call with its kind.
@@ -611,7 +614,8 @@ pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A
     }
 }
 
-/// `ListTasks`: newest first, filtered by `contextId` and `status`, paged by
+/// `ListTasks`: newest first, filtered by `contextId`, `status` and
+/// `statusTimestampAfter`, paged by
 /// `pageSize` (default 50, at most 100) and `pageToken` (the last task id of a page).
 pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
     let context = params["contextId"].as_str().filter(|s| !s.is_empty());
@@ -628,11 +632,19 @@ pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2
     };
     let history = history_length(params)?;
     let artifacts = matches!(&params["includeArtifacts"], Value::Bool(true)) || params["includeArtifacts"] == "true";
+    let after_ms = match params["statusTimestampAfter"].as_str().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(raw) => Some(
+            chrono::DateTime::parse_from_rfc3339(raw)
+                .map_err(|_| A2aError::params(format!("statusTimestampAfter: not an RFC 3339 timestamp: {raw}")))?
+                .timestamp_millis(),
+        ),
+    };
     let rows = state.backends.store.a2a_list_tasks(&tenant.workspace_id, context, LIST_SCAN).await?;
     let mut views = Vec::with_capacity(rows.len());
     for row in &rows {
         let view = view(state, row).await?;
-        if status.is_none_or(|s| s == view.state) {
+        if status.is_none_or(|s| s == view.state) && after_ms.is_none_or(|after| view.status_ms > after) {
             views.push(view);
         }
     }
