@@ -409,6 +409,13 @@ def test_jsonrpc_error_shapes(turns: Deployment) -> None:
     assert version["error"]["code"] == -32009
     missing = rpc({"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": "x"}}, **{"A2A-Version": "1.0"})
     assert missing["error"]["code"] == -32001 and missing["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    no_agent = rpc({"jsonrpc": "2.0", "id": 5, "method": "SendMessage", "params": {"message": message}})
+    assert no_agent["error"]["code"] == -32602 and "agent" in no_agent["error"]["message"]
+    files = rpc({"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": {**message, "parts": [{"url": "https://x/y.png"}]}}})
+    assert files["error"]["code"] == -32005
+    not_rpc = rpc({"id": 7, "method": "GetTask"})
+    assert not_rpc["error"]["code"] == -32600
 
 
 def test_v03_wire_on_the_same_endpoint(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
@@ -479,8 +486,10 @@ def test_v03_python_client_from_a_hand_made_card(turns: Deployment, fake_anthrop
 class Receiver:
     """A local webhook receiver recording every POST."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail_first: int = 0) -> None:
         self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.failures: list[tuple[dict[str, str], bytes]] = []
+        self.fail_first = fail_first
         self.lock = threading.Lock()
         outer = self
 
@@ -490,9 +499,11 @@ class Receiver:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 with outer.lock:
-                    outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(200)
+                    failing = len(outer.failures) < outer.fail_first
+                    (outer.failures if failing else outer.requests).append((headers, body))
+                self.send_response(503 if failing else 200)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -589,6 +600,31 @@ def test_push_config_crud_and_signed_delivery(turns: Deployment, launch: Callabl
         expected = base64.b64encode(hmac.new(token.encode(), signed, hashlib.sha256).digest()).decode()
         assert headers["webhook-signature"] == f"v1,{expected}"
         assert abs(int(headers["webhook-timestamp"]) - time.time()) < 120
+    finally:
+        receiver.close()
+
+
+def test_push_retries_keep_the_notification_id(turns: Deployment, launch: Callable[..., Deployment], fake_anthropic: FakeAnthropic, provider_env: dict[str, str]) -> None:
+    deployment = launch(turns.mode, extra_env={**provider_env, "AGENTD_A2A_PUSH_ALLOW_PRIVATE": "true"})
+    receiver = Receiver(fail_first=2)
+    key = unique("retry")
+    agent_id = agent(deployment)
+    fake_anthropic.script(key, say("done"))
+
+    async def scenario() -> str:
+        client = await client_for(deployment, agent_base(deployment, agent_id))
+        (event,) = await collect(client, user(f"hi {key}"))
+        task_id = event["task"]["id"]
+        await client.create_task_push_notification_config(TaskPushNotificationConfig(task_id=task_id, url=receiver.url, token="t" * 32))
+        await client.close()
+        return task_id
+
+    task_id = run(scenario())
+    try:
+        headers, _ = receiver.wait(lambda b: b["statusUpdate"]["taskId"] == task_id)
+        # Two refused attempts, then the same notification (same id, re-signed) got through.
+        assert [h["webhook-id"] for h, _ in receiver.failures] == [headers["webhook-id"]] * 2
+        assert len([h for h, _ in receiver.requests if h["webhook-id"] == headers["webhook-id"]]) == 1
     finally:
         receiver.close()
 

@@ -124,7 +124,9 @@ async fn handle(
 ) -> Response {
     let request: Value = match serde_json::from_slice(bytes) {
         Ok(request) => request,
-        Err(error) => return error_response(&Value::Null, &A2aError::parse(format!("Parse error: {error}"))),
+        Err(error) => {
+            return error_response(&Value::Null, &A2aError::parse(format!("the body is not valid JSON: {error}")));
+        }
     };
     let Some(object) = request.as_object() else {
         return error_response(&Value::Null, &A2aError::request("the request must be a JSON-RPC 2.0 object"));

@@ -54,90 +54,127 @@ pub struct Endpoint {
     pub agent: Option<String>,
 }
 
-/// An A2A error: a JSON-RPC code, its ErrorInfo reason, and the REST status.
+/// What went wrong, in A2A's terms (§3.6 of the protocol notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// -32700: the body is not JSON.
+    Parse,
+    /// -32600: not a JSON-RPC 2.0 request.
+    InvalidRequest,
+    /// -32601: unknown method or route.
+    MethodNotFound,
+    /// -32602: bad params.
+    InvalidParams,
+    /// -32603: a failure on our side.
+    Internal,
+    /// -32001.
+    TaskNotFound,
+    /// -32002.
+    TaskNotCancelable,
+    /// -32004.
+    UnsupportedOperation,
+    /// -32005.
+    ContentTypeNotSupported,
+    /// -32009.
+    VersionNotSupported,
+}
+
+impl Kind {
+    /// JSON-RPC code, ErrorInfo reason, REST status and its gRPC status name.
+    fn wire(self) -> (i64, &'static str, u16, &'static str) {
+        match self {
+            Kind::Parse => (-32700, "PARSE_ERROR", 400, "INVALID_ARGUMENT"),
+            Kind::InvalidRequest => (-32600, "INVALID_REQUEST", 400, "INVALID_ARGUMENT"),
+            Kind::MethodNotFound => (-32601, "METHOD_NOT_FOUND", 404, "NOT_FOUND"),
+            Kind::InvalidParams => (-32602, "INVALID_PARAMS", 400, "INVALID_ARGUMENT"),
+            Kind::Internal => (-32603, "INTERNAL_ERROR", 500, "INTERNAL"),
+            Kind::TaskNotFound => (-32001, "TASK_NOT_FOUND", 404, "NOT_FOUND"),
+            Kind::TaskNotCancelable => (-32002, "TASK_NOT_CANCELABLE", 400, "FAILED_PRECONDITION"),
+            Kind::UnsupportedOperation => (-32004, "UNSUPPORTED_OPERATION", 400, "FAILED_PRECONDITION"),
+            Kind::ContentTypeNotSupported => (-32005, "CONTENT_TYPE_NOT_SUPPORTED", 400, "INVALID_ARGUMENT"),
+            Kind::VersionNotSupported => (-32009, "VERSION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"),
+        }
+    }
+}
+
+/// An A2A error: its kind and a message naming what is at fault.
 #[derive(Debug, Clone)]
 pub struct A2aError {
-    /// JSON-RPC error code.
-    pub code: i64,
-    /// `google.rpc.ErrorInfo.reason`.
-    pub reason: &'static str,
+    /// The kind.
+    pub kind: Kind,
     /// Human-readable message.
     pub message: String,
 }
 
 impl A2aError {
-    fn new(code: i64, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into() }
+    fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
     }
     /// -32001.
     pub fn task_not_found(id: &str) -> Self {
-        Self::new(-32001, "TASK_NOT_FOUND", format!("Task not found: {id}"))
+        Self::new(Kind::TaskNotFound, format!("task not found: {id}"))
     }
     /// -32002.
     pub fn not_cancelable(message: impl Into<String>) -> Self {
-        Self::new(-32002, "TASK_NOT_CANCELABLE", message)
+        Self::new(Kind::TaskNotCancelable, message)
     }
     /// -32004.
     pub fn unsupported(message: impl Into<String>) -> Self {
-        Self::new(-32004, "UNSUPPORTED_OPERATION", message)
+        Self::new(Kind::UnsupportedOperation, message)
+    }
+    /// -32005.
+    pub fn content_type(message: impl Into<String>) -> Self {
+        Self::new(Kind::ContentTypeNotSupported, message)
     }
     /// -32009.
     pub fn version(message: impl Into<String>) -> Self {
-        Self::new(-32009, "VERSION_NOT_SUPPORTED", message)
+        Self::new(Kind::VersionNotSupported, message)
     }
     /// -32602.
     pub fn params(message: impl Into<String>) -> Self {
-        Self::new(-32602, "INVALID_PARAMS", message)
+        Self::new(Kind::InvalidParams, message)
     }
     /// -32600.
     pub fn request(message: impl Into<String>) -> Self {
-        Self::new(-32600, "INVALID_REQUEST", message)
+        Self::new(Kind::InvalidRequest, message)
     }
     /// -32601.
     pub fn method(method: &str) -> Self {
-        Self::new(-32601, "METHOD_NOT_FOUND", format!("Method not found: {method}"))
+        Self::new(Kind::MethodNotFound, format!("method not found: {method}"))
     }
     /// -32700.
     pub fn parse(message: impl Into<String>) -> Self {
-        Self::new(-32700, "PARSE_ERROR", message)
+        Self::new(Kind::Parse, message)
     }
     /// -32603.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(-32603, "INTERNAL_ERROR", message)
+        Self::new(Kind::Internal, message)
+    }
+
+    /// The JSON-RPC code.
+    pub fn code(&self) -> i64 {
+        self.kind.wire().0
+    }
+
+    fn error_info(&self) -> Value {
+        json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.kind.wire().1,
+            "domain": "a2a-protocol.org",
+            "metadata": {},
+        })
     }
 
     /// The JSON-RPC `error` object with its ErrorInfo `data`.
     pub fn to_jsonrpc(&self) -> Value {
-        json!({
-            "code": self.code,
-            "message": self.message,
-            "data": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": self.reason,
-                "domain": "a2a-protocol.org",
-                "metadata": {},
-            }],
-        })
+        json!({ "code": self.code(), "message": self.message, "data": [self.error_info()] })
     }
 
     /// The REST status and `google.rpc.Status`-like body.
     pub fn to_rest(&self) -> (u16, Value) {
-        let (http, status) = match self.code {
-            -32001 | -32601 => (404, "NOT_FOUND"),
-            -32002 | -32003 | -32004 | -32007 | -32008 | -32009 => (400, "FAILED_PRECONDITION"),
-            -32005 | -32602 | -32600 | -32700 => (400, "INVALID_ARGUMENT"),
-            _ => (500, "INTERNAL"),
-        };
+        let (_, _, http, status) = self.kind.wire();
         let body = json!({ "error": {
-            "code": http,
-            "status": status,
-            "message": self.message,
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": self.reason,
-                "domain": "a2a-protocol.org",
-                "metadata": {},
-            }],
+            "code": http, "status": status, "message": self.message, "details": [self.error_info()],
         } });
         (http, body)
     }

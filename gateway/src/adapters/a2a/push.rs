@@ -263,10 +263,10 @@ pub fn spawn(state: AppState, stop: CancellationToken) -> tokio::task::JoinHandl
                 _ = tick.tick() => {}
             }
             if let Err(error) = watch(&state).await {
-                tracing::warn!(code = error.code, message = %error.message, "a2a push watcher pass failed");
+                tracing::warn!(code = error.code(), message = %error.message, "a2a push watcher pass failed");
             }
             if let Err(error) = deliver_due(&state).await {
-                tracing::warn!(code = error.code, message = %error.message, "a2a push delivery pass failed");
+                tracing::warn!(code = error.code(), message = %error.message, "a2a push delivery pass failed");
             }
         }
     })
@@ -318,7 +318,7 @@ async fn deliver_due(state: &AppState) -> A2aResult<()> {
             }
             Err(reason) => {
                 tracing::info!(notification = %delivery.id, %reason, attempts = delivery.attempts, "a2a push notification will be retried");
-                let backoff = 1_000i64 << delivery.attempts.clamp(0, 8);
+                let backoff = 1_000i64 << (delivery.attempts - 1).clamp(0, 9);
                 let next = crate::managed::query::now_ms() + backoff.min(300_000);
                 store.a2a_delivery_retry(&delivery.id, next).await?;
             }

@@ -280,11 +280,9 @@ fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
                 texts.push(json!({ "type": "text", "text": data.to_string() }));
             }
         } else if part.get("url").is_some() || part.get("raw").is_some() {
-            return Err(A2aError::new(
-                -32005,
-                "CONTENT_TYPE_NOT_SUPPORTED",
-                format!("message.parts[{i}]: file parts are not supported; send text or data parts"),
-            ));
+            return Err(A2aError::content_type(format!(
+                "message.parts[{i}]: file parts are not supported; send text or data parts"
+            )));
         } else {
             return Err(A2aError::params(format!("message.parts[{i}]: expected a text, data, url or raw part")));
         }
