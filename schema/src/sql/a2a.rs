@@ -107,7 +107,7 @@ pub(super) async fn list_tasks(
 }
 
 pub(super) async fn task_input(store: &SqlStore, id: &str, input_seq: i64) -> StoreResult<()> {
-    sqlx::query("UPDATE a2a_tasks SET input_seq = $2, canceled = 0, updated_at_ms = $3 WHERE id = $1")
+    sqlx::query("UPDATE a2a_tasks SET input_seq = $2, updated_at_ms = $3 WHERE id = $1")
         .bind(id)
         .bind(input_seq)
         .bind(store.now())

@@ -316,10 +316,15 @@ def test_input_required_then_completion(turns: Deployment, fake_anthropic: FakeA
     fake_anthropic.script(key, call("get_weather", {"city": "Paris"}), say("Sunny in Paris."))
 
     async def scenario() -> None:
+        streaming = await client_for(turns, agent_base(turns, agent_id), streaming=True)
+        events = await collect(streaming, user(f"weather {key}"))
+        await streaming.close()
+        # The stream ends at the interruption.
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", events
         client = await client_for(turns, agent_base(turns, agent_id))
-        (event,) = await collect(client, user(f"weather {key}"))
-        task = event["task"]
+        task = MessageToDict(await client.get_task(GetTaskRequest(id=events[0]["task"]["id"])))
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        assert task["status"] == events[-1]["statusUpdate"]["status"]
         parts = task["status"]["message"]["parts"]
         assert "get_weather" in parts[0]["text"]
         (awaited,) = parts[1]["data"]["awaiting"]

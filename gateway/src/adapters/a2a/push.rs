@@ -287,7 +287,14 @@ async fn watch(state: &AppState) -> A2aResult<()> {
             .await?
             .into_iter()
             .map(|config| A2aDelivery {
-                id: format!("{}.{}.{}", row.id, view.state.trim_start_matches("TASK_STATE_").to_lowercase(), config.id),
+                // Stable across retries, distinct per input and state of the task.
+                id: format!(
+                    "{}.{}.{}.{}",
+                    row.id,
+                    row.input_seq,
+                    view.state.trim_start_matches("TASK_STATE_").to_lowercase(),
+                    config.id
+                ),
                 task_id: row.id.clone(),
                 config_id: config.id,
                 payload: payload.to_string(),

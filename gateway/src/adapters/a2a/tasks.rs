@@ -39,6 +39,8 @@ pub fn is_final(state: &str) -> bool {
 const TOOL_INPUTS: &[&str] = &["user.tool_confirmation", "user.custom_tool_result"];
 /// Events that answer a task (user side).
 const USER_INPUTS: &[&str] = &["user.message", "user.tool_confirmation", "user.custom_tool_result"];
+/// Events read per store query.
+const PAGE: i64 = 500;
 /// Tasks a listing considers.
 const LIST_SCAN: i64 = 10_000;
 
@@ -83,9 +85,27 @@ fn message(row: &A2aTask, id: &str, role: &str, parts: Value) -> Value {
 /// The task's view from committed history.
 pub async fn view(state: &AppState, row: &A2aTask) -> A2aResult<View> {
     let store = state.backends.store.as_ref();
-    let query = EventQuery { after_seq: Some(row.first_seq - 1), limit: 100_000, ..EventQuery::default() };
-    let events = store.query_events(&row.session_id, &query).await?;
-    Ok(derive(row, &events))
+    // Read pages until the task's ending: later tasks of the context are not read.
+    let mut events: Vec<StoredEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(row.first_seq - 1, |e| e.seq);
+        let query = EventQuery { after_seq: Some(after), limit: PAGE, ..EventQuery::default() };
+        let page = store.query_events(&row.session_id, &query).await?;
+        let done = (page.len() as i64) < PAGE || page.iter().any(|e| ends(row, e));
+        events.extend(page);
+        if done {
+            return Ok(derive(row, &events));
+        }
+    }
+}
+
+/// Whether `event` ends the task: an idle or terminated status after its latest input.
+/// A cancel settles the run with one more idle, so a canceled task waiting for input
+/// ends there, not at its requires_action stop.
+fn ends(row: &A2aTask, event: &StoredEvent) -> bool {
+    matches!(event.kind.as_str(), "session.status_idle" | "session.status_terminated")
+        && event.seq > row.input_seq
+        && !(row.canceled && event.body["stop_reason"]["type"] == "requires_action")
 }
 
 fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
@@ -127,14 +147,7 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
             "session.error" => {
                 error = event.body["error"]["message"].as_str().map(str::to_owned);
             }
-            // A cancel settles the run with one more idle: a canceled task waiting for
-            // input ends there, not at its requires_action stop.
-            "session.status_idle" | "session.status_terminated"
-                if event.seq > row.input_seq
-                    && !(row.canceled && event.body["stop_reason"]["type"] == "requires_action") =>
-            {
-                end = Some(event);
-            }
+            _ if ends(row, event) => end = Some(event),
             _ => {}
         }
     }
@@ -347,7 +360,7 @@ pub async fn send(
         let session = sessions::load(store, tenant, &row.session_id).await?;
         let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
         store.a2a_task_input(&row.id, seq).await?;
-        let row = A2aTask { input_seq: seq, canceled: false, ..row };
+        let row = A2aTask { input_seq: seq, ..row };
         return Ok((row, seq - 1));
     }
     let context = context.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
