@@ -48,7 +48,7 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
-from fake_models import FakeAnthropic, call, say, slow
+from fake_models import FakeAnthropic, call, http_error, say, slow
 from harness import RECORDER, Deployment, unique
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
@@ -301,8 +301,10 @@ def test_context_task_mismatch_is_invalid_params(turns: Deployment, fake_anthrop
     fake_anthropic.script(key, say("done"))
 
     async def scenario() -> None:
-        client = await client_for(turns, agent_base(turns, agent_id))
-        (event,) = await collect(client, user(f"hi {key}"))
+        # The workspace endpoint: the agent of a new context from message.metadata.agent.
+        client = await client_for(turns, turns.url)
+        (event,) = await collect(client, user(f"hi {key}", agent_id=agent_id))
+        assert event["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         with pytest.raises(InvalidParamsError):
             await collect(client, user("more", task=event["task"]["id"], context=unique("other")))
         await client.close()
@@ -335,6 +337,23 @@ def test_input_required_then_completion(turns: Deployment, fake_anthropic: FakeA
         assert answer(done["task"]) == "Sunny in Paris."
         _, second = fake_anthropic.wait_requests(key, 2)
         assert "sunny, 24C" in json.dumps(second.blocks("tool_result"))
+        await client.close()
+
+    run(scenario())
+
+
+def test_provider_failure_is_a_failed_task_with_the_reason(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("fail")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, *[http_error(500, "upstream broke")] * 6)
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id), streaming=True)
+        events = await collect(client, user(f"hi {key}"))
+        status = events[-1]["statusUpdate"]["status"]
+        assert status["state"] == "TASK_STATE_FAILED", events
+        assert status["message"]["role"] == "ROLE_AGENT" and status["message"]["parts"][0]["text"]
+        assert not any("artifactUpdate" in e for e in events)
         await client.close()
 
     run(scenario())
@@ -554,7 +573,7 @@ def test_push_config_crud_and_signed_delivery(turns: Deployment, launch: Callabl
     key = unique("push")
     agent_id = agent(deployment)
     fake_anthropic.script(key, slow(f"pushed {key}", chunks=8, delay=0.25))
-    token = RECORDER.secret(unique("tok") + "x" * 20)
+    token = unique("tok") + "x" * 20
     credentials = RECORDER.secret(unique("cred") + "y" * 20)
 
     async def scenario() -> None:

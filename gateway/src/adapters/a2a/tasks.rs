@@ -3,7 +3,8 @@
 //!
 //! A task's events are the session's committed events from its first input on, until
 //! the first `session.status_idle` / `session.status_terminated` after its latest input
-//! (`input_seq`); a canceled task ends at the idle its cancel settles the run with. Its state maps from that ending (docs/api/a2a.md).
+//! (`input_seq`); a canceled task ends at the idle its cancel settles the run with. Its
+//! state maps from that ending (docs/api/a2a.md).
 
 use std::time::Duration;
 
@@ -169,7 +170,6 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
             "TASK_STATE_FAILED"
         }
         Some(end) => match end.body["stop_reason"]["type"].as_str() {
-            Some("requires_action") if row.canceled => "TASK_STATE_WORKING",
             Some("requires_action") => {
                 let awaited = awaiting(events, &end.body["stop_reason"]["event_ids"]);
                 let names: Vec<String> = awaited
