@@ -59,6 +59,7 @@ WEATHER = {
     "description": "Weather for a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
+ASK_TOOLS = [{"type": "agent_toolset_20260401", "default_config": {"permission_policy": {"type": "always_ask"}}}]
 T = TypeVar("T")
 
 
@@ -342,6 +343,32 @@ def test_input_required_then_completion(turns: Deployment, fake_anthropic: FakeA
     run(scenario())
 
 
+def test_input_required_confirmation_denied(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("confirm")
+    agent_id = agent(turns, tools=ASK_TOOLS)
+    fake_anthropic.script(key, call("bash", {"command": "rm -rf /"}), say("Understood, not running it."))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id))
+        (event,) = await collect(client, user(f"clean up {key}"))
+        task = event["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        (awaited,) = task["status"]["message"]["parts"][1]["data"]["awaiting"]
+        assert awaited["awaiting"] == "user.tool_confirmation" and awaited["name"] == "bash"
+        decision = {"type": "user.tool_confirmation", "tool_use_id": awaited["id"], "result": "deny", "deny_message": "too dangerous"}
+        (done,) = await collect(client, user("", task=task["id"], data=decision))
+        assert done["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+        assert answer(done["task"]) == "Understood, not running it."
+        roles = [m["role"] for m in done["task"]["history"]]
+        assert roles[0] == "ROLE_USER" and "ROLE_AGENT" in roles
+        _, second = fake_anthropic.wait_requests(key, 2)
+        (result,) = second.blocks("tool_result")
+        assert result["is_error"] is True and "too dangerous" in json.dumps(result["content"])
+        await client.close()
+
+    run(scenario())
+
+
 def test_provider_failure_is_a_failed_task_with_the_reason(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
     key = unique("fail")
     agent_id = agent(turns)
@@ -385,6 +412,13 @@ def test_rest_binding_send_get_cancel_errors(turns: Deployment, fake_anthropic: 
             assert raw.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
             ok = await http.get(f"{agent_base(turns, agent_id)}/tasks/{event['task']['id']}")
             assert ok.headers["content-type"].startswith("application/a2a+json")
+            terminal = await http.get(f"{agent_base(turns, agent_id)}/tasks/{event['task']['id']}:subscribe")
+            assert terminal.status_code == 400
+            assert terminal.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
+            listed = await http.get(f"{agent_base(turns, agent_id)}/tasks", params={"pageSize": "1", "historyLength": "0"})
+            assert listed.status_code == 200 and len(listed.json()["tasks"]) == 1 and listed.json()["pageSize"] == 1
+            refused = await http.post(f"{agent_base(turns, agent_id)}/tasks/{event['task']['id']}/pushNotificationConfigs", json={"url": "https://10.0.0.1/x"})
+            assert refused.status_code == 400 and "private" in refused.json()["error"]["message"]
 
     run(scenario())
 
@@ -598,6 +632,13 @@ def test_push_config_crud_and_signed_delivery(turns: Deployment, launch: Callabl
         listed = MessageToDict(await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task_id)))
         assert [c["id"] for c in listed["configs"]] == ["hook-1"]
         await client.close()
+        # The same configs over the HTTP+JSON routes.
+        async with http_client(deployment) as raw:
+            routes = f"{agent_base(deployment, agent_id)}/tasks/{task_id}/pushNotificationConfigs"
+            assert [c["id"] for c in (await raw.get(routes)).json()["configs"]] == ["hook-1"]
+            one = (await raw.get(f"{routes}/hook-1")).json()
+            assert one["authentication"] == {"scheme": "Bearer"} and credentials not in json.dumps(one)
+            assert (await raw.delete(f"{routes}/hook-9")).status_code == 400
         return task_id
 
     task_id = run(scenario())
