@@ -1116,7 +1116,8 @@ pub trait Store: Send + Sync + 'static {
     /// events, in order) ahead of `events`, in the same fenced transaction.
     async fn commit_with_inbox(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;
 
-    /// Records a new A2A task.
+    /// Records a new A2A task (its creation time from the store's clock; `canceled` and
+    /// `notified_state` start cleared).
     async fn a2a_create_task(&self, task: &A2aTask) -> StoreResult<()>;
 
     /// An A2A task of the workspace.
