@@ -316,13 +316,16 @@ def test_context_task_mismatch_is_invalid_params(turns: Deployment, fake_anthrop
 def test_input_required_then_completion(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
     key = unique("input")
     agent_id = agent(turns, tools=[WEATHER])
-    fake_anthropic.script(key, call("get_weather", {"city": "Paris"}), say("Sunny in Paris."))
+    fake_anthropic.script(key, call("get_weather", {"city": "Paris"}, preface="Let me check."), say("Sunny in Paris."))
 
     async def scenario() -> None:
         streaming = await client_for(turns, agent_base(turns, agent_id), streaming=True)
         events = await collect(streaming, user(f"weather {key}"))
         await streaming.close()
-        # The stream ends at the interruption.
+        # The agent's words before the tool call are a WORKING update; the stream ends
+        # at the interruption.
+        notes = [e["statusUpdate"]["status"]["message"] for e in events if e.get("statusUpdate", {}).get("status", {}).get("message")]
+        assert notes[0]["role"] == "ROLE_AGENT" and notes[0]["parts"] == [{"text": "Let me check."}], events
         assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", events
         client = await client_for(turns, agent_base(turns, agent_id))
         task = MessageToDict(await client.get_task(GetTaskRequest(id=events[0]["task"]["id"])))

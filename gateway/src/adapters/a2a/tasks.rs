@@ -441,33 +441,61 @@ pub enum Item {
     Error(A2aError),
 }
 
-/// Follows committed events: `statusUpdate` WORKING once the turn runs; at the end the
-/// answer artifact and the final status from the task view.
+/// Follows committed events: `statusUpdate` WORKING once the turn runs, and for each
+/// agent message that is not the answer (the model went on to call a tool or make
+/// another request); at the end the answer artifact and the final status come from
+/// the task view.
 struct Tracker {
     task_id: String,
     context_id: String,
     input_seq: i64,
     working: bool,
+    /// The latest agent message, held until something shows it was not the answer.
+    held: Option<StoredEvent>,
+}
+
+impl Tracker {
+    fn working(&self, at_ms: i64, message: Option<Value>) -> Value {
+        let mut status = json!({ "state": "TASK_STATE_WORKING", "timestamp": rfc3339(at_ms) });
+        if let Some(message) = message {
+            status["message"] = message;
+        }
+        json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } })
+    }
+
+    fn flush(&mut self) -> Option<Value> {
+        let held = self.held.take()?;
+        let message = json!({
+            "messageId": held.event_id, "contextId": self.context_id, "taskId": self.task_id,
+            "role": "ROLE_AGENT", "parts": [{ "text": text_of(&held.body["content"]) }],
+        });
+        Some(self.working(held.processed_at_ms, Some(message)))
+    }
 }
 
 impl Translate for Tracker {
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let mut out = Vec::new();
         match event.kind.as_str() {
             "session.status_running" if !self.working => {
                 self.working = true;
-                let status = json!({ "state": "TASK_STATE_WORKING", "timestamp": rfc3339(event.processed_at_ms) });
-                (
-                    vec![
-                        json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } }),
-                    ],
-                    false,
-                )
+                out.push(self.working(event.processed_at_ms, None));
+            }
+            "agent.message" => {
+                out.extend(self.flush());
+                self.held = Some(event.clone());
+            }
+            "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" | "span.model_request_start" => {
+                out.extend(self.flush());
             }
             "session.status_idle" | "session.status_terminated" if event.seq > self.input_seq => {
-                (vec![json!({ "__end": true })], true)
+                // A held message is the answer: the view reports it as the artifact.
+                out.push(json!({ "__end": true }));
+                return (out, true);
             }
-            _ => (Vec::new(), false),
+            _ => {}
         }
+        (out, false)
     }
 
     fn failure(&self, message: String) -> Value {
@@ -477,8 +505,13 @@ impl Translate for Tracker {
 
 /// A stream of the task from `after_seq` on, `first` going out first.
 pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, working: bool) -> mpsc::Receiver<Item> {
-    let tracker =
-        Tracker { task_id: row.id.clone(), context_id: row.context_id.clone(), input_seq: row.input_seq, working };
+    let tracker = Tracker {
+        task_id: row.id.clone(),
+        context_id: row.context_id.clone(),
+        input_seq: row.input_seq,
+        working,
+        held: None,
+    };
     let mut events = follow(state.clone(), row.session_id.clone(), after_seq, first, tracker, |_, _| async {});
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
