@@ -309,6 +309,12 @@ def test_context_task_mismatch_is_invalid_params(turns: Deployment, fake_anthrop
         with pytest.raises(InvalidParamsError):
             await collect(client, user("more", task=event["task"]["id"], context=unique("other")))
         await client.close()
+        # Another agent's endpoint does not take over this context.
+        other = await client_for(turns, agent_base(turns, agent(turns)))
+        with pytest.raises(InvalidParamsError) as refused:
+            await collect(other, user("hijack", context=event["task"]["contextId"]))
+        assert "another agent" in str(refused.value)
+        await other.close()
 
     run(scenario())
 

@@ -375,6 +375,14 @@ pub async fn send(
     }
     let agent = agent_for(endpoint, headers, params);
     let session = thread_session(state, tenant, &context, agent.as_deref()).await?;
+    if let Some(endpoint_agent) = &endpoint.agent
+        && session.agent_id.as_deref() != Some(endpoint_agent.as_str())
+    {
+        return Err(A2aError::params(format!(
+            "context {context} belongs to another agent ({}); use that agent's endpoint or a new context",
+            session.agent_id.as_deref().unwrap_or("none")
+        )));
+    }
     let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
     let runs = store.thread_runs(&session.id).await?;
     let run = runs
