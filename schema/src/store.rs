@@ -1131,6 +1131,19 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<Vec<A2aTask>>;
 
+    /// Takes the context's start lease for `holder` until now + `lease_ms`; false when
+    /// another holder's lease has not expired.
+    async fn a2a_lock_context(
+        &self,
+        workspace_id: &str,
+        context_id: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> StoreResult<bool>;
+
+    /// Releases the context's start lease if `holder` still has it.
+    async fn a2a_unlock_context(&self, workspace_id: &str, context_id: &str, holder: &str) -> StoreResult<()>;
+
     /// Notes a further input of the task (it continues after input-required).
     async fn a2a_task_input(&self, id: &str, input_seq: i64) -> StoreResult<()>;
 

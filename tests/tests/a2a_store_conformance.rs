@@ -153,3 +153,18 @@ conformance!(deliveries_are_leased_retried_and_removed, |store, clock| async mov
     clock.advance(60_000);
     assert!(store.a2a_claim_deliveries(30_000, 10).await.unwrap().is_empty());
 });
+
+conformance!(context_start_leases_exclude_until_released_or_expired, |store, clock| async move {
+    assert!(store.a2a_lock_context("ws", "ctx", "a", 30_000).await.unwrap());
+    assert!(!store.a2a_lock_context("ws", "ctx", "b", 30_000).await.unwrap(), "held by a");
+    assert!(store.a2a_lock_context("ws", "other", "b", 30_000).await.unwrap(), "per context");
+    assert!(store.a2a_lock_context("ws-2", "ctx", "b", 30_000).await.unwrap(), "per workspace");
+    // Only the holder releases.
+    store.a2a_unlock_context("ws", "ctx", "b").await.unwrap();
+    assert!(!store.a2a_lock_context("ws", "ctx", "b", 30_000).await.unwrap());
+    store.a2a_unlock_context("ws", "ctx", "a").await.unwrap();
+    assert!(store.a2a_lock_context("ws", "ctx", "b", 30_000).await.unwrap());
+    // A holder that never releases loses the lease when it expires.
+    clock.advance(30_001);
+    assert!(store.a2a_lock_context("ws", "ctx", "c", 30_000).await.unwrap());
+});

@@ -46,3 +46,14 @@ CREATE TABLE a2a_push_deliveries (
     created_at_ms   BIGINT NOT NULL
 );
 CREATE INDEX a2a_push_deliveries_due ON a2a_push_deliveries (next_attempt_ms);
+
+-- A short lease per context while a new task is checked for and started, so two
+-- messages racing onto one context cannot both start a task. A holder that dies
+-- leaves a lease that simply expires.
+CREATE TABLE a2a_context_locks (
+    workspace_id TEXT NOT NULL,
+    context_id   TEXT NOT NULL,
+    holder       TEXT NOT NULL,
+    until_ms     BIGINT NOT NULL,
+    PRIMARY KEY (workspace_id, context_id)
+);

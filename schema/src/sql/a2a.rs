@@ -106,6 +106,45 @@ pub(super) async fn list_tasks(
     rows.iter().map(task).collect()
 }
 
+pub(super) async fn lock_context(
+    store: &SqlStore,
+    workspace_id: &str,
+    context_id: &str,
+    holder: &str,
+    lease_ms: i64,
+) -> StoreResult<bool> {
+    let now = store.now();
+    // Inserts the lease, or takes over an expired one; a live lease returns no row.
+    let row = sqlx::query(
+        "INSERT INTO a2a_context_locks (workspace_id, context_id, holder, until_ms) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (workspace_id, context_id) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms \
+         WHERE a2a_context_locks.until_ms < $5 RETURNING holder",
+    )
+    .bind(workspace_id)
+    .bind(context_id)
+    .bind(holder)
+    .bind(now + lease_ms)
+    .bind(now)
+    .fetch_optional(&store.pool)
+    .await?;
+    Ok(row.is_some())
+}
+
+pub(super) async fn unlock_context(
+    store: &SqlStore,
+    workspace_id: &str,
+    context_id: &str,
+    holder: &str,
+) -> StoreResult<()> {
+    sqlx::query("DELETE FROM a2a_context_locks WHERE workspace_id = $1 AND context_id = $2 AND holder = $3")
+        .bind(workspace_id)
+        .bind(context_id)
+        .bind(holder)
+        .execute(&store.pool)
+        .await?;
+    Ok(())
+}
+
 pub(super) async fn task_input(store: &SqlStore, id: &str, input_seq: i64) -> StoreResult<()> {
     sqlx::query("UPDATE a2a_tasks SET input_seq = $2, updated_at_ms = $3 WHERE id = $1")
         .bind(id)

@@ -518,6 +518,20 @@ impl Store for SqlStore {
         a2a::list_tasks(self, workspace_id, context_id, limit).await
     }
 
+    async fn a2a_lock_context(
+        &self,
+        workspace_id: &str,
+        context_id: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> StoreResult<bool> {
+        a2a::lock_context(self, workspace_id, context_id, holder, lease_ms).await
+    }
+
+    async fn a2a_unlock_context(&self, workspace_id: &str, context_id: &str, holder: &str) -> StoreResult<()> {
+        a2a::unlock_context(self, workspace_id, context_id, holder).await
+    }
+
     async fn a2a_task_input(&self, id: &str, input_seq: i64) -> StoreResult<()> {
         a2a::task_input(self, id, input_seq).await
     }

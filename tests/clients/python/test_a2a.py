@@ -319,6 +319,30 @@ def test_context_task_mismatch_is_invalid_params(turns: Deployment, fake_anthrop
     run(scenario())
 
 
+def test_racing_messages_start_one_task_per_context(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("race")
+    agent_id = agent(turns)
+    context = unique("ctx")
+    fake_anthropic.script(key, slow("only one", chunks=10, delay=0.3), say("unexpected"))
+
+    async def scenario() -> None:
+        http = http_client(turns)
+        config = ClientConfig(streaming=False, polling=True, supported_protocol_bindings=["JSONRPC"], httpx_client=http)
+        client = await ClientFactory(config).create_from_url(agent_base(turns, agent_id))
+        outcomes = await asyncio.gather(
+            *(collect(client, user(f"race {key} {i}", context=context)) for i in range(4)), return_exceptions=True
+        )
+        started = [o for o in outcomes if not isinstance(o, BaseException)]
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        assert len(started) == 1, outcomes
+        assert all(isinstance(o, InvalidParamsError) for o in refused), refused
+        listed = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context)))
+        assert listed["totalSize"] == 1
+        await client.close()
+
+    run(scenario())
+
+
 def test_input_required_then_completion(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
     key = unique("input")
     agent_id = agent(turns, tools=[WEATHER])

@@ -40,6 +40,8 @@ pub fn is_final(state: &str) -> bool {
 const TOOL_INPUTS: &[&str] = &["user.tool_confirmation", "user.custom_tool_result"];
 /// Events that answer a task (user side).
 const USER_INPUTS: &[&str] = &["user.message", "user.tool_confirmation", "user.custom_tool_result"];
+/// How long a context's start lease lasts if its holder never releases it.
+const START_LEASE_MS: i64 = 30_000;
 /// Events read per store query.
 const PAGE: i64 = 500;
 /// Tasks a listing considers.
@@ -364,6 +366,32 @@ pub async fn send(
         return Ok((row, seq - 1));
     }
     let context = context.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    // Checking for a task in progress and starting one happen under the context's
+    // start lease, so two messages racing onto one context cannot both start a task.
+    let holder = uuid::Uuid::new_v4().to_string();
+    if !store.a2a_lock_context(&tenant.workspace_id, &context, &holder, START_LEASE_MS).await? {
+        return Err(A2aError::params(format!(
+            "another message is starting a task on context {context}; retry once it has"
+        )));
+    }
+    let started = start(state, tenant, endpoint, headers, params, context.clone(), bodies).await;
+    if let Err(error) = store.a2a_unlock_context(&tenant.workspace_id, &context, &holder).await {
+        tracing::warn!(%error, %context, "a2a context start lease not released; it expires by itself");
+    }
+    started
+}
+
+/// Starts a new task on `context` (under its start lease).
+async fn start(
+    state: &AppState,
+    tenant: &Tenant,
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    params: &Value,
+    context: String,
+    bodies: Vec<Value>,
+) -> A2aResult<(A2aTask, i64)> {
+    let store = state.backends.store.as_ref();
     if let Some(latest) = store.a2a_list_tasks(&tenant.workspace_id, Some(&context), 1).await?.first() {
         let current = view(state, latest).await?;
         if !is_terminal(current.state) {
