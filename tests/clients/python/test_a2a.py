@@ -159,6 +159,13 @@ def test_card_discovery_root_and_per_agent(turns: Deployment) -> None:
     run(scenario())
 
 
+def test_configured_public_url_names_the_interfaces(turns: Deployment, launch: Callable[..., Deployment]) -> None:
+    deployment = launch(turns.mode, extra_env={"AGENTD_A2A_PUBLIC_URL": "https://agents.example.com/agentd/"})
+    response = deployment.http().get(f"{deployment.url}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {deployment.bootstrap_key}"})
+    assert response.status_code == 200, response.text
+    assert {i["url"] for i in response.json()["supportedInterfaces"]} == {"https://agents.example.com/agentd/v1/a2a"}
+
+
 # ---------------------------------------------------------------------------------------
 # Send, stream, get, context continuity
 
