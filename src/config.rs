@@ -135,6 +135,16 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_MCP_ALLOWED_HOSTS", value_name = "HOSTS")]
     pub mcp_allowed_hosts: Option<String>,
 
+    /// The public base URL A2A agent cards advertise (e.g. https://agents.example.com)
+    /// [default: from the request's X-Forwarded-Proto / X-Forwarded-Host / Host].
+    #[arg(long, global = true, env = "AGENTD_A2A_PUBLIC_URL", value_name = "URL")]
+    pub a2a_public_url: Option<String>,
+
+    /// Let A2A push notifications target private and loopback addresses and plain
+    /// http:// URLs. For tests only; never in production.
+    #[arg(long, global = true, env = "AGENTD_A2A_PUSH_ALLOW_PRIVATE")]
+    pub a2a_push_allow_private: bool,
+
     /// Browser origins allowed by CORS, comma-separated (`*`: any origin, without
     /// credentials) [default: none — no CORS headers].
     #[arg(long, global = true, env = "AGENTD_CORS_ORIGINS", value_name = "ORIGINS")]
@@ -189,6 +199,9 @@ impl Settings {
             adapter_default_agent: self.adapter_default_agent.or(file.adapter_default_agent),
             mcp_path: self.mcp_path.or(file.mcp_path),
             mcp_allowed_hosts: self.mcp_allowed_hosts.or(file.mcp_allowed_hosts),
+
+            a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
+            a2a_push_allow_private: self.a2a_push_allow_private || file.a2a_push_allow_private,
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),

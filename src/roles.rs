@@ -391,7 +391,14 @@ impl Process {
             max_attempts: self.settings.max_attempts()?,
             default_agent: self.settings.adapter_default_agent.clone(),
             mcp,
+            a2a: agentd_gateway::adapters::a2a::Settings {
+                public_url: self.settings.a2a_public_url.clone(),
+                push_allow_private: self.settings.a2a_push_allow_private,
+            },
         };
+        // A2A push notifications: every gateway watches and delivers (rows are claimed
+        // under a lease, so each notification goes out from one of them).
+        self.track(agentd_gateway::adapters::a2a::push::spawn(state.clone(), self.stop.clone()));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

@@ -44,6 +44,8 @@ pub struct AppState {
     pub default_agent: Option<String>,
     /// The MCP endpoint's path, allowed hosts and shared sessions.
     pub mcp: adapters::mcp::McpSettings,
+    /// A2A settings (public URL of cards, push targets).
+    pub a2a: adapters::a2a::Settings,
 }
 
 impl AppState {
@@ -69,9 +71,15 @@ pub fn api(state: AppState) -> Router {
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
+    // The A2A workspace card lives outside `/v1` (clients resolve
+    // `<base>/.well-known/agent-card.json`) but is authenticated and metered like it.
+    let well_known = adapters::a2a::well_known_router()
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
     // copy of the admission layers.
-    Router::new().nest("/v1", v1).merge(adapters::mcp::routes(&state)).with_state(state)
+    Router::new().nest("/v1", v1).merge(well_known).merge(adapters::mcp::routes(&state)).with_state(state)
 }
 
 /// The application adapters' routes, relative to `/v1` (no beta selector).
@@ -86,6 +94,7 @@ fn adapters_router() -> Router<AppState> {
         .route("/ag-ui", post(adapters::ag_ui::run))
         .route("/ag-ui/agents/{agent_id}", post(adapters::ag_ui::agent_run))
         .route("/ag-ui/threads/{thread_id}/messages", get(adapters::ag_ui::messages))
+        .merge(adapters::a2a::router())
 }
 
 /// The whole gateway: API plus operations routes on one listener.

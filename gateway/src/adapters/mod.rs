@@ -2,6 +2,7 @@
 //! is bound to one session on first use (table `adapter_threads`), so a conversation
 //! started through one surface continues through any other.
 
+pub mod a2a;
 pub mod ag_ui;
 pub mod ai_sdk;
 pub mod mcp;

@@ -5,6 +5,7 @@
 //! directories are per dialect. The claim and fencing statements live in named files
 //! under `schema/queries/`.
 
+mod a2a;
 mod durable;
 mod idempotency;
 mod inbox;
@@ -498,5 +499,86 @@ impl Store for SqlStore {
 
     async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
         durable::runnable(self, thread_id).await
+    }
+
+    async fn a2a_create_task(&self, task: &A2aTask) -> StoreResult<()> {
+        a2a::create_task(self, task).await
+    }
+
+    async fn a2a_get_task(&self, workspace_id: &str, id: &str) -> StoreResult<Option<A2aTask>> {
+        a2a::get_task(self, workspace_id, id).await
+    }
+
+    async fn a2a_list_tasks(
+        &self,
+        workspace_id: &str,
+        context_id: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<A2aTask>> {
+        a2a::list_tasks(self, workspace_id, context_id, limit).await
+    }
+
+    async fn a2a_lock_context(
+        &self,
+        workspace_id: &str,
+        context_id: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> StoreResult<bool> {
+        a2a::lock_context(self, workspace_id, context_id, holder, lease_ms).await
+    }
+
+    async fn a2a_unlock_context(&self, workspace_id: &str, context_id: &str, holder: &str) -> StoreResult<()> {
+        a2a::unlock_context(self, workspace_id, context_id, holder).await
+    }
+
+    async fn a2a_task_input(&self, id: &str, input_seq: i64) -> StoreResult<()> {
+        a2a::task_input(self, id, input_seq).await
+    }
+
+    async fn a2a_cancel_task(&self, id: &str) -> StoreResult<()> {
+        a2a::cancel_task(self, id).await
+    }
+
+    async fn a2a_put_push_config(&self, config: &A2aPushConfig) -> StoreResult<()> {
+        a2a::put_config(self, config).await
+    }
+
+    async fn a2a_get_push_config(&self, task_id: &str, id: &str) -> StoreResult<Option<A2aPushConfig>> {
+        a2a::get_config(self, task_id, id).await
+    }
+
+    async fn a2a_list_push_configs(&self, task_id: &str) -> StoreResult<Vec<A2aPushConfig>> {
+        a2a::list_configs(self, task_id).await
+    }
+
+    async fn a2a_delete_push_config(&self, task_id: &str, id: &str) -> StoreResult<bool> {
+        a2a::delete_config(self, task_id, id).await
+    }
+
+    async fn a2a_push_watch(&self, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aTask>> {
+        a2a::push_watch(self, terminal, limit).await
+    }
+
+    async fn a2a_enqueue_push(
+        &self,
+        task_id: &str,
+        expected: Option<&str>,
+        state: &str,
+        deliveries: Vec<A2aDelivery>,
+    ) -> StoreResult<bool> {
+        a2a::enqueue_push(self, task_id, expected, state, deliveries).await
+    }
+
+    async fn a2a_claim_deliveries(&self, lease_ms: i64, limit: i64) -> StoreResult<Vec<A2aDelivery>> {
+        a2a::claim_deliveries(self, lease_ms, limit).await
+    }
+
+    async fn a2a_delivery_done(&self, id: &str) -> StoreResult<()> {
+        a2a::delivery_done(self, id).await
+    }
+
+    async fn a2a_delivery_retry(&self, id: &str, next_attempt_ms: i64) -> StoreResult<()> {
+        a2a::delivery_retry(self, id, next_attempt_ms).await
     }
 }

@@ -1,0 +1,244 @@
+//! The HTTP+JSON binding, relative to `/v1/a2a` and `/v1/a2a/agents/{agent_id}`:
+//! ProtoJSON bodies, `application/a2a+json` answers, SSE frames of bare
+//! `StreamResponse`s, errors as `{"error": {code, status, message, details}}` with the
+//! HTTP status of the A2A error. `{id}:cancel` / `{id}:subscribe` are one path segment,
+//! split here.
+
+use std::collections::HashMap;
+
+use axum::Extension;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Query, RawPathParams, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Map, Value, json};
+
+use super::jsonrpc::{Answer, call, sse};
+use super::tasks::Item;
+use super::{A2aError, A2aResult, Endpoint};
+use crate::AppState;
+use crate::admission::Tenant;
+
+/// The REST routes, relative to a base.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/message:send", post(send))
+        .route("/message:stream", post(stream))
+        .route("/tasks", get(list))
+        .route("/tasks/{task}", get(task_get).post(task_post))
+        .route("/tasks/{task}/pushNotificationConfigs", post(push_create).get(push_list))
+        .route("/tasks/{task}/pushNotificationConfigs/{config}", get(push_get).delete(push_delete))
+        .route("/extendedAgentCard", get(extended_card))
+}
+
+struct Call {
+    state: AppState,
+    tenant: Tenant,
+    endpoint: Endpoint,
+    headers: HeaderMap,
+    path: HashMap<String, String>,
+}
+
+impl Call {
+    fn new(state: AppState, tenant: Tenant, headers: HeaderMap, raw: &RawPathParams) -> Self {
+        let path: HashMap<String, String> = raw.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+        let endpoint = Endpoint { agent: path.get("agent_id").cloned() };
+        Self { state, tenant, endpoint, headers, path }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.path.get(name).cloned().unwrap_or_default()
+    }
+
+    async fn run(&self, method: &str, params: Value) -> Response {
+        if let Some(raw) = self.headers.get("a2a-version") {
+            let version = raw.to_str().unwrap_or("").trim();
+            if !version.is_empty() && version.split('.').next() != Some("1") {
+                return failure(&A2aError::version(format!(
+                    "A2A-Version {version} is not supported; this binding speaks 1.0"
+                )));
+            }
+        }
+        match call(&self.state, &self.tenant, &self.endpoint, &self.headers, method, &params).await {
+            Ok(Answer::Result(result)) => ok(result),
+            Ok(Answer::Stream(rx)) => sse(rx, |item| match item {
+                Item::Event(event) => event,
+                Item::Error(error) => error.to_rest().1,
+            }),
+            Err(error) => failure(&error),
+        }
+    }
+}
+
+fn ok(result: Value) -> Response {
+    ([(header::CONTENT_TYPE, "application/a2a+json")], result.to_string()).into_response()
+}
+
+fn failure(error: &A2aError) -> Response {
+    let (status, body) = error.to_rest();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/a2a+json")], body.to_string()).into_response()
+}
+
+fn body(bytes: &Bytes) -> A2aResult<Value> {
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(A2aError::params("the body must be a JSON object")),
+        Err(error) => Err(A2aError::parse(format!("the body is not valid JSON: {error}"))),
+    }
+}
+
+fn query(params: HashMap<String, String>) -> Value {
+    Value::Object(params.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<Map<_, _>>())
+}
+
+async fn send(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    match body(&b) {
+        Ok(params) => call.run("SendMessage", params).await,
+        Err(error) => failure(&error),
+    }
+}
+
+async fn stream(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    match body(&b) {
+        Ok(params) => call.run("SendStreamingMessage", params).await,
+        Err(error) => failure(&error),
+    }
+}
+
+async fn list(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    Call::new(s, t, h, &p).run("ListTasks", query(q)).await
+}
+
+async fn task_get(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    let segment = call.path("task");
+    let mut params = query(q);
+    match segment.rsplit_once(':') {
+        Some((id, "subscribe")) => {
+            params["id"] = json!(id);
+            call.run("SubscribeToTask", params).await
+        }
+        Some((_, action)) => failure(&A2aError::method(&format!("GET :{action}"))),
+        None => {
+            params["id"] = json!(segment);
+            call.run("GetTask", params).await
+        }
+    }
+}
+
+async fn task_post(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    let segment = call.path("task");
+    let mut params = match body(&b) {
+        Ok(params) => params,
+        Err(error) => return failure(&error),
+    };
+    let method = match segment.rsplit_once(':') {
+        Some((id, "cancel")) => {
+            params["id"] = json!(id);
+            "CancelTask"
+        }
+        Some((id, "subscribe")) => {
+            params["id"] = json!(id);
+            "SubscribeToTask"
+        }
+        _ => return failure(&A2aError::method(&format!("POST /tasks/{segment}"))),
+    };
+    call.run(method, params).await
+}
+
+async fn push_create(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+    b: Bytes,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    let mut params = match body(&b) {
+        Ok(params) => params,
+        Err(error) => return failure(&error),
+    };
+    params["taskId"] = json!(call.path("task"));
+    call.run("CreateTaskPushNotificationConfig", params).await
+}
+
+async fn push_list(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    let params = json!({ "taskId": call.path("task") });
+    call.run("ListTaskPushNotificationConfigs", params).await
+}
+
+async fn push_get(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    let params = json!({ "taskId": call.path("task"), "id": call.path("config") });
+    call.run("GetTaskPushNotificationConfig", params).await
+}
+
+async fn push_delete(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
+    let call = Call::new(s, t, h, &p);
+    let params = json!({ "taskId": call.path("task"), "id": call.path("config") });
+    call.run("DeleteTaskPushNotificationConfig", params).await
+}
+
+async fn extended_card(
+    State(s): State<AppState>,
+    Extension(t): Extension<Tenant>,
+    h: HeaderMap,
+    p: RawPathParams,
+) -> Response {
+    Call::new(s, t, h, &p).run("GetExtendedAgentCard", json!({})).await
+}

@@ -1,0 +1,760 @@
+//! Tasks over sessions: sending messages (new tasks, follow-ups of input-required ones),
+//! the Task view derived from committed events, streams, listing and cancelling.
+//!
+//! A task's events are the session's committed events from its first input on, until
+//! the first `session.status_idle` / `session.status_terminated` after its latest input
+//! (`input_seq`); a canceled task ends at the idle its cancel settles the run with. Its
+//! state maps from that ending (docs/api/a2a.md).
+
+use std::time::Duration;
+
+use agentd_schema::{A2aTask, EventQuery, RunStatus, StoredEvent, live::rfc3339};
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::{A2aError, A2aResult, Endpoint};
+use crate::AppState;
+use crate::adapters::{Translate, follow, text_of, thread_session};
+use crate::admission::Tenant;
+use crate::managed::{events, sessions};
+
+/// Terminal states.
+pub const TERMINAL: &[&str] =
+    &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
+
+/// Whether a state is terminal.
+pub fn is_terminal(state: &str) -> bool {
+    TERMINAL.contains(&state)
+}
+
+/// Whether a state is terminal or interrupted (a stream ends there).
+pub fn is_final(state: &str) -> bool {
+    is_terminal(state) || state == "TASK_STATE_INPUT_REQUIRED" || state == "TASK_STATE_AUTH_REQUIRED"
+}
+
+/// Input event types a message may carry in a data part.
+const TOOL_INPUTS: &[&str] = &["user.tool_confirmation", "user.custom_tool_result"];
+/// Events that answer a task (user side).
+const USER_INPUTS: &[&str] = &["user.message", "user.tool_confirmation", "user.custom_tool_result"];
+/// How long a context's start lease lasts if its holder never releases it.
+const START_LEASE_MS: i64 = 30_000;
+/// Events read per store query.
+const PAGE: i64 = 500;
+/// Tasks a listing considers.
+const LIST_SCAN: i64 = 10_000;
+
+/// A task as committed history shows it.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// The task row.
+    pub row: A2aTask,
+    /// `TASK_STATE_…`.
+    pub state: &'static str,
+    /// `TaskStatus`.
+    pub status: Value,
+    /// History messages, oldest first.
+    pub history: Vec<Value>,
+    /// Artifacts (the answer once completed).
+    pub artifacts: Vec<Value>,
+    /// The last committed sequence the view covers.
+    pub last_seq: i64,
+    /// When the status was reached, epoch ms.
+    pub status_ms: i64,
+}
+
+impl View {
+    /// The ProtoJSON `Task`, with the last `history_length` messages (all when `None`).
+    pub fn render(&self, history_length: Option<usize>, artifacts: bool) -> Value {
+        let mut task = json!({ "id": self.row.id, "contextId": self.row.context_id, "status": self.status });
+        let keep = history_length.unwrap_or(self.history.len()).min(self.history.len());
+        if keep > 0 {
+            task["history"] = json!(self.history[self.history.len() - keep..]);
+        }
+        if artifacts && !self.artifacts.is_empty() {
+            task["artifacts"] = json!(self.artifacts);
+        }
+        task
+    }
+}
+
+fn message(row: &A2aTask, id: &str, role: &str, parts: Value) -> Value {
+    json!({ "messageId": id, "contextId": row.context_id, "taskId": row.id, "role": role, "parts": parts })
+}
+
+/// The task's view from committed history.
+pub async fn view(state: &AppState, row: &A2aTask) -> A2aResult<View> {
+    let store = state.backends.store.as_ref();
+    // Read pages until the task's ending: later tasks of the context are not read.
+    let mut events: Vec<StoredEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(row.first_seq - 1, |e| e.seq);
+        let query = EventQuery { after_seq: Some(after), limit: PAGE, ..EventQuery::default() };
+        let page = store.query_events(&row.session_id, &query).await?;
+        let done = (page.len() as i64) < PAGE || page.iter().any(|e| ends(row, e));
+        events.extend(page);
+        if done {
+            return Ok(derive(row, &events));
+        }
+    }
+}
+
+/// Whether `event` ends the task: an idle or terminated status after its latest input.
+/// A cancel settles the run with one more idle, so a canceled task waiting for input
+/// ends there, not at its requires_action stop.
+fn ends(row: &A2aTask, event: &StoredEvent) -> bool {
+    matches!(event.kind.as_str(), "session.status_idle" | "session.status_terminated")
+        && event.seq > row.input_seq
+        && !(row.canceled && event.body["stop_reason"]["type"] == "requires_action")
+}
+
+fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
+    let mut history = Vec::new();
+    let mut answer: Option<&StoredEvent> = None;
+    let mut running = false;
+    let mut error: Option<String> = None;
+    let mut end: Option<&StoredEvent> = None;
+    let mut last_seq = row.first_seq - 1;
+    let mut last_ms = row.created_at_ms;
+    for event in events {
+        if end.is_some() {
+            break;
+        }
+        last_seq = event.seq;
+        last_ms = event.processed_at_ms;
+        match event.kind.as_str() {
+            "user.message" => {
+                history.push(message(
+                    row,
+                    &event.event_id,
+                    "ROLE_USER",
+                    json!([{ "text": text_of(&event.body["content"]) }]),
+                ));
+            }
+            kind if TOOL_INPUTS.contains(&kind) => {
+                history.push(message(row, &event.event_id, "ROLE_USER", json!([{ "data": event.body }])));
+            }
+            "agent.message" => {
+                history.push(message(
+                    row,
+                    &event.event_id,
+                    "ROLE_AGENT",
+                    json!([{ "text": text_of(&event.body["content"]) }]),
+                ));
+                answer = Some(event);
+            }
+            "session.status_running" if event.seq > row.input_seq => running = true,
+            "session.error" => {
+                error = event.body["error"]["message"].as_str().map(str::to_owned);
+            }
+            _ if ends(row, event) => end = Some(event),
+            _ => {}
+        }
+    }
+    let status_ms = end.map_or(last_ms, |e| e.processed_at_ms);
+    let timestamp = rfc3339(status_ms);
+    let agent_note = |text: String, data: Option<Value>| {
+        let mut parts = vec![json!({ "text": text })];
+        if let Some(data) = data {
+            parts.push(json!({ "data": data }));
+        }
+        message(row, &format!("{}-status-{last_seq}", row.id), "ROLE_AGENT", json!(parts))
+    };
+    let mut note = None;
+    let state = match end {
+        None if running || row.canceled => "TASK_STATE_WORKING",
+        None => "TASK_STATE_SUBMITTED",
+        Some(end) if end.kind == "session.status_terminated" => {
+            note = Some(agent_note(error.clone().unwrap_or_else(|| "the session was terminated".into()), None));
+            "TASK_STATE_FAILED"
+        }
+        Some(end) => match end.body["stop_reason"]["type"].as_str() {
+            Some("requires_action") => {
+                let awaited = awaiting(events, &end.body["stop_reason"]["event_ids"]);
+                let names: Vec<String> = awaited
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{} of `{}` ({})",
+                            a["awaiting"].as_str().unwrap_or(""),
+                            a["name"].as_str().unwrap_or(""),
+                            a["id"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                note = Some(agent_note(
+                    format!(
+                        "Input required: {}. Reply on this task with data parts carrying user.tool_confirmation or user.custom_tool_result bodies.",
+                        names.join("; ")
+                    ),
+                    Some(json!({ "awaiting": awaited })),
+                ));
+                "TASK_STATE_INPUT_REQUIRED"
+            }
+            _ if row.canceled => "TASK_STATE_CANCELED",
+            Some("end_turn") => "TASK_STATE_COMPLETED",
+            Some("refusal") => {
+                note = Some(agent_note("the model refused to answer".into(), None));
+                "TASK_STATE_REJECTED"
+            }
+            Some("budget_reached") => {
+                note = Some(agent_note("the session's budget is reached".into(), None));
+                "TASK_STATE_FAILED"
+            }
+            _ => {
+                note = Some(agent_note(error.clone().unwrap_or_else(|| "the turn failed".into()), None));
+                "TASK_STATE_FAILED"
+            }
+        },
+    };
+    let mut status = json!({ "state": state, "timestamp": timestamp });
+    if let Some(note) = note {
+        status["message"] = note;
+    }
+    let artifacts = match (state, answer) {
+        ("TASK_STATE_COMPLETED", Some(answer)) => vec![json!({
+            "artifactId": format!("{}-answer", answer.event_id),
+            "name": "answer",
+            "parts": [{ "text": text_of(&answer.body["content"]) }],
+        })],
+        _ => Vec::new(),
+    };
+    View { row: row.clone(), state, status, history, artifacts, last_seq, status_ms }
+}
+
+/// What a requires_action stop waits for: each blocking call with its kind.
+fn awaiting(events: &[StoredEvent], ids: &Value) -> Vec<Value> {
+    ids.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|id| events.iter().find(|e| e.event_id == id))
+        .map(|e| {
+            let (awaiting, field) = if e.kind == "agent.custom_tool_use" {
+                ("user.custom_tool_result", "custom_tool_use_id")
+            } else {
+                ("user.tool_confirmation", "tool_use_id")
+            };
+            json!({ "id": e.event_id, "awaiting": awaiting, "answer_field": field, "name": e.body["name"], "input": e.body["input"] })
+        })
+        .collect()
+}
+
+/// A task of the caller's workspace, or -32001.
+pub async fn load(state: &AppState, tenant: &Tenant, id: &str) -> A2aResult<A2aTask> {
+    state.backends.store.a2a_get_task(&tenant.workspace_id, id).await?.ok_or_else(|| A2aError::task_not_found(id))
+}
+
+fn string_param<'a>(params: &'a Value, field: &str) -> A2aResult<&'a str> {
+    params[field]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| A2aError::params(format!("{field}: a non-empty string is required")))
+}
+
+/// An integer parameter given as a number or (query strings) a numeric string.
+pub fn int_param(params: &Value, field: &str) -> A2aResult<Option<i64>> {
+    match &params[field] {
+        Value::Null => Ok(None),
+        Value::Number(n) => {
+            n.as_i64().map(Some).ok_or_else(|| A2aError::params(format!("{field}: an integer is required")))
+        }
+        Value::String(s) => {
+            s.parse().map(Some).map_err(|_| A2aError::params(format!("{field}: an integer is required")))
+        }
+        _ => Err(A2aError::params(format!("{field}: an integer is required"))),
+    }
+}
+
+fn history_length(params: &Value) -> A2aResult<Option<usize>> {
+    match int_param(params, "historyLength")? {
+        Some(n) if n < 0 => Err(A2aError::params("historyLength: must not be negative")),
+        other => Ok(other.map(|n| n as usize)),
+    }
+}
+
+/// A message's parts as session input: tool answers from data parts, then one
+/// `user.message` with the text parts (other data parts as JSON text).
+fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
+    let parts = message["parts"]
+        .as_array()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| A2aError::params("message.parts: at least one part is required"))?;
+    let mut answers = Vec::new();
+    let mut texts = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        if let Some(text) = part["text"].as_str() {
+            texts.push(json!({ "type": "text", "text": text }));
+        } else if let Some(data) = part.get("data") {
+            if data["type"].as_str().is_some_and(|t| TOOL_INPUTS.contains(&t)) {
+                answers.push(data.clone());
+            } else {
+                texts.push(json!({ "type": "text", "text": data.to_string() }));
+            }
+        } else if part.get("url").is_some() || part.get("raw").is_some() {
+            return Err(A2aError::content_type(format!(
+                "message.parts[{i}]: file parts are not supported; send text or data parts"
+            )));
+        } else {
+            return Err(A2aError::params(format!("message.parts[{i}]: expected a text, data, url or raw part")));
+        }
+    }
+    if !texts.is_empty() {
+        answers.push(json!({ "type": "user.message", "content": texts }));
+    }
+    Ok(answers)
+}
+
+/// The agent a new context starts with.
+fn agent_for(endpoint: &Endpoint, headers: &HeaderMap, params: &Value) -> Option<String> {
+    endpoint
+        .agent
+        .clone()
+        .or_else(|| params["message"]["metadata"]["agent"].as_str().map(str::to_owned))
+        .or_else(|| params["metadata"]["agent"].as_str().map(str::to_owned))
+        .or_else(|| headers.get("x-agentd-agent").and_then(|v| v.to_str().ok()).map(str::to_owned))
+}
+
+/// Sends a message: a follow-up of `message.taskId`, or a new task on `message.contextId`
+/// (a new context when omitted). Returns the task and the sequence its stream follows.
+pub async fn send(
+    state: &AppState,
+    tenant: &Tenant,
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    params: &Value,
+) -> A2aResult<(A2aTask, i64)> {
+    let message = &params["message"];
+    if !message.is_object() {
+        return Err(A2aError::params("message: an object is required"));
+    }
+    match message["role"].as_str() {
+        Some("ROLE_USER") => {}
+        other => {
+            return Err(A2aError::params(format!(
+                "message.role: expected ROLE_USER, got {}",
+                other.unwrap_or("nothing")
+            )));
+        }
+    }
+    let bodies = inputs(message)?;
+    let store = state.backends.store.as_ref();
+    let context = message["contextId"].as_str().filter(|s| !s.is_empty());
+    if let Some(task_id) = message["taskId"].as_str().filter(|s| !s.is_empty()) {
+        let row = load(state, tenant, task_id).await?;
+        if context.is_some_and(|c| c != row.context_id) {
+            return Err(A2aError::params(format!(
+                "message.contextId {} does not match task {task_id}'s context {}",
+                context.unwrap_or_default(),
+                row.context_id
+            )));
+        }
+        let current = view(state, &row).await?;
+        if is_terminal(current.state) {
+            return Err(A2aError::unsupported(format!(
+                "task {task_id} is {} and takes no further input",
+                current.state
+            )));
+        }
+        let session = sessions::load(store, tenant, &row.session_id).await?;
+        let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+        store.a2a_task_input(&row.id, seq).await?;
+        let row = A2aTask { input_seq: seq, ..row };
+        return Ok((row, seq - 1));
+    }
+    let context = context.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    // Checking for a task in progress and starting one happen under the context's
+    // start lease, so two messages racing onto one context cannot both start a task.
+    let holder = uuid::Uuid::new_v4().to_string();
+    if !store.a2a_lock_context(&tenant.workspace_id, &context, &holder, START_LEASE_MS).await? {
+        return Err(A2aError::params(format!(
+            "another message is starting a task on context {context}; retry once it has"
+        )));
+    }
+    let started = start(state, tenant, endpoint, headers, params, context.clone(), bodies).await;
+    if let Err(error) = store.a2a_unlock_context(&tenant.workspace_id, &context, &holder).await {
+        tracing::warn!(%error, %context, "a2a context start lease not released; it expires by itself");
+    }
+    started
+}
+
+/// Starts a new task on `context` (under its start lease).
+async fn start(
+    state: &AppState,
+    tenant: &Tenant,
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    params: &Value,
+    context: String,
+    bodies: Vec<Value>,
+) -> A2aResult<(A2aTask, i64)> {
+    let store = state.backends.store.as_ref();
+    if let Some(latest) = store.a2a_list_tasks(&tenant.workspace_id, Some(&context), 1).await?.first() {
+        let current = view(state, latest).await?;
+        if !is_terminal(current.state) {
+            return Err(A2aError::params(format!(
+                "context {context} has task {} in state {}; continue it with message.taskId or wait until it ends",
+                latest.id, current.state
+            )));
+        }
+    }
+    let agent = agent_for(endpoint, headers, params);
+    let session = thread_session(state, tenant, &context, agent.as_deref()).await?;
+    if let Some(endpoint_agent) = &endpoint.agent
+        && session.agent_id.as_deref() != Some(endpoint_agent.as_str())
+    {
+        return Err(A2aError::params(format!(
+            "context {context} belongs to another agent ({}); use that agent's endpoint or a new context",
+            session.agent_id.as_deref().unwrap_or("none")
+        )));
+    }
+    let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+    let runs = store.thread_runs(&session.id).await?;
+    let run = runs
+        .iter()
+        .rev()
+        .find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting))
+        .or(runs.last())
+        .map(|r| r.id.clone())
+        .unwrap_or_default();
+    let row = A2aTask {
+        id: uuid::Uuid::new_v4().to_string(),
+        workspace_id: tenant.workspace_id.clone(),
+        context_id: context,
+        session_id: session.id.clone(),
+        run_id: run,
+        first_seq: seq,
+        input_seq: seq,
+        canceled: false,
+        notified_state: None,
+        created_at_ms: crate::managed::query::now_ms(),
+    };
+    store.a2a_create_task(&row).await?;
+    Ok((row, seq - 1))
+}
+
+/// Commits input through the managed `events.send` (its validation, budget and hands
+/// rules) and returns the sequence of the first committed event.
+async fn commit(
+    state: &AppState,
+    tenant: &Tenant,
+    session_id: &str,
+    before: i64,
+    bodies: Vec<Value>,
+) -> A2aResult<i64> {
+    let body = json!({ "events": bodies });
+    let sent = events::send(
+        State(state.clone()),
+        Extension(tenant.clone()),
+        Path(session_id.to_owned()),
+        Bytes::from(body.to_string()),
+    )
+    .await?;
+    let ids: Vec<&str> = sent.0["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
+    let query = EventQuery {
+        after_seq: Some(before),
+        types: USER_INPUTS.iter().map(|s| (*s).to_owned()).collect(),
+        limit: 1000,
+        ..EventQuery::default()
+    };
+    let committed = state.backends.store.query_events(session_id, &query).await?;
+    committed
+        .iter()
+        .find(|e| ids.contains(&e.event_id.as_str()))
+        .map(|e| e.seq)
+        .ok_or_else(|| A2aError::params("message: nothing new to send (every tool answer was given before)"))
+}
+
+/// One item of a task stream.
+#[derive(Debug)]
+pub enum Item {
+    /// A `StreamResponse`.
+    Event(Value),
+    /// A failure mid-stream.
+    Error(A2aError),
+}
+
+/// Follows committed events: `statusUpdate` WORKING once the turn runs, and for each
+/// agent message that is not the answer (the model went on to call a tool or make
+/// another request); at the end the answer artifact and the final status come from
+/// the task view.
+struct Tracker {
+    task_id: String,
+    context_id: String,
+    input_seq: i64,
+    working: bool,
+    /// The latest agent message, held until something shows it was not the answer.
+    held: Option<StoredEvent>,
+}
+
+impl Tracker {
+    fn working(&self, at_ms: i64, message: Option<Value>) -> Value {
+        let mut status = json!({ "state": "TASK_STATE_WORKING", "timestamp": rfc3339(at_ms) });
+        if let Some(message) = message {
+            status["message"] = message;
+        }
+        json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } })
+    }
+
+    fn flush(&mut self) -> Option<Value> {
+        let held = self.held.take()?;
+        let message = json!({
+            "messageId": held.event_id, "contextId": self.context_id, "taskId": self.task_id,
+            "role": "ROLE_AGENT", "parts": [{ "text": text_of(&held.body["content"]) }],
+        });
+        Some(self.working(held.processed_at_ms, Some(message)))
+    }
+}
+
+impl Translate for Tracker {
+    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let mut out = Vec::new();
+        match event.kind.as_str() {
+            "session.status_running" if !self.working => {
+                self.working = true;
+                out.push(self.working(event.processed_at_ms, None));
+            }
+            "agent.message" => {
+                out.extend(self.flush());
+                self.held = Some(event.clone());
+            }
+            "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" | "span.model_request_start" => {
+                out.extend(self.flush());
+            }
+            "session.status_idle" | "session.status_terminated" if event.seq > self.input_seq => {
+                // A held message is the answer: the view reports it as the artifact.
+                out.push(json!({ "__end": true }));
+                return (out, true);
+            }
+            _ => {}
+        }
+        (out, false)
+    }
+
+    fn failure(&self, message: String) -> Value {
+        json!({ "__failure": message })
+    }
+}
+
+/// A stream of the task from `after_seq` on, `first` going out first.
+pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, working: bool) -> mpsc::Receiver<Item> {
+    let tracker = Tracker {
+        task_id: row.id.clone(),
+        context_id: row.context_id.clone(),
+        input_seq: row.input_seq,
+        working,
+        held: None,
+    };
+    let mut events = follow(state.clone(), row.session_id.clone(), after_seq, first, tracker, |_, _| async {});
+    let (tx, rx) = mpsc::channel(64);
+    let state = state.clone();
+    tokio::spawn(async move {
+        while let Some(value) = events.recv().await {
+            if let Some(message) = value["__failure"].as_str() {
+                let _ = tx.send(Item::Error(A2aError::internal(message))).await;
+                return;
+            }
+            if value.get("__end").is_none() {
+                if tx.send(Item::Event(value)).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            let row = match state.backends.store.a2a_get_task(&row.workspace_id, &row.id).await {
+                Ok(Some(row)) => row,
+                Ok(None) => return,
+                Err(error) => {
+                    let _ = tx.send(Item::Error(error.into())).await;
+                    return;
+                }
+            };
+            match view(&state, &row).await {
+                Ok(view) => {
+                    for artifact in &view.artifacts {
+                        let update = json!({ "artifactUpdate": {
+                            "taskId": row.id, "contextId": row.context_id, "artifact": artifact, "lastChunk": true,
+                        } });
+                        let _ = tx.send(Item::Event(update)).await;
+                    }
+                    let update = json!({ "statusUpdate": { "taskId": row.id, "contextId": row.context_id, "status": view.status } });
+                    let _ = tx.send(Item::Event(update)).await;
+                }
+                Err(error) => {
+                    let _ = tx.send(Item::Error(error)).await;
+                }
+            }
+            return;
+        }
+    });
+    rx
+}
+
+fn configuration(params: &Value) -> &Value {
+    &params["configuration"]
+}
+
+/// `SendMessage`: the task once it is terminal or interrupted (at once with
+/// `configuration.returnImmediately`), as `{"task": …}`.
+pub async fn send_message(
+    state: &AppState,
+    tenant: &Tenant,
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    params: &Value,
+) -> A2aResult<Value> {
+    let history = history_length(configuration(params))?;
+    let (row, after) = send(state, tenant, endpoint, headers, params).await?;
+    super::push::configure_from_send(state, tenant, &row, params).await?;
+    if configuration(params)["returnImmediately"] != true {
+        let mut rx = stream(state, row.clone(), after, json!({}), false);
+        while let Some(item) = rx.recv().await {
+            if let Item::Error(error) = item {
+                return Err(error);
+            }
+        }
+    }
+    let row = load(state, tenant, &row.id).await?;
+    Ok(json!({ "task": view(state, &row).await?.render(history, true) }))
+}
+
+/// `SendStreamingMessage`: the Task (SUBMITTED) first, then updates.
+pub async fn send_streaming(
+    state: &AppState,
+    tenant: &Tenant,
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    params: &Value,
+) -> A2aResult<mpsc::Receiver<Item>> {
+    let history = history_length(configuration(params))?;
+    let (row, after) = send(state, tenant, endpoint, headers, params).await?;
+    super::push::configure_from_send(state, tenant, &row, params).await?;
+    let mut current = view(state, &row).await?;
+    if !is_final(current.state) {
+        // The stream reports its own progress from the input on.
+        current.state = "TASK_STATE_SUBMITTED";
+        current.status = json!({ "state": "TASK_STATE_SUBMITTED", "timestamp": rfc3339(row.created_at_ms) });
+    }
+    let first = json!({ "task": current.render(history, false) });
+    Ok(stream(state, row, after, first, false))
+}
+
+/// `GetTask`.
+pub async fn get_task(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
+    let id = string_param(params, "id")?;
+    let history = history_length(params)?;
+    let row = load(state, tenant, id).await?;
+    Ok(view(state, &row).await?.render(history, true))
+}
+
+/// `SubscribeToTask`: the current Task, then updates; -32004 when terminal.
+pub async fn subscribe(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<mpsc::Receiver<Item>> {
+    let id = string_param(params, "id")?;
+    let row = load(state, tenant, id).await?;
+    let current = view(state, &row).await?;
+    if is_terminal(current.state) {
+        return Err(A2aError::unsupported(format!("task {id} is {}; there is nothing to subscribe to", current.state)));
+    }
+    let working = current.state == "TASK_STATE_WORKING";
+    let first = json!({ "task": current.render(None, true) });
+    Ok(stream(state, row, current.last_seq, first, working))
+}
+
+/// `CancelTask`: a durable cancel of the task's run; -32002 when terminal. Waits a
+/// little for the run to settle so the answer is the canceled task.
+pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
+    let id = string_param(params, "id")?;
+    let row = load(state, tenant, id).await?;
+    let current = view(state, &row).await?;
+    if is_terminal(current.state) {
+        return Err(A2aError::not_cancelable(format!("task {id} is {} and cannot be canceled", current.state)));
+    }
+    let store = state.backends.store.as_ref();
+    store.a2a_cancel_task(&row.id).await?;
+    let runs = store.thread_runs(&row.session_id).await?;
+    let open =
+        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
+    if let Some(run) = open
+        && let Some((_, message)) = store.cancel_run(&row.session_id, &run.id).await?
+        && let (Some(message), Some(queue)) = (message, &state.backends.queue)
+        && let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &message).await
+    {
+        tracing::warn!(%error, "a2a cancel's submission deferred to the outbox relay");
+    }
+    let row = load(state, tenant, id).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let current = view(state, &row).await?;
+        if is_terminal(current.state) || tokio::time::Instant::now() >= deadline {
+            return Ok(current.render(None, true));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `ListTasks`: newest first, filtered by `contextId`, `status` and
+/// `statusTimestampAfter`, paged by
+/// `pageSize` (default 50, at most 100) and `pageToken` (the last task id of a page).
+pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
+    let context = params["contextId"].as_str().filter(|s| !s.is_empty());
+    let status = params["status"].as_str().filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED");
+    if let Some(status) = status
+        && !status.starts_with("TASK_STATE_")
+    {
+        return Err(A2aError::params(format!("status: expected a TASK_STATE_… value, got {status}")));
+    }
+    let page_size = match int_param(params, "pageSize")? {
+        None | Some(0) => 50,
+        Some(n) if (1..=100).contains(&n) => n as usize,
+        Some(n) => return Err(A2aError::params(format!("pageSize: must be between 1 and 100, got {n}"))),
+    };
+    let history = history_length(params)?;
+    let artifacts = matches!(&params["includeArtifacts"], Value::Bool(true)) || params["includeArtifacts"] == "true";
+    let after_ms = match params["statusTimestampAfter"].as_str().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(raw) => Some(
+            chrono::DateTime::parse_from_rfc3339(raw)
+                .map_err(|_| A2aError::params(format!("statusTimestampAfter: not an RFC 3339 timestamp: {raw}")))?
+                .timestamp_millis(),
+        ),
+    };
+    let rows = state.backends.store.a2a_list_tasks(&tenant.workspace_id, context, LIST_SCAN).await?;
+    let mut views = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let view = view(state, row).await?;
+        if status.is_none_or(|s| s == view.state) && after_ms.is_none_or(|after| view.status_ms > after) {
+            views.push(view);
+        }
+    }
+    let start = match params["pageToken"].as_str().filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(token) => views
+            .iter()
+            .position(|v| v.row.id == token)
+            .map(|i| i + 1)
+            .ok_or_else(|| A2aError::params(format!("pageToken: unknown token {token}")))?,
+    };
+    let page: Vec<&View> = views.iter().skip(start).take(page_size).collect();
+    let next = if start + page.len() < views.len() {
+        page.last().map(|v| v.row.id.clone()).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(json!({
+        "tasks": page.iter().map(|v| v.render(history, artifacts)).collect::<Vec<_>>(),
+        "nextPageToken": next,
+        "pageSize": page_size,
+        "totalSize": views.len(),
+    }))
+}
+
+/// Parameters as an object (`{}` when absent), or -32602.
+pub fn params_object(params: Option<&Value>) -> A2aResult<Value> {
+    match params {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(value @ Value::Object(_)) => Ok(value.clone()),
+        Some(_) => Err(A2aError::params("params: an object is required")),
+    }
+}

@@ -1,0 +1,765 @@
+"""A2A server (issue 9, docs/api/a2a.md): the official `a2a-sdk` 1.3 client (JSON-RPC and
+HTTP+JSON bindings) against both modes, with the model played by the fake; raw httpx for
+error shapes and the v0.3 wire; a local receiver for push notifications; and the
+`@a2a-js/sdk` client (tests/clients/node/a2a.mjs) for send and stream."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import shutil
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskPushNotificationConfig,
+    TaskState,
+    InvalidParamsError,
+    UnsupportedOperationError,
+)
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Value
+
+from fake_models import FakeAnthropic, call, http_error, say, slow
+from harness import RECORDER, Deployment, unique
+
+NODE_DIR = Path(__file__).resolve().parent.parent / "node"
+MODEL = "claude-sonnet-4-5"
+WEATHER = {
+    "type": "custom",
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+ASK_TOOLS = [{"type": "agent_toolset_20260401", "default_config": {"permission_policy": {"type": "always_ask"}}}]
+T = TypeVar("T")
+
+
+def run(coro: Awaitable[T]) -> T:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def agent(deployment: Deployment, **fields: Any) -> str:
+    return deployment.client().beta.agents.create(name=unique("a2a-agent"), model=MODEL, **fields).id
+
+
+def http_client(deployment: Deployment, key: str | None = None) -> httpx.AsyncClient:
+    key = key or deployment.bootstrap_key
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+async def client_for(deployment: Deployment, base: str, *, streaming: bool = False, binding: str = "JSONRPC", headers: dict[str, str] | None = None) -> Any:
+    http = http_client(deployment)
+    if headers:
+        http.headers.update(headers)
+    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding], httpx_client=http)
+    return await ClientFactory(config).create_from_url(base)
+
+
+def user(text: str, *, context: str | None = None, task: str | None = None, agent_id: str | None = None, data: dict[str, Any] | None = None) -> SendMessageRequest:
+    parts = [Part(text=text)] if text else []
+    if data is not None:
+        value = Value()
+        value.struct_value.update(data)
+        parts.append(Part(data=value))
+    message = Message(message_id=unique("m"), role=Role.ROLE_USER, parts=parts)
+    if context:
+        message.context_id = context
+    if task:
+        message.task_id = task
+    if agent_id:
+        message.metadata.update({"agent": agent_id})
+    return SendMessageRequest(message=message)
+
+
+async def collect(client: Any, request: SendMessageRequest) -> list[dict[str, Any]]:
+    return [MessageToDict(ev) async for ev in client.send_message(request)]
+
+
+def agent_base(deployment: Deployment, agent_id: str) -> str:
+    return f"{deployment.url}/v1/a2a/agents/{agent_id}"
+
+
+def answer(task: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a["parts"])
+
+
+# ---------------------------------------------------------------------------------------
+# Cards
+
+
+def test_card_discovery_root_and_per_agent(turns: Deployment) -> None:
+    agent_id = agent(turns, description="Answers questions.")
+
+    async def scenario() -> None:
+        async with http_client(turns) as http:
+            root = await http.get(f"{turns.url}/.well-known/agent-card.json")
+            assert root.status_code == 200, root.text
+            card = root.json()
+            assert [(i["protocolBinding"], i["url"], i["protocolVersion"]) for i in card["supportedInterfaces"]] == [
+                ("JSONRPC", f"{turns.url}/v1/a2a", "1.0"),
+                ("HTTP+JSON", f"{turns.url}/v1/a2a", "1.0"),
+            ]
+            assert card["capabilities"]["streaming"] and card["capabilities"]["pushNotifications"]
+            assert agent_id in [s["id"] for s in card["skills"]]
+            assert "bearer" in card["securitySchemes"]
+            etag = root.headers["etag"]
+            again = await http.get(f"{turns.url}/.well-known/agent-card.json", headers={"If-None-Match": etag})
+            assert again.status_code == 304
+            # Behind a proxy the card names the public address.
+            proxied = await http.get(
+                f"{turns.url}/.well-known/agent-card.json",
+                headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "agents.example.com"},
+            )
+            assert proxied.json()["supportedInterfaces"][0]["url"] == "https://agents.example.com/v1/a2a"
+            per_agent = await http.get(f"{agent_base(turns, agent_id)}/.well-known/agent-card.json")
+            assert per_agent.status_code == 200
+            assert per_agent.json()["supportedInterfaces"][0]["url"] == agent_base(turns, agent_id)
+            assert per_agent.json()["description"] == "Answers questions."
+            assert (await http.get(agent_base(turns, agent_id))).json() == per_agent.json()
+            missing = await http.get(f"{turns.url}/v1/a2a/agents/agent_nope/.well-known/agent-card.json")
+            assert missing.status_code == 404
+        async with httpx.AsyncClient() as anonymous:
+            assert (await anonymous.get(f"{turns.url}/.well-known/agent-card.json")).status_code == 401
+            assert (await anonymous.post(f"{turns.url}/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})).status_code == 401
+        client = await client_for(turns, agent_base(turns, agent_id))
+        card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        assert card.name and card.supported_interfaces[0].protocol_version == "1.0"
+        assert card.supported_interfaces[0].url == agent_base(turns, agent_id)
+        await client.close()
+
+    run(scenario())
+
+
+def test_configured_public_url_names_the_interfaces(turns: Deployment, launch: Callable[..., Deployment]) -> None:
+    deployment = launch(turns.mode, extra_env={"AGENTD_A2A_PUBLIC_URL": "https://agents.example.com/agentd/"})
+    response = deployment.http().get(f"{deployment.url}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {deployment.bootstrap_key}"})
+    assert response.status_code == 200, response.text
+    assert {i["url"] for i in response.json()["supportedInterfaces"]} == {"https://agents.example.com/agentd/v1/a2a"}
+
+
+# ---------------------------------------------------------------------------------------
+# Send, stream, get, context continuity
+
+
+def test_send_then_get_and_context_continuity(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("send")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say(f"first answer {key}"), say("second answer"))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id))
+        (event,) = await collect(client, user(f"hello {key}"))
+        task = event["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+        assert answer(task) == f"first answer {key}"
+        assert [m["role"] for m in task["history"]] == ["ROLE_USER", "ROLE_AGENT"]
+        context = task["contextId"]
+        got = MessageToDict(await client.get_task(GetTaskRequest(id=task["id"], history_length=1)))
+        assert got["id"] == task["id"] and len(got["history"]) == 1 and got["history"][0]["role"] == "ROLE_AGENT"
+        # The second message on the context is a new task; the model sees the first exchange.
+        (second,) = await collect(client, user(f"and again {key}", context=context))
+        assert second["task"]["contextId"] == context and second["task"]["id"] != task["id"]
+        assert answer(second["task"]) == "second answer"
+        _, request = fake_anthropic.wait_requests(key, 2)
+        assert f"first answer {key}" in json.dumps(request.messages)
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="no-such-task"))
+        await client.close()
+
+    run(scenario())
+
+
+def test_stream_and_client_supplied_context(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("stream")
+    agent_id = agent(turns)
+    context = unique("ctx")
+    fake_anthropic.script(key, say(f"streamed {key}"))
+
+    async def scenario() -> None:
+        client = await client_for(turns, f"{turns.url}", streaming=True, headers={"x-agentd-agent": agent_id})
+        events = await collect(client, user(f"hi {key}", context=context))
+        kinds = [next(iter(e)) for e in events]
+        assert kinds[0] == "task" and events[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED", events
+        assert events[0]["task"]["contextId"] == context
+        assert "statusUpdate" in kinds and kinds[-2:] == ["artifactUpdate", "statusUpdate"], kinds
+        assert events[-2]["artifactUpdate"]["artifact"]["parts"] == [{"text": f"streamed {key}"}]
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        states = [e["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e]
+        assert states[0] == "TASK_STATE_WORKING"
+        await client.close()
+
+    run(scenario())
+
+
+def test_list_with_filters_and_paging(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("list")
+    agent_id = agent(turns)
+    context = unique("ctx")
+    fake_anthropic.script(key, say("one"), say("two"), say("three"))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id))
+        ids = []
+        for word in ("a", "b", "c"):
+            (event,) = await collect(client, user(f"{word} {key}", context=context))
+            ids.append(event["task"]["id"])
+        listed = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context)))
+        assert [t["id"] for t in listed["tasks"]] == ids[::-1] and listed["totalSize"] == 3
+        first = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, page_size=2, history_length=0)))
+        assert [t["id"] for t in first["tasks"]] == ids[:0:-1] and first["nextPageToken"]
+        assert all("history" not in t for t in first["tasks"])
+        rest = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, page_size=2, page_token=first["nextPageToken"])))
+        assert [t["id"] for t in rest["tasks"]] == [ids[0]] and not rest.get("nextPageToken")
+        done = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, status=TaskState.TASK_STATE_COMPLETED)))
+        assert done["totalSize"] == 3
+        working = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, status=TaskState.TASK_STATE_WORKING)))
+        assert working.get("totalSize", 0) == 0 and not working.get("tasks")
+        first_done = MessageToDict(await client.get_task(GetTaskRequest(id=ids[0])))["status"]["timestamp"]
+        since = ListTasksRequest(context_id=context)
+        since.status_timestamp_after.FromJsonString(first_done)
+        later = MessageToDict(await client.list_tasks(since))
+        assert [t["id"] for t in later["tasks"]] == ids[:0:-1], later
+        await client.close()
+
+    run(scenario())
+
+
+def test_cancel_running_then_terminal(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("cancel")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, slow("this takes a long while", chunks=60, delay=0.25))
+
+    async def scenario() -> None:
+        http = http_client(turns)
+        config = ClientConfig(streaming=False, polling=True, supported_protocol_bindings=["JSONRPC"], httpx_client=http)
+        client = await ClientFactory(config).create_from_url(agent_base(turns, agent_id))
+        (event,) = await collect(client, user(f"slow {key}"))
+        task_id = event["task"]["id"]
+        assert event["task"]["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+        await asyncio.to_thread(fake_anthropic.wait_requests, key, 1)
+        canceled = MessageToDict(await client.cancel_task(CancelTaskRequest(id=task_id)))
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED", canceled
+        got = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+        assert got["status"]["state"] == "TASK_STATE_CANCELED"
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=task_id))
+        await client.close()
+
+    run(scenario())
+
+
+def test_subscribe_mid_turn_then_terminal(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("subscribe")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, slow(f"worth the wait {key}", chunks=10, delay=0.2))
+
+    async def scenario() -> None:
+        http = http_client(turns)
+        config = ClientConfig(streaming=True, polling=True, supported_protocol_bindings=["JSONRPC"], httpx_client=http)
+        client = await ClientFactory(config).create_from_url(agent_base(turns, agent_id))
+        poller = await ClientFactory(ClientConfig(streaming=False, polling=True, httpx_client=http_client(turns))).create_from_url(agent_base(turns, agent_id))
+        (event,) = await collect(poller, user(f"wait {key}"))
+        task_id = event["task"]["id"]
+        await asyncio.to_thread(fake_anthropic.wait_requests, key, 1)
+        events = [MessageToDict(ev) async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        assert events[0]["task"]["id"] == task_id and events[0]["task"]["status"]["state"] == "TASK_STATE_WORKING", events
+        assert events[-2]["artifactUpdate"]["artifact"]["parts"] == [{"text": f"worth the wait {key}"}]
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        with pytest.raises(UnsupportedOperationError):
+            async for _ in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                pass
+        await client.close()
+        await poller.close()
+
+    run(scenario())
+
+
+def test_context_task_mismatch_is_invalid_params(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("mismatch")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say("done"))
+
+    async def scenario() -> None:
+        # The workspace endpoint: the agent of a new context from message.metadata.agent.
+        client = await client_for(turns, turns.url)
+        (event,) = await collect(client, user(f"hi {key}", agent_id=agent_id))
+        assert event["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        with pytest.raises(InvalidParamsError):
+            await collect(client, user("more", task=event["task"]["id"], context=unique("other")))
+        await client.close()
+        # Another agent's endpoint does not take over this context.
+        other = await client_for(turns, agent_base(turns, agent(turns)))
+        with pytest.raises(InvalidParamsError) as refused:
+            await collect(other, user("hijack", context=event["task"]["contextId"]))
+        assert "another agent" in str(refused.value)
+        await other.close()
+
+    run(scenario())
+
+
+def test_racing_messages_start_one_task_per_context(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("race")
+    agent_id = agent(turns)
+    context = unique("ctx")
+    fake_anthropic.script(key, slow("only one", chunks=10, delay=0.3), say("unexpected"))
+
+    async def scenario() -> None:
+        http = http_client(turns)
+        config = ClientConfig(streaming=False, polling=True, supported_protocol_bindings=["JSONRPC"], httpx_client=http)
+        client = await ClientFactory(config).create_from_url(agent_base(turns, agent_id))
+        outcomes = await asyncio.gather(
+            *(collect(client, user(f"race {key} {i}", context=context)) for i in range(4)), return_exceptions=True
+        )
+        started = [o for o in outcomes if not isinstance(o, BaseException)]
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        assert len(started) == 1, outcomes
+        assert all(isinstance(o, InvalidParamsError) for o in refused), refused
+        listed = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context)))
+        assert listed["totalSize"] == 1
+        await client.close()
+
+    run(scenario())
+
+
+def test_input_required_then_completion(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("input")
+    agent_id = agent(turns, tools=[WEATHER])
+    fake_anthropic.script(key, call("get_weather", {"city": "Paris"}, preface="Let me check."), say("Sunny in Paris."))
+
+    async def scenario() -> None:
+        streaming = await client_for(turns, agent_base(turns, agent_id), streaming=True)
+        events = await collect(streaming, user(f"weather {key}"))
+        await streaming.close()
+        # The agent's words before the tool call are a WORKING update; the stream ends
+        # at the interruption.
+        notes = [e["statusUpdate"]["status"]["message"] for e in events if e.get("statusUpdate", {}).get("status", {}).get("message")]
+        assert notes[0]["role"] == "ROLE_AGENT" and notes[0]["parts"] == [{"text": "Let me check."}], events
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", events
+        client = await client_for(turns, agent_base(turns, agent_id))
+        task = MessageToDict(await client.get_task(GetTaskRequest(id=events[0]["task"]["id"])))
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        assert task["status"] == events[-1]["statusUpdate"]["status"]
+        parts = task["status"]["message"]["parts"]
+        assert "get_weather" in parts[0]["text"]
+        (awaited,) = parts[1]["data"]["awaiting"]
+        assert awaited["awaiting"] == "user.custom_tool_result" and awaited["input"] == {"city": "Paris"}
+        answer_body = {"type": "user.custom_tool_result", "custom_tool_use_id": awaited["id"], "content": [{"type": "text", "text": "sunny, 24C"}]}
+        (done,) = await collect(client, user("", task=task["id"], context=task["contextId"], data=answer_body))
+        assert done["task"]["id"] == task["id"] and done["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+        assert answer(done["task"]) == "Sunny in Paris."
+        _, second = fake_anthropic.wait_requests(key, 2)
+        assert "sunny, 24C" in json.dumps(second.blocks("tool_result"))
+        await client.close()
+
+    run(scenario())
+
+
+def test_input_required_confirmation_denied(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("confirm")
+    agent_id = agent(turns, tools=ASK_TOOLS)
+    fake_anthropic.script(key, call("bash", {"command": "rm -rf /"}), say("Understood, not running it."))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id))
+        (event,) = await collect(client, user(f"clean up {key}"))
+        task = event["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        (awaited,) = task["status"]["message"]["parts"][1]["data"]["awaiting"]
+        assert awaited["awaiting"] == "user.tool_confirmation" and awaited["name"] == "bash"
+        decision = {"type": "user.tool_confirmation", "tool_use_id": awaited["id"], "result": "deny", "deny_message": "too dangerous"}
+        (done,) = await collect(client, user("", task=task["id"], data=decision))
+        assert done["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+        assert answer(done["task"]) == "Understood, not running it."
+        roles = [m["role"] for m in done["task"]["history"]]
+        assert roles[0] == "ROLE_USER" and "ROLE_AGENT" in roles
+        _, second = fake_anthropic.wait_requests(key, 2)
+        (result,) = second.blocks("tool_result")
+        assert result["is_error"] is True and "too dangerous" in json.dumps(result["content"])
+        await client.close()
+
+    run(scenario())
+
+
+def test_provider_failure_is_a_failed_task_with_the_reason(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("fail")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, *[http_error(500, "upstream broke")] * 6)
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id), streaming=True)
+        events = await collect(client, user(f"hi {key}"))
+        status = events[-1]["statusUpdate"]["status"]
+        assert status["state"] == "TASK_STATE_FAILED", events
+        assert status["message"]["role"] == "ROLE_AGENT" and status["message"]["parts"][0]["text"]
+        assert not any("artifactUpdate" in e for e in events)
+        await client.close()
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP+JSON binding and error shapes
+
+
+def test_rest_binding_send_get_cancel_errors(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("rest")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say(f"over rest {key}"))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id), binding="HTTP+JSON")
+        (event,) = await collect(client, user(f"hi {key}"))
+        assert answer(event["task"]) == f"over rest {key}"
+        got = MessageToDict(await client.get_task(GetTaskRequest(id=event["task"]["id"])))
+        assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=event["task"]["id"]))
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="nope"))
+        await client.close()
+        async with http_client(turns) as http:
+            raw = await http.get(f"{agent_base(turns, agent_id)}/tasks/nope")
+            assert raw.status_code == 404
+            assert raw.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+            ok = await http.get(f"{agent_base(turns, agent_id)}/tasks/{event['task']['id']}")
+            assert ok.headers["content-type"].startswith("application/a2a+json")
+            terminal = await http.get(f"{agent_base(turns, agent_id)}/tasks/{event['task']['id']}:subscribe")
+            assert terminal.status_code == 400
+            assert terminal.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
+            listed = await http.get(f"{agent_base(turns, agent_id)}/tasks", params={"pageSize": "1", "historyLength": "0"})
+            assert listed.status_code == 200 and len(listed.json()["tasks"]) == 1 and listed.json()["pageSize"] == 1
+            refused = await http.post(f"{agent_base(turns, agent_id)}/tasks/{event['task']['id']}/pushNotificationConfigs", json={"url": "https://10.0.0.1/x"})
+            assert refused.status_code == 400 and "private" in refused.json()["error"]["message"]
+
+    run(scenario())
+
+
+def test_rest_stream_disconnect_keeps_running_and_subscribe(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("rest-sub")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, slow(f"still here {key}", chunks=10, delay=0.2))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id), streaming=True, binding="HTTP+JSON")
+        stream = client.send_message(user(f"go {key}"))
+        first = MessageToDict(await stream.__anext__())
+        await stream.aclose()  # the client leaves mid-turn: the task goes on
+        task_id = first["task"]["id"]
+        events = [MessageToDict(ev) async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        assert events[0]["task"]["id"] == task_id
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events
+        got = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+        assert answer(got) == f"still here {key}"
+        with pytest.raises(UnsupportedOperationError):
+            async for _ in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                pass
+        await client.close()
+
+    run(scenario())
+
+
+def test_jsonrpc_error_shapes(turns: Deployment) -> None:
+    def rpc(body: Any, **headers: str) -> dict[str, Any]:
+        raw = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        response = turns.http().post(
+            f"{turns.url}/v1/a2a", content=raw,
+            headers={"Authorization": f"Bearer {turns.bootstrap_key}", "Content-Type": "application/json", **headers},
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    unknown = rpc({"jsonrpc": "2.0", "id": "1", "method": "NoSuchMethod", "params": {}})
+    assert unknown["error"]["code"] == -32601 and unknown["id"] == "1"
+    assert unknown["error"]["data"][0]["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
+    bad = rpc({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {}})
+    assert bad["error"]["code"] == -32602 and bad["error"]["data"][0]["reason"] == "INVALID_PARAMS"
+    assert rpc("{not json")["error"]["code"] == -32700
+    version = rpc({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "x"}}, **{"A2A-Version": "2.0"})
+    assert version["error"]["code"] == -32009
+    missing = rpc({"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": "x"}}, **{"A2A-Version": "1.0"})
+    assert missing["error"]["code"] == -32001 and missing["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    no_agent = rpc({"jsonrpc": "2.0", "id": 5, "method": "SendMessage", "params": {"message": message}})
+    assert no_agent["error"]["code"] == -32602 and "agent" in no_agent["error"]["message"]
+    files = rpc({"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": {**message, "parts": [{"url": "https://x/y.png"}]}}})
+    assert files["error"]["code"] == -32005
+    not_rpc = rpc({"id": 7, "method": "GetTask"})
+    assert not_rpc["error"]["code"] == -32600
+
+
+def test_v03_wire_on_the_same_endpoint(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("legacy")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say("legacy one"), say("legacy two"))
+    http = turns.http()
+    headers = {"Authorization": f"Bearer {turns.bootstrap_key}", "A2A-Version": "0.3"}
+    message = {"kind": "message", "messageId": unique("m"), "role": "user", "parts": [{"kind": "text", "text": f"hi {key}"}]}
+    sent = http.post(f"{agent_base(turns, agent_id)}", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}).json()
+    task = sent["result"]
+    assert task["kind"] == "task" and task["status"]["state"] == "completed", sent
+    assert task["artifacts"][0]["parts"] == [{"kind": "text", "text": "legacy one"}]
+    assert [m["role"] for m in task["history"]] == ["user", "agent"]
+    got = http.post(f"{agent_base(turns, agent_id)}", headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}).json()
+    assert got["result"]["id"] == task["id"] and got["result"]["status"]["state"] == "completed"
+    message = {**message, "messageId": unique("m"), "contextId": task["contextId"], "parts": [{"kind": "text", "text": f"again {key}"}]}
+    with http.stream("POST", f"{agent_base(turns, agent_id)}", headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "message/stream", "params": {"message": message}}) as response:
+        frames = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
+    results = [f["result"] for f in frames]
+    assert results[0]["kind"] == "task" and results[0]["status"]["state"] == "submitted"
+    assert results[-1]["kind"] == "status-update" and results[-1]["final"] is True and results[-1]["status"]["state"] == "completed"
+    assert any(r["kind"] == "artifact-update" for r in results)
+    cancel = http.post(f"{agent_base(turns, agent_id)}", headers=headers, json={"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel", "params": {"id": task["id"]}}).json()
+    assert cancel["error"]["code"] == -32002
+
+
+def test_v03_python_client_from_a_hand_made_card(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("legacy-client")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say(f"legacy answer {key}"), say(f"legacy stream {key}"))
+    card = AgentCard(
+        name="legacy", description="a v0.3 card", version="1",
+        supported_interfaces=[AgentInterface(url=agent_base(turns, agent_id), protocol_binding="JSONRPC", protocol_version="0.3")],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+    )
+
+    async def scenario() -> None:
+        for streaming in (False, True):
+            http = http_client(turns)
+            client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+            word = "stream" if streaming else "answer"
+            events = await collect(client, user(f"{word} {key}"))
+            final = events[-1]
+            if streaming:
+                assert "task" in events[0], events
+                assert final["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events
+                assert any("artifactUpdate" in e for e in events)
+                task_id = events[0]["task"]["id"]
+            else:
+                assert final["task"]["status"]["state"] == "TASK_STATE_COMPLETED", final
+                assert answer(final["task"]) == f"legacy answer {key}"
+                task_id = final["task"]["id"]
+            got = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+            assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+            with pytest.raises(TaskNotCancelableError):
+                await client.cancel_task(CancelTaskRequest(id=task_id))
+            await client.close()
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------------------------
+# Push notifications
+
+
+class Receiver:
+    """A local webhook receiver recording every POST."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.failures: list[tuple[dict[str, str], bytes]] = []
+        self.fail_first = fail_first
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with outer.lock:
+                    failing = len(outer.failures) < outer.fail_first
+                    (outer.failures if failing else outer.requests).append((headers, body))
+                self.send_response(503 if failing else 200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def wait(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> tuple[dict[str, str], bytes]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for headers, body in self.requests:
+                    if predicate(json.loads(body)):
+                        return headers, body
+            time.sleep(0.1)
+        raise AssertionError(f"no matching notification; got {self.requests}")
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_push_configs_ssrf_refusal(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("ssrf")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say("ok"))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, agent_id))
+        (event,) = await collect(client, user(f"hi {key}"))
+        task_id = event["task"]["id"]
+        for url, words in (("https://127.0.0.1/hook", "private"), ("http://example.com/hook", "https"), ("https://169.254.169.254/latest", "private")):
+            with pytest.raises(InvalidParamsError) as refused:
+                await client.create_task_push_notification_config(TaskPushNotificationConfig(task_id=task_id, url=url))
+            assert words in str(refused.value), refused.value
+        await client.close()
+
+    run(scenario())
+
+
+def test_push_config_crud_and_signed_delivery(turns: Deployment, launch: Callable[..., Deployment], fake_anthropic: FakeAnthropic, provider_env: dict[str, str]) -> None:
+    deployment = launch(turns.mode, extra_env={**provider_env, "AGENTD_A2A_PUSH_ALLOW_PRIVATE": "true"})
+    receiver = Receiver()
+    key = unique("push")
+    agent_id = agent(deployment)
+    fake_anthropic.script(key, slow(f"pushed {key}", chunks=8, delay=0.25))
+    token = unique("tok") + "x" * 20
+    credentials = RECORDER.secret(unique("cred") + "y" * 20)
+
+    async def scenario() -> None:
+        http = http_client(deployment)
+        config = ClientConfig(streaming=False, polling=True, supported_protocol_bindings=["JSONRPC"], httpx_client=http)
+        client = await ClientFactory(config).create_from_url(agent_base(deployment, agent_id))
+        (event,) = await collect(client, user(f"notify {key}"))
+        task_id = event["task"]["id"]
+        created = MessageToDict(await client.create_task_push_notification_config(TaskPushNotificationConfig(
+            task_id=task_id, id="hook-1", url=receiver.url, token=token,
+            authentication={"scheme": "Bearer", "credentials": credentials},
+        )))
+        assert created["id"] == "hook-1" and created["url"] == receiver.url and created["token"] == token
+        assert created["authentication"] == {"scheme": "Bearer"}, "credentials are write-only"
+        await client.create_task_push_notification_config(TaskPushNotificationConfig(task_id=task_id, id="hook-2", url=receiver.url + "2"))
+        got = MessageToDict(await client.get_task_push_notification_config(GetTaskPushNotificationConfigRequest(task_id=task_id, id="hook-1")))
+        assert got == created
+        listed = MessageToDict(await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task_id)))
+        assert [c["id"] for c in listed["configs"]] == ["hook-1", "hook-2"]
+        assert credentials not in json.dumps(listed)
+        await client.delete_task_push_notification_config(DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="hook-2"))
+        listed = MessageToDict(await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task_id)))
+        assert [c["id"] for c in listed["configs"]] == ["hook-1"]
+        await client.close()
+        # The same configs over the HTTP+JSON routes.
+        async with http_client(deployment) as raw:
+            routes = f"{agent_base(deployment, agent_id)}/tasks/{task_id}/pushNotificationConfigs"
+            assert [c["id"] for c in (await raw.get(routes)).json()["configs"]] == ["hook-1"]
+            one = (await raw.get(f"{routes}/hook-1")).json()
+            assert one["authentication"] == {"scheme": "Bearer"} and credentials not in json.dumps(one)
+            assert (await raw.delete(f"{routes}/hook-9")).status_code == 400
+        return task_id
+
+    task_id = run(scenario())
+
+    async def configured_on_send() -> str:
+        fake_anthropic.script(key + "-b", say("second"))
+        http = http_client(deployment)
+        push = TaskPushNotificationConfig(url=receiver.url + "/on-send", token=token)
+        config = ClientConfig(streaming=False, supported_protocol_bindings=["JSONRPC"], httpx_client=http, push_notification_config=push)
+        client = await ClientFactory(config).create_from_url(agent_base(deployment, agent_id))
+        (event,) = await collect(client, user(f"again {key}-b"))
+        await client.close()
+        return event["task"]["id"]
+
+    try:
+        headers, body = receiver.wait(lambda b: b.get("statusUpdate", {}).get("taskId") == task_id and b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        second = run(configured_on_send())
+        receiver.wait(lambda b: b.get("statusUpdate", {}).get("taskId") == second and b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        payload = json.loads(body)
+        assert payload["statusUpdate"]["taskId"] == task_id
+        assert headers["x-a2a-notification-token"] == token
+        assert headers["authorization"] == f"Bearer {credentials}"
+        signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+        expected = base64.b64encode(hmac.new(token.encode(), signed, hashlib.sha256).digest()).decode()
+        assert headers["webhook-signature"] == f"v1,{expected}"
+        assert abs(int(headers["webhook-timestamp"]) - time.time()) < 120
+    finally:
+        receiver.close()
+
+
+def test_push_retries_keep_the_notification_id(turns: Deployment, launch: Callable[..., Deployment], fake_anthropic: FakeAnthropic, provider_env: dict[str, str]) -> None:
+    deployment = launch(turns.mode, extra_env={**provider_env, "AGENTD_A2A_PUSH_ALLOW_PRIVATE": "true"})
+    receiver = Receiver(fail_first=2)
+    key = unique("retry")
+    agent_id = agent(deployment)
+    fake_anthropic.script(key, say("done"))
+
+    async def scenario() -> str:
+        client = await client_for(deployment, agent_base(deployment, agent_id))
+        (event,) = await collect(client, user(f"hi {key}"))
+        task_id = event["task"]["id"]
+        await client.create_task_push_notification_config(TaskPushNotificationConfig(task_id=task_id, url=receiver.url, token="t" * 32))
+        await client.close()
+        return task_id
+
+    task_id = run(scenario())
+    try:
+        headers, _ = receiver.wait(lambda b: b["statusUpdate"]["taskId"] == task_id)
+        # Two refused attempts, then the same notification (same id, re-signed) got through.
+        assert [h["webhook-id"] for h, _ in receiver.failures] == [headers["webhook-id"]] * 2
+        assert len([h for h, _ in receiver.requests if h["webhook-id"] == headers["webhook-id"]]) == 1
+    finally:
+        receiver.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The JS client
+
+
+def drive(scenario: str, deployment: Deployment, **options: Any) -> dict[str, Any]:
+    options = {"url": deployment.url, "key": deployment.bootstrap_key, **options}
+    result = subprocess.run(["node", "a2a.mjs", scenario, json.dumps(options)], cwd=NODE_DIR, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"node {scenario} failed:\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+js_client = pytest.mark.skipif(
+    not (NODE_DIR / "node_modules" / "@a2a-js" / "sdk").is_dir() or shutil.which("node") is None,
+    reason="the node clients are not installed (scripts/test runs npm ci in tests/clients/node)",
+)
+
+
+@js_client
+def test_js_client_send_and_stream(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("js")
+    agent_id = agent(turns)
+    fake_anthropic.script(key, say(f"from js {key}"), say(f"streamed to js {key}"))
+    sent = drive("send", turns, agent=agent_id, text=f"hello {key}")
+    assert sent["state"] == "TASK_STATE_COMPLETED" and sent["answer"] == f"from js {key}", sent
+    streamed = drive("stream", turns, agent=agent_id, text=f"stream {key}")
+    kinds = [e["kind"] for e in streamed["events"]]
+    assert kinds[0] == "task" and kinds[-2:] == ["artifactUpdate", "statusUpdate"], streamed
+    assert streamed["events"][-2]["text"] == f"streamed to js {key}"
+    assert streamed["events"][-1]["state"] == "TASK_STATE_COMPLETED"

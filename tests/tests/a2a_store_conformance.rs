@@ -1,0 +1,170 @@
+//! The A2A part of the store seam (migration 0010: tasks, push configs, push
+//! deliveries), run against SQLite and PostgreSQL alike; each case gets a fresh database.
+
+use std::sync::Arc;
+
+use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, ManualClock, Store};
+use agentd_tests::stores::{Kind, TestStore};
+
+const TERMINAL: &[&str] = &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
+
+macro_rules! conformance {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run(Kind::Sqlite, $body).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                run(Kind::Postgres, $body).await;
+            }
+        }
+    };
+}
+
+async fn run<F, Fut>(kind: Kind, body: F)
+where
+    F: FnOnce(Arc<dyn Store>, Arc<ManualClock>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    use futures::FutureExt;
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let test = TestStore::new(kind, clock.clone()).await;
+    let store: Arc<dyn Store> = test.store.clone();
+    let outcome = std::panic::AssertUnwindSafe(body(store, clock)).catch_unwind().await;
+    test.cleanup().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn task(id: &str, workspace: &str, context: &str, created_at_ms: i64) -> A2aTask {
+    A2aTask {
+        id: id.into(),
+        workspace_id: workspace.into(),
+        context_id: context.into(),
+        session_id: "sesn_1".into(),
+        run_id: "run_1".into(),
+        first_seq: 3,
+        input_seq: 3,
+        canceled: false,
+        notified_state: None,
+        created_at_ms,
+    }
+}
+
+fn config(task: &str, id: &str, url: &str) -> A2aPushConfig {
+    A2aPushConfig {
+        task_id: task.into(),
+        id: id.into(),
+        workspace_id: "ws".into(),
+        url: url.into(),
+        token: Some("tok".into()),
+        auth_scheme: Some("Bearer".into()),
+        auth_credentials: Some("sealed".into()),
+        created_at_ms: 1,
+    }
+}
+
+fn delivery(id: &str, task: &str) -> A2aDelivery {
+    A2aDelivery { id: id.into(), task_id: task.into(), config_id: "c1".into(), payload: "{}".into(), attempts: 0 }
+}
+
+conformance!(tasks_are_workspace_scoped_listed_newest_first_and_updated, |store, clock| async move {
+    store.a2a_create_task(&task("t1", "ws", "ctx-a", 0)).await.unwrap();
+    clock.advance(10);
+    store.a2a_create_task(&task("t2", "ws", "ctx-b", 0)).await.unwrap();
+    clock.advance(10);
+    store.a2a_create_task(&task("t3", "ws", "ctx-a", 0)).await.unwrap();
+    store.a2a_create_task(&task("other", "ws-2", "ctx-a", 0)).await.unwrap();
+    assert!(store.a2a_get_task("ws-2", "t1").await.unwrap().is_none(), "another workspace's task is invisible");
+    let all: Vec<String> = store.a2a_list_tasks("ws", None, 10).await.unwrap().into_iter().map(|t| t.id).collect();
+    assert_eq!(all, ["t3", "t2", "t1"]);
+    let context: Vec<String> =
+        store.a2a_list_tasks("ws", Some("ctx-a"), 10).await.unwrap().into_iter().map(|t| t.id).collect();
+    assert_eq!(context, ["t3", "t1"]);
+    assert_eq!(store.a2a_list_tasks("ws", Some("ctx-a"), 1).await.unwrap().len(), 1);
+    store.a2a_task_input("t1", 9).await.unwrap();
+    store.a2a_cancel_task("t1").await.unwrap();
+    let t1 = store.a2a_get_task("ws", "t1").await.unwrap().unwrap();
+    assert_eq!((t1.first_seq, t1.input_seq, t1.canceled), (3, 9, true));
+    assert_eq!(t1.created_at_ms, 1_700_000_000_000);
+});
+
+conformance!(push_configs_upsert_list_and_delete, |store, _clock| async move {
+    store.a2a_put_push_config(&config("t1", "c1", "https://a.example/1")).await.unwrap();
+    store.a2a_put_push_config(&config("t1", "c2", "https://a.example/2")).await.unwrap();
+    store.a2a_put_push_config(&config("t1", "c1", "https://a.example/replaced")).await.unwrap();
+    let listed = store.a2a_list_push_configs("t1").await.unwrap();
+    assert_eq!(listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c1", "c2"]);
+    assert_eq!(store.a2a_get_push_config("t1", "c1").await.unwrap().unwrap().url, "https://a.example/replaced");
+    assert!(store.a2a_get_push_config("t2", "c1").await.unwrap().is_none());
+    assert!(store.a2a_delete_push_config("t1", "c2").await.unwrap());
+    assert!(!store.a2a_delete_push_config("t1", "c2").await.unwrap());
+    assert_eq!(store.a2a_list_push_configs("t1").await.unwrap().len(), 1);
+});
+
+conformance!(push_transitions_are_enqueued_once, |store, _clock| async move {
+    store.a2a_create_task(&task("t1", "ws", "ctx", 0)).await.unwrap();
+    store.a2a_create_task(&task("t2", "ws", "ctx", 0)).await.unwrap();
+    store.a2a_put_push_config(&config("t1", "c1", "https://a.example/")).await.unwrap();
+    // Only tasks with configs are watched.
+    let watched: Vec<String> = store.a2a_push_watch(TERMINAL, 10).await.unwrap().into_iter().map(|t| t.id).collect();
+    assert_eq!(watched, ["t1"]);
+    assert!(store.a2a_enqueue_push("t1", None, "TASK_STATE_WORKING", vec![delivery("n1", "t1")]).await.unwrap());
+    // A second watcher that saw the same old state writes nothing.
+    assert!(!store.a2a_enqueue_push("t1", None, "TASK_STATE_WORKING", vec![delivery("n1b", "t1")]).await.unwrap());
+    assert!(
+        store
+            .a2a_enqueue_push("t1", Some("TASK_STATE_WORKING"), "TASK_STATE_COMPLETED", vec![delivery("n2", "t1")])
+            .await
+            .unwrap()
+    );
+    assert!(store.a2a_push_watch(TERMINAL, 10).await.unwrap().is_empty(), "terminal-notified tasks are done");
+    let mut claimed: Vec<String> =
+        store.a2a_claim_deliveries(30_000, 10).await.unwrap().into_iter().map(|d| d.id).collect();
+    claimed.sort();
+    assert_eq!(claimed, ["n1", "n2"]);
+});
+
+conformance!(deliveries_are_leased_retried_and_removed, |store, clock| async move {
+    store.a2a_create_task(&task("t1", "ws", "ctx", 0)).await.unwrap();
+    assert!(store.a2a_enqueue_push("t1", None, "TASK_STATE_WORKING", vec![delivery("n1", "t1")]).await.unwrap());
+    let first = store.a2a_claim_deliveries(30_000, 10).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].attempts, 1);
+    assert!(store.a2a_claim_deliveries(30_000, 10).await.unwrap().is_empty(), "leased: nobody else claims it");
+    // The claimer died: after the lease another process takes it, counting the attempt.
+    clock.advance(30_001);
+    let second = store.a2a_claim_deliveries(30_000, 10).await.unwrap();
+    assert_eq!(second[0].attempts, 2);
+    // A failed attempt waits for its backoff.
+    let now = Clock::now_ms(&*clock);
+    store.a2a_delivery_retry("n1", now + 5_000).await.unwrap();
+    assert!(store.a2a_claim_deliveries(30_000, 10).await.unwrap().is_empty());
+    clock.advance(5_000);
+    let third = store.a2a_claim_deliveries(30_000, 10).await.unwrap();
+    assert_eq!(third[0].attempts, 3);
+    store.a2a_delivery_done("n1").await.unwrap();
+    clock.advance(60_000);
+    assert!(store.a2a_claim_deliveries(30_000, 10).await.unwrap().is_empty());
+});
+
+conformance!(context_start_leases_exclude_until_released_or_expired, |store, clock| async move {
+    assert!(store.a2a_lock_context("ws", "ctx", "a", 30_000).await.unwrap());
+    assert!(!store.a2a_lock_context("ws", "ctx", "b", 30_000).await.unwrap(), "held by a");
+    assert!(store.a2a_lock_context("ws", "other", "b", 30_000).await.unwrap(), "per context");
+    assert!(store.a2a_lock_context("ws-2", "ctx", "b", 30_000).await.unwrap(), "per workspace");
+    // Only the holder releases.
+    store.a2a_unlock_context("ws", "ctx", "b").await.unwrap();
+    assert!(!store.a2a_lock_context("ws", "ctx", "b", 30_000).await.unwrap());
+    store.a2a_unlock_context("ws", "ctx", "a").await.unwrap();
+    assert!(store.a2a_lock_context("ws", "ctx", "b", 30_000).await.unwrap());
+    // A holder that never releases loses the lease when it expires.
+    clock.advance(30_001);
+    assert!(store.a2a_lock_context("ws", "ctx", "c", 30_000).await.unwrap());
+});
