@@ -73,10 +73,11 @@ pub fn api(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The A2A workspace card lives outside `/v1` (clients resolve
     // `<base>/.well-known/agent-card.json`) but is authenticated and metered like it.
+    // `route_layer`: other paths outside `/v1` stay 404, not 401.
     let well_known = adapters::a2a::well_known_router()
-        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
+        .route_layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
     // copy of the admission layers.
     Router::new().nest("/v1", v1).merge(well_known).merge(adapters::mcp::routes(&state)).with_state(state)

@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask};
 use base64::Engine;
+use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
 use super::tasks::{self, TERMINAL};
@@ -234,16 +235,9 @@ pub async fn delete(state: &AppState, tenant: &Tenant, params: &Value) -> A2aRes
 
 /// HMAC-SHA256 (RFC 2104).
 fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut block = [0u8; 64];
-    if key.len() > 64 {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let inner_pad: Vec<u8> = block.iter().map(|b| b ^ 0x36).collect();
-    let outer_pad: Vec<u8> = block.iter().map(|b| b ^ 0x5c).collect();
-    let inner = Sha256::new().chain_update(&inner_pad).chain_update(message).finalize();
-    Sha256::new().chain_update(&outer_pad).chain_update(inner).finalize().into()
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
 }
 
 /// The Standard-Webhooks signature header value.

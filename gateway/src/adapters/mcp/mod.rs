@@ -78,10 +78,10 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     );
     Router::new()
         .route_service(&settings.path, service)
-        .layer(middleware::from_fn(api_keys_only))
-        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), crate::refuse_while_draining))
+        .route_layer(middleware::from_fn(api_keys_only))
+        .route_layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::refuse_while_draining))
 }
 
 /// Environment keys, runner keys and sessions tokens serve hands, not callers of agents.
