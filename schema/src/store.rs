@@ -755,10 +755,19 @@ pub struct A2aTask {
     pub input_seq: i64,
     /// CancelTask was accepted.
     pub canceled: bool,
-    /// The last state whose push notifications were enqueued.
+    /// The last state whose push notifications were enqueued, `"{input_seq}.{state}"`.
     pub notified_state: Option<String>,
     /// Created at, epoch ms.
     pub created_at_ms: i64,
+}
+
+/// A task the push watcher should look at: its session moved past what it last saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct A2aWatch {
+    /// The task.
+    pub task: A2aTask,
+    /// The session's last committed sequence when selected.
+    pub session_seq: i64,
 }
 
 /// A push notification config of an A2A task.
@@ -1162,8 +1171,15 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a push config; false when there was none.
     async fn a2a_delete_push_config(&self, task_id: &str, id: &str) -> StoreResult<bool>;
 
-    /// Tasks with push configs whose notified state is not terminal (oldest first).
-    async fn a2a_push_watch(&self, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aTask>>;
+    /// Up to `limit` tasks with push configs whose notified state is not terminal and
+    /// whose session committed events past the sequence the watcher last looked at
+    /// ([`Store::a2a_push_watched`]), least recently looked at first.
+    async fn a2a_push_watch(&self, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aWatch>>;
+
+    /// Records that the watcher looked at a task with its session at `session_seq`
+    /// (never moving back) and sends it to the back of the watch order; a smaller
+    /// `session_seq` (a failed look) only does the latter.
+    async fn a2a_push_watched(&self, task_id: &str, session_seq: i64) -> StoreResult<()>;
 
     /// Moves the task's notified state from `expected` to `state` and enqueues
     /// `deliveries` in one transaction; false (nothing written) when another process

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, ManualClock, Store};
+use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, ManualClock, NewEvent, NewSession, Store};
+use serde_json::json;
 use agentd_tests::stores::{Kind, TestStore};
 
 const TERMINAL: &[&str] = &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
@@ -55,6 +56,34 @@ fn task(id: &str, workspace: &str, context: &str, created_at_ms: i64) -> A2aTask
         notified_state: None,
         created_at_ms,
     }
+}
+
+/// A session with `events` committed user messages; returns its id.
+async fn session(store: &dyn Store, events: usize) -> String {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let id = agentd_schema::ids::new_id("sesn");
+    store
+        .create_session(NewSession {
+            id: id.clone(),
+            workspace_id: workspace.id.clone(),
+            status: "idle".into(),
+            body: json!({ "title": "t" }),
+            agent_id: None,
+            agent_version: None,
+        })
+        .await
+        .unwrap();
+    append(store, &id, events).await;
+    id
+}
+
+async fn append(store: &dyn Store, session: &str, events: usize) {
+    let events = (0..events).map(|i| NewEvent::user_message(session, &format!("m{i}"))).collect();
+    store.append_events(session, events).await.unwrap();
+}
+
+fn watch_ids(watched: Vec<agentd_schema::A2aWatch>) -> Vec<String> {
+    watched.into_iter().map(|w| w.task.id).collect()
 }
 
 fn config(task: &str, id: &str, url: &str) -> A2aPushConfig {
@@ -109,21 +138,33 @@ conformance!(push_configs_upsert_list_and_delete, |store, _clock| async move {
 });
 
 conformance!(push_transitions_are_enqueued_once, |store, _clock| async move {
-    store.a2a_create_task(&task("t1", "ws", "ctx", 0)).await.unwrap();
-    store.a2a_create_task(&task("t2", "ws", "ctx", 0)).await.unwrap();
+    let sesn = session(&*store, 3).await;
+    store.a2a_create_task(&A2aTask { session_id: sesn.clone(), ..task("t1", "ws", "ctx", 0) }).await.unwrap();
+    store.a2a_create_task(&A2aTask { session_id: sesn.clone(), ..task("t2", "ws", "ctx", 0) }).await.unwrap();
     store.a2a_put_push_config(&config("t1", "c1", "https://a.example/")).await.unwrap();
     // Only tasks with configs are watched.
-    let watched: Vec<String> = store.a2a_push_watch(TERMINAL, 10).await.unwrap().into_iter().map(|t| t.id).collect();
-    assert_eq!(watched, ["t1"]);
-    assert!(store.a2a_enqueue_push("t1", None, "TASK_STATE_WORKING", vec![delivery("n1", "t1")]).await.unwrap());
+    let watched = store.a2a_push_watch(TERMINAL, 10).await.unwrap();
+    assert_eq!(watched[0].session_seq, 3);
+    assert_eq!(watch_ids(watched), ["t1"]);
+    assert!(store.a2a_enqueue_push("t1", None, "3.TASK_STATE_WORKING", vec![delivery("n1", "t1")]).await.unwrap());
     // A second watcher that saw the same old state writes nothing.
-    assert!(!store.a2a_enqueue_push("t1", None, "TASK_STATE_WORKING", vec![delivery("n1b", "t1")]).await.unwrap());
+    assert!(!store.a2a_enqueue_push("t1", None, "3.TASK_STATE_WORKING", vec![delivery("n1b", "t1")]).await.unwrap());
+    store.a2a_push_watched("t1", 3).await.unwrap();
+    assert!(store.a2a_push_watch(TERMINAL, 10).await.unwrap().is_empty(), "nothing new in the session");
+    append(&*store, &sesn, 1).await;
+    assert_eq!(watch_ids(store.a2a_push_watch(TERMINAL, 10).await.unwrap()), ["t1"], "the session moved on");
     assert!(
         store
-            .a2a_enqueue_push("t1", Some("TASK_STATE_WORKING"), "TASK_STATE_COMPLETED", vec![delivery("n2", "t1")])
+            .a2a_enqueue_push(
+                "t1",
+                Some("3.TASK_STATE_WORKING"),
+                "3.TASK_STATE_COMPLETED",
+                vec![delivery("n2", "t1")]
+            )
             .await
             .unwrap()
     );
+    append(&*store, &sesn, 1).await;
     assert!(store.a2a_push_watch(TERMINAL, 10).await.unwrap().is_empty(), "terminal-notified tasks are done");
     let mut claimed: Vec<String> =
         store.a2a_claim_deliveries(30_000, 10).await.unwrap().into_iter().map(|d| d.id).collect();
@@ -131,9 +172,63 @@ conformance!(push_transitions_are_enqueued_once, |store, _clock| async move {
     assert_eq!(claimed, ["n1", "n2"]);
 });
 
+conformance!(a_repeated_state_for_a_later_input_is_enqueued_again, |store, _clock| async move {
+    let sesn = session(&*store, 3).await;
+    store.a2a_create_task(&A2aTask { session_id: sesn, ..task("t1", "ws", "ctx", 0) }).await.unwrap();
+    let waiting = "3.TASK_STATE_INPUT_REQUIRED";
+    assert!(store.a2a_enqueue_push("t1", None, waiting, vec![delivery("n1", "t1")]).await.unwrap());
+    // The caller answered (input 9) and the agent asks again before the watcher saw WORKING.
+    store.a2a_task_input("t1", 9).await.unwrap();
+    let again = "9.TASK_STATE_INPUT_REQUIRED";
+    assert!(store.a2a_enqueue_push("t1", Some(waiting), again, vec![delivery("n2", "t1")]).await.unwrap());
+    assert_eq!(store.a2a_get_task("ws", "t1").await.unwrap().unwrap().notified_state.as_deref(), Some(again));
+});
+
+conformance!(stuck_tasks_do_not_starve_a_new_one, |store, clock| async move {
+    // 30 tasks that never end (nobody answers), each already looked at, in sessions
+    // that never move again; a watch batch of 10.
+    for i in 0..30 {
+        let sesn = session(&*store, 2).await;
+        let id = format!("stuck-{i:02}");
+        store.a2a_create_task(&A2aTask { session_id: sesn, ..task(&id, "ws", "ctx", 0) }).await.unwrap();
+        store.a2a_put_push_config(&config(&id, "c1", "https://a.example/")).await.unwrap();
+        clock.advance(1);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..3 {
+        for watched in store.a2a_push_watch(TERMINAL, 10).await.unwrap() {
+            seen.insert(watched.task.id.clone());
+            store.a2a_push_watched(&watched.task.id, watched.session_seq).await.unwrap();
+        }
+    }
+    assert_eq!(seen.len(), 30, "every stuck task is looked at once");
+    assert!(store.a2a_push_watch(TERMINAL, 10).await.unwrap().is_empty(), "and then left alone");
+    // A new task after them is the next one looked at.
+    let sesn = session(&*store, 3).await;
+    store.a2a_create_task(&A2aTask { session_id: sesn, ..task("new", "ws", "ctx", 0) }).await.unwrap();
+    store.a2a_put_push_config(&config("new", "c1", "https://a.example/")).await.unwrap();
+    assert_eq!(watch_ids(store.a2a_push_watch(TERMINAL, 10).await.unwrap()), ["new"]);
+    // A task that failed to be looked at goes to the back of the order, not the front.
+    let busy: Vec<String> = (0..12).map(|i| format!("busy-{i:02}")).collect();
+    for id in &busy {
+        clock.advance(1);
+        let sesn = session(&*store, 2).await;
+        store.a2a_create_task(&A2aTask { session_id: sesn, ..task(id, "ws", "ctx", 0) }).await.unwrap();
+        store.a2a_put_push_config(&config(id, "c1", "https://a.example/")).await.unwrap();
+    }
+    let first = watch_ids(store.a2a_push_watch(TERMINAL, 10).await.unwrap());
+    assert_eq!(first[0], "new");
+    clock.advance(1);
+    for id in &first {
+        store.a2a_push_watched(id, 0).await.unwrap();
+    }
+    let second = watch_ids(store.a2a_push_watch(TERMINAL, 10).await.unwrap());
+    assert_eq!(&second[..3], ["busy-09", "busy-10", "busy-11"], "not-yet-seen tasks come before the retried ones");
+});
+
 conformance!(deliveries_are_leased_retried_and_removed, |store, clock| async move {
     store.a2a_create_task(&task("t1", "ws", "ctx", 0)).await.unwrap();
-    assert!(store.a2a_enqueue_push("t1", None, "TASK_STATE_WORKING", vec![delivery("n1", "t1")]).await.unwrap());
+    assert!(store.a2a_enqueue_push("t1", None, "3.TASK_STATE_WORKING", vec![delivery("n1", "t1")]).await.unwrap());
     let first = store.a2a_claim_deliveries(30_000, 10).await.unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].attempts, 1);

@@ -5,7 +5,7 @@ use sqlx::any::AnyRow;
 
 use super::{SqlStore, flag};
 use crate::error::StoreResult;
-use crate::store::{A2aDelivery, A2aPushConfig, A2aTask};
+use crate::store::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch};
 
 const TASK_COLUMNS: &str = "id, workspace_id, context_id, session_id, run_id, first_seq, input_seq, canceled, \
                             notified_state, created_at_ms";
@@ -156,7 +156,8 @@ pub(super) async fn task_input(store: &SqlStore, id: &str, input_seq: i64) -> St
 }
 
 pub(super) async fn cancel_task(store: &SqlStore, id: &str) -> StoreResult<()> {
-    sqlx::query("UPDATE a2a_tasks SET canceled = 1, updated_at_ms = $2 WHERE id = $1")
+    // The cancel is looked at again even if the session does not move.
+    sqlx::query("UPDATE a2a_tasks SET canceled = 1, watched_seq = 0, updated_at_ms = $2 WHERE id = $1")
         .bind(id)
         .bind(store.now())
         .execute(&store.pool)
@@ -212,19 +213,39 @@ pub(super) async fn delete_config(store: &SqlStore, task_id: &str, id: &str) -> 
     Ok(done.rows_affected() > 0)
 }
 
-pub(super) async fn push_watch(store: &SqlStore, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aTask>> {
-    // The terminal names are protocol constants, never input.
-    let terminal = terminal.iter().map(|s| format!("'{}'", s.replace('\'', ""))).collect::<Vec<_>>().join(", ");
+pub(super) async fn push_watch(store: &SqlStore, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aWatch>> {
+    // The terminal names are protocol constants, never input; a notified state reads
+    // "{input_seq}.{state}".
+    let terminal = terminal
+        .iter()
+        .map(|s| format!("t.notified_state LIKE '%.{}'", s.replace(['\'', '%'], "")))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let columns = TASK_COLUMNS.split(", ").map(|c| format!("t.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let rows = sqlx::query(&format!(
-        "SELECT {TASK_COLUMNS} FROM a2a_tasks t \
-         WHERE (t.notified_state IS NULL OR t.notified_state NOT IN ({terminal})) \
+        "SELECT {columns}, s.next_seq - 1 AS session_seq FROM a2a_tasks t JOIN sessions s ON s.id = t.session_id \
+         WHERE s.next_seq - 1 > t.watched_seq \
+         AND (t.notified_state IS NULL OR NOT ({terminal})) \
          AND EXISTS (SELECT 1 FROM a2a_push_configs c WHERE c.task_id = t.id) \
-         ORDER BY t.created_at_ms LIMIT $1"
+         ORDER BY t.updated_at_ms, t.id LIMIT $1"
     ))
     .bind(limit)
     .fetch_all(&store.pool)
     .await?;
-    rows.iter().map(task).collect()
+    rows.iter().map(|row| Ok(A2aWatch { task: task(row)?, session_seq: row.try_get("session_seq")? })).collect()
+}
+
+pub(super) async fn push_watched(store: &SqlStore, task_id: &str, session_seq: i64) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE a2a_tasks SET watched_seq = CASE WHEN watched_seq < $2 THEN $2 ELSE watched_seq END, \
+         updated_at_ms = $3 WHERE id = $1",
+    )
+    .bind(task_id)
+    .bind(session_seq)
+    .bind(store.now())
+    .execute(&store.pool)
+    .await?;
+    Ok(())
 }
 
 pub(super) async fn enqueue_push(

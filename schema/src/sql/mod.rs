@@ -556,8 +556,12 @@ impl Store for SqlStore {
         a2a::delete_config(self, task_id, id).await
     }
 
-    async fn a2a_push_watch(&self, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aTask>> {
+    async fn a2a_push_watch(&self, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aWatch>> {
         a2a::push_watch(self, terminal, limit).await
+    }
+
+    async fn a2a_push_watched(&self, task_id: &str, session_seq: i64) -> StoreResult<()> {
+        a2a::push_watched(self, task_id, session_seq).await
     }
 
     async fn a2a_enqueue_push(

@@ -37,7 +37,6 @@ use crate::admission::Tenant;
 pub const MAX_ATTEMPTS: i64 = 8;
 /// Configs per task.
 const MAX_CONFIGS: usize = 10;
-const LEASE_MS: i64 = 30_000;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn owner(task_id: &str, id: &str) -> String {
@@ -266,70 +265,140 @@ pub fn spawn(state: AppState, stop: CancellationToken) -> tokio::task::JoinHandl
     })
 }
 
-/// Enqueues a notification per config for every task whose state changed.
+/// Tasks looked at per watcher pass.
+const WATCH_BATCH: i64 = 100;
+
+/// The notified-state key of a task state: the input it answers and the state, so the
+/// same state reached again for a later input is a new notification.
+fn notified_key(input_seq: i64, state: &str) -> String {
+    format!("{input_seq}.{state}")
+}
+
+/// Enqueues a notification per config for every task whose state changed. Only tasks
+/// whose session committed events since the watcher last looked are derived, least
+/// recently looked at first; one task that cannot be derived is logged and skipped.
 async fn watch(state: &AppState) -> A2aResult<()> {
     let store = state.backends.store.as_ref();
-    for row in store.a2a_push_watch(TERMINAL, 200).await? {
-        let view = tasks::view(state, &row).await?;
-        if view.state == "TASK_STATE_SUBMITTED" || row.notified_state.as_deref() == Some(view.state) {
-            continue;
+    for watched in store.a2a_push_watch(TERMINAL, WATCH_BATCH).await? {
+        let row = &watched.task;
+        match notify(state, row).await {
+            Ok(()) => store.a2a_push_watched(&row.id, watched.session_seq).await?,
+            Err(error) => {
+                tracing::warn!(task = %row.id, code = error.code(), message = %error.message, "a2a push watcher skipped a task");
+                // Back of the queue, looked at again on the next pass.
+                store.a2a_push_watched(&row.id, 0).await?;
+            }
         }
-        let payload =
-            json!({ "statusUpdate": { "taskId": row.id, "contextId": row.context_id, "status": view.status } });
-        let deliveries = store
-            .a2a_list_push_configs(&row.id)
-            .await?
-            .into_iter()
-            .map(|config| A2aDelivery {
-                // Stable across retries, distinct per input and state of the task.
-                id: format!(
-                    "{}.{}.{}.{}",
-                    row.id,
-                    row.input_seq,
-                    view.state.trim_start_matches("TASK_STATE_").to_lowercase(),
-                    config.id
-                ),
-                task_id: row.id.clone(),
-                config_id: config.id,
-                payload: payload.to_string(),
-                attempts: 0,
-            })
-            .collect();
-        store.a2a_enqueue_push(&row.id, row.notified_state.as_deref(), view.state, deliveries).await?;
     }
     Ok(())
 }
 
-async fn deliver_due(state: &AppState) -> A2aResult<()> {
+/// Derives one task's state and enqueues its notifications if it changed.
+async fn notify(state: &AppState, row: &A2aTask) -> A2aResult<()> {
     let store = state.backends.store.as_ref();
-    for delivery in store.a2a_claim_deliveries(LEASE_MS, 32).await? {
-        let Some(config) = store.a2a_get_push_config(&delivery.task_id, &delivery.config_id).await? else {
+    let view = tasks::view(state, row).await?;
+    let key = notified_key(row.input_seq, view.state);
+    if view.state == "TASK_STATE_SUBMITTED" || row.notified_state.as_deref() == Some(key.as_str()) {
+        return Ok(());
+    }
+    let payload = json!({ "statusUpdate": { "taskId": row.id, "contextId": row.context_id, "status": view.status } });
+    let deliveries = store
+        .a2a_list_push_configs(&row.id)
+        .await?
+        .into_iter()
+        .map(|config| A2aDelivery {
+            // Stable across retries, distinct per input and state of the task.
+            id: format!(
+                "{}.{}.{}.{}",
+                row.id,
+                row.input_seq,
+                view.state.trim_start_matches("TASK_STATE_").to_lowercase(),
+                config.id
+            ),
+            task_id: row.id.clone(),
+            config_id: config.id,
+            payload: payload.to_string(),
+            attempts: 0,
+        })
+        .collect();
+    store.a2a_enqueue_push(&row.id, row.notified_state.as_deref(), &key, deliveries).await?;
+    Ok(())
+}
+
+/// Deliveries claimed, and sent concurrently, per pass.
+const DELIVERY_BATCH: usize = 16;
+/// The longest one send may take (checking the target included); the whole batch is
+/// sent concurrently, so a pass ends well within [`LEASE_MS`].
+const SEND_BUDGET: Duration = Duration::from_secs(20);
+const LEASE_MS: i64 = 60_000;
+
+/// Why a POST failed.
+#[derive(Debug)]
+struct Failure {
+    reason: String,
+    /// The receiver refused the notification for good (a 4xx other than 408/429).
+    permanent: bool,
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Self { reason, permanent: false }
+    }
+}
+
+/// A receiver's answer that is worth retrying: 5xx, 408 and 429 (4xx otherwise is final).
+fn retryable(status: reqwest::StatusCode) -> bool {
+    status.is_server_error()
+        || status == reqwest::StatusCode::REQUEST_TIMEOUT
+        || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+}
+
+async fn deliver_due(state: &AppState) -> A2aResult<()> {
+    use futures::StreamExt;
+    let claimed = state.backends.store.a2a_claim_deliveries(LEASE_MS, DELIVERY_BATCH as i64).await?;
+    futures::stream::iter(claimed)
+        .for_each_concurrent(DELIVERY_BATCH, |delivery| async move {
+            if let Err(error) = deliver(state, &delivery).await {
+                tracing::warn!(notification = %delivery.id, code = error.code(), message = %error.message, "a2a push delivery failed");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+/// One claimed delivery: sent, then removed, given up or scheduled again.
+async fn deliver(state: &AppState, delivery: &A2aDelivery) -> A2aResult<()> {
+    let store = state.backends.store.as_ref();
+    let Some(config) = store.a2a_get_push_config(&delivery.task_id, &delivery.config_id).await? else {
+        store.a2a_delivery_done(&delivery.id).await?;
+        return Ok(());
+    };
+    let outcome = match tokio::time::timeout(SEND_BUDGET, send(state, &config, delivery)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Failure::from(format!("no answer within {}s", SEND_BUDGET.as_secs()))),
+    };
+    match outcome {
+        Ok(()) => {
+            metrics::counter!("agentd_a2a_push_delivered_total").increment(1);
             store.a2a_delivery_done(&delivery.id).await?;
-            continue;
-        };
-        match send(state, &config, &delivery).await {
-            Ok(()) => {
-                metrics::counter!("agentd_a2a_push_delivered_total").increment(1);
-                store.a2a_delivery_done(&delivery.id).await?;
-            }
-            Err(reason) if delivery.attempts >= MAX_ATTEMPTS => {
-                tracing::warn!(notification = %delivery.id, url = %config.url, %reason, attempts = delivery.attempts, "a2a push notification given up");
-                metrics::counter!("agentd_a2a_push_given_up_total").increment(1);
-                store.a2a_delivery_done(&delivery.id).await?;
-            }
-            Err(reason) => {
-                tracing::info!(notification = %delivery.id, %reason, attempts = delivery.attempts, "a2a push notification will be retried");
-                let backoff = 1_000i64 << (delivery.attempts - 1).clamp(0, 9);
-                let next = crate::managed::query::now_ms() + backoff.min(300_000);
-                store.a2a_delivery_retry(&delivery.id, next).await?;
-            }
+        }
+        Err(Failure { reason, permanent }) if permanent || delivery.attempts >= MAX_ATTEMPTS => {
+            tracing::warn!(notification = %delivery.id, url = %config.url, %reason, attempts = delivery.attempts, "a2a push notification given up");
+            metrics::counter!("agentd_a2a_push_given_up_total").increment(1);
+            store.a2a_delivery_done(&delivery.id).await?;
+        }
+        Err(Failure { reason, .. }) => {
+            tracing::info!(notification = %delivery.id, %reason, attempts = delivery.attempts, "a2a push notification will be retried");
+            let backoff = 1_000i64 << (delivery.attempts - 1).clamp(0, 9);
+            let next = crate::managed::query::now_ms() + backoff.min(300_000);
+            store.a2a_delivery_retry(&delivery.id, next).await?;
         }
     }
     Ok(())
 }
 
 /// One POST, to the address checked just now.
-async fn send(state: &AppState, config: &A2aPushConfig, delivery: &A2aDelivery) -> Result<(), String> {
+async fn send(state: &AppState, config: &A2aPushConfig, delivery: &A2aDelivery) -> Result<(), Failure> {
     let target = check(state, &config.url).await?;
     let client = reqwest::Client::builder()
         .timeout(TIMEOUT)
@@ -353,7 +422,10 @@ async fn send(state: &AppState, config: &A2aPushConfig, delivery: &A2aDelivery) 
         request = request.header("authorization", format!("{scheme} {}", credentials.as_str().unwrap_or_default()));
     }
     let response = request.body(delivery.payload.clone()).send().await.map_err(|e| e.to_string())?;
-    if response.status().is_success() { Ok(()) } else { Err(format!("HTTP {}", response.status())) }
+    match response.status() {
+        status if status.is_success() => Ok(()),
+        status => Err(Failure { reason: format!("HTTP {status}"), permanent: !retryable(status) }),
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use self::sessions::{RedisSessions, SharedSessions};
+use self::sessions::{RedisSessions, SharedSessions, WorkspaceBindings};
 use crate::AppState;
 use crate::admission::{Access, Tenant, auth, limiter};
 use crate::error::ApiError;
@@ -78,6 +78,10 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     );
     Router::new()
         .route_service(&settings.path, service)
+        .route_layer(middleware::from_fn_with_state(
+            Arc::new(WorkspaceBindings::new(settings.sessions.clone())),
+            sessions::bind_workspace,
+        ))
         .route_layer(middleware::from_fn(api_keys_only))
         .route_layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::layer))

@@ -10,6 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
@@ -17,6 +21,8 @@ use rmcp::transport::streamable_http_server::session::{
     EventStore, ServerSseMessage, SessionState, SessionStore, SessionStoreError,
 };
 use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
+
+use crate::admission::Tenant;
 
 /// How long a session lives in the store after its last request.
 const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -47,6 +53,10 @@ impl RedisSessions {
 
     fn key(&self, id: &str) -> String {
         format!("{}:mcp:session:{id}", self.prefix)
+    }
+
+    fn workspace_key(&self, id: &str) -> String {
+        format!("{}:mcp:workspace:{id}", self.prefix)
     }
 
     /// Whether the session is still open anywhere; extends its life if so.
@@ -181,4 +191,113 @@ impl SessionManager for SharedSessions {
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.local.event_store()
     }
+}
+
+/// Which workspace opened each MCP session: a session id presented with another
+/// workspace's key is refused like an unknown one (404), so it cannot be followed
+/// (`GET`), used or ended (`DELETE`) from there. Kept in Redis next to the session
+/// (`{prefix}:mcp:workspace:{id}`, same lifetime) when sessions are shared, in memory
+/// otherwise.
+pub struct WorkspaceBindings {
+    store: Option<Arc<RedisSessions>>,
+    memory: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl WorkspaceBindings {
+    /// Bindings in `store` when given, in memory otherwise.
+    pub fn new(store: Option<Arc<RedisSessions>>) -> Self {
+        Self { store, memory: std::sync::Mutex::default() }
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn bind(&self, session: &str, workspace: &str) -> Result<(), redis::RedisError> {
+        let Some(store) = &self.store else {
+            self.memory().insert(session.to_owned(), workspace.to_owned());
+            return Ok(());
+        };
+        let mut connection = store.connection.clone();
+        redis::cmd("SET")
+            .arg(store.workspace_key(session))
+            .arg(workspace)
+            .arg("EX")
+            .arg(SESSION_TTL.as_secs())
+            .query_async(&mut connection)
+            .await
+    }
+
+    /// The session's workspace (its lifetime extended), `None` when it has none.
+    async fn workspace(&self, session: &str) -> Result<Option<String>, redis::RedisError> {
+        let Some(store) = &self.store else { return Ok(self.memory().get(session).cloned()) };
+        let mut connection = store.connection.clone();
+        redis::cmd("GETEX")
+            .arg(store.workspace_key(session))
+            .arg("EX")
+            .arg(SESSION_TTL.as_secs())
+            .query_async(&mut connection)
+            .await
+    }
+
+    async fn unbind(&self, session: &str) -> Result<(), redis::RedisError> {
+        let Some(store) = &self.store else {
+            self.memory().remove(session);
+            return Ok(());
+        };
+        let mut connection = store.connection.clone();
+        let _: i64 = redis::cmd("DEL").arg(store.workspace_key(session)).query_async(&mut connection).await?;
+        Ok(())
+    }
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The answer rmcp gives for an unknown session, for a session of another workspace.
+fn unknown_session() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+fn unavailable(error: &redis::RedisError) -> Response {
+    tracing::warn!(%error, "MCP session store unavailable");
+    (StatusCode::SERVICE_UNAVAILABLE, "the MCP session store is unavailable").into_response()
+}
+
+/// Middleware (after admission): a request naming a session must come from the
+/// workspace that opened it; a response that opens a session binds it to the caller's
+/// workspace before the client learns its id; a successful `DELETE` drops the binding.
+pub async fn bind_workspace(
+    State(bindings): State<Arc<WorkspaceBindings>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(workspace) = request.extensions().get::<Tenant>().map(|t| t.workspace_id.clone()) else {
+        return next.run(request).await;
+    };
+    let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let Some(session) = named else {
+        let response = next.run(request).await;
+        let opened = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        if let Some(opened) = opened
+            && let Err(error) = bindings.bind(&opened, &workspace).await
+        {
+            // Unbound, the session is unusable: the client never learns its id.
+            return unavailable(&error);
+        }
+        return response;
+    };
+    match bindings.workspace(&session).await {
+        Ok(Some(owner)) if owner == workspace => {}
+        Ok(_) => return unknown_session(),
+        Err(error) => return unavailable(&error),
+    }
+    let delete = request.method() == Method::DELETE;
+    let response = next.run(request).await;
+    if delete
+        && response.status().is_success()
+        && let Err(error) = bindings.unbind(&session).await
+    {
+        tracing::warn!(%error, "MCP session binding not removed; it expires with the session");
+    }
+    response
 }

@@ -42,10 +42,17 @@ pub(super) async fn run(
     if let Err(Failed(message)) = admissible(&session) {
         return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).with_meta(Some(meta)));
     }
-    let after_seq = session.next_seq - 1;
-    events::submit_and_publish(state, &session.id, vec![NewEvent::user_message(&session.id, &arguments.prompt)])
-        .await
-        .map_err(super::protocol_error)?;
+    let prompt = NewEvent::user_message(&session.id, &arguments.prompt);
+    let prompt_id = prompt.event_id.clone();
+    let committed =
+        events::submit_and_publish(state, &session.id, vec![prompt]).await.map_err(super::protocol_error)?;
+    // Follow from just before the prompt as committed: an idle that settled the previous
+    // turn after the session was loaded is not this turn's answer.
+    let after_seq = committed
+        .iter()
+        .find(|e| e.event_id == prompt_id)
+        .map(|e| e.seq - 1)
+        .ok_or_else(|| ErrorData::internal_error("the prompt was not committed", None))?;
     wake_hands(state, tenant, &session).await.map_err(super::protocol_error)?;
 
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
