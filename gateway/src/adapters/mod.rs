@@ -24,6 +24,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::managed::query::{Query, cursor_page, decode_cursor};
 use crate::managed::{environments, sessions};
 
+/// What a stream says when committed events cannot be read; the cause is logged.
+pub const HISTORY_UNAVAILABLE: &str = "the run's history is temporarily unavailable; retry the request";
+
 /// The binding key of the workspace's adapter environment (reserved: no thread has it).
 const ENVIRONMENT_KEY: &str = "agentd:adapter-environment";
 
@@ -86,7 +89,7 @@ pub(crate) fn text_of(content: &Value) -> String {
 pub(crate) trait Translate: Send + 'static {
     /// The wire events for one committed event, and whether the run is over.
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool);
-    /// The wire event that reports a store failure mid-stream.
+    /// The wire event that reports a store failure mid-stream (`message` is generic).
     fn failure(&self, message: String) -> Value;
 }
 
@@ -122,7 +125,9 @@ where
             let committed = match state.backends.store.query_events(&session_id, &query).await {
                 Ok(events) => events,
                 Err(error) => {
-                    let _ = tx.send(translator.failure(format!("the run's history is unavailable: {error}"))).await;
+                    // The cause stays in the log: store errors name internals.
+                    tracing::error!(%error, session = %session_id, "adapter stream: reading committed events failed");
+                    let _ = tx.send(translator.failure(HISTORY_UNAVAILABLE.to_owned())).await;
                     return;
                 }
             };

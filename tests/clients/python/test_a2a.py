@@ -584,10 +584,11 @@ def test_v03_python_client_from_a_hand_made_card(turns: Deployment, fake_anthrop
 class Receiver:
     """A local webhook receiver recording every POST."""
 
-    def __init__(self, fail_first: int = 0) -> None:
+    def __init__(self, fail_first: int = 0, fail_status: int = 503) -> None:
         self.requests: list[tuple[dict[str, str], bytes]] = []
         self.failures: list[tuple[dict[str, str], bytes]] = []
         self.fail_first = fail_first
+        self.fail_status = fail_status
         self.lock = threading.Lock()
         outer = self
 
@@ -601,7 +602,7 @@ class Receiver:
                 with outer.lock:
                     failing = len(outer.failures) < outer.fail_first
                     (outer.failures if failing else outer.requests).append((headers, body))
-                self.send_response(503 if failing else 200)
+                self.send_response(outer.fail_status if failing else 200)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -730,6 +731,83 @@ def test_push_retries_keep_the_notification_id(turns: Deployment, launch: Callab
         # Two refused attempts, then the same notification (same id, re-signed) got through.
         assert [h["webhook-id"] for h, _ in receiver.failures] == [headers["webhook-id"]] * 2
         assert len([h for h, _ in receiver.requests if h["webhook-id"] == headers["webhook-id"]]) == 1
+    finally:
+        receiver.close()
+
+
+def test_push_refused_for_good_is_not_retried(turns: Deployment, launch: Callable[..., Deployment], fake_anthropic: FakeAnthropic, provider_env: dict[str, str]) -> None:
+    deployment = launch(turns.mode, extra_env={**provider_env, "AGENTD_A2A_PUSH_ALLOW_PRIVATE": "true"})
+    receiver = Receiver(fail_first=100, fail_status=404)
+    key = unique("gone")
+    agent_id = agent(deployment)
+    fake_anthropic.script(key, say("done"))
+
+    async def scenario() -> str:
+        client = await client_for(deployment, agent_base(deployment, agent_id))
+        (event,) = await collect(client, user(f"hi {key}"))
+        task_id = event["task"]["id"]
+        await client.create_task_push_notification_config(TaskPushNotificationConfig(task_id=task_id, url=receiver.url))
+        await client.close()
+        return task_id
+
+    run(scenario())
+    try:
+        deadline = time.monotonic() + 30
+        while not receiver.failures and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert receiver.failures, "the notification was attempted"
+        # A retry would come after 1 s of backoff; a 404 is final.
+        time.sleep(5)
+        assert len(receiver.failures) == 1, [h["webhook-id"] for h, _ in receiver.failures]
+    finally:
+        receiver.close()
+
+
+def test_push_a_second_input_required_is_notified(turns: Deployment, launch: Callable[..., Deployment], fake_anthropic: FakeAnthropic, provider_env: dict[str, str]) -> None:
+    deployment = launch(turns.mode, extra_env={**provider_env, "AGENTD_A2A_PUSH_ALLOW_PRIVATE": "true"})
+    receiver = Receiver()
+    key = unique("again")
+    agent_id = agent(deployment, tools=[WEATHER])
+    fake_anthropic.script(key, call("get_weather", {"city": "Paris"}), call("get_weather", {"city": "Rome"}), say("Sunny in both."))
+
+    def awaited(task: dict[str, Any]) -> dict[str, Any]:
+        (one,) = task["status"]["message"]["parts"][1]["data"]["awaiting"]
+        return {"type": "user.custom_tool_result", "custom_tool_use_id": one["id"], "content": [{"type": "text", "text": "sunny"}]}
+
+    def states(task_id: str) -> list[tuple[str, str]]:
+        with receiver.lock:
+            bodies = [(h["webhook-id"], json.loads(b)["statusUpdate"]) for h, b in receiver.requests]
+        return [(i, u["status"]["state"]) for i, u in bodies if u["taskId"] == task_id]
+
+    async def scenario() -> None:
+        http = http_client(deployment)
+        push = TaskPushNotificationConfig(url=receiver.url)
+        config = ClientConfig(streaming=False, supported_protocol_bindings=["JSONRPC"], httpx_client=http, push_notification_config=push)
+        client = await ClientFactory(config).create_from_url(agent_base(deployment, agent_id))
+        (first,) = await collect(client, user(f"weather {key}"))
+        task = first["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        receiver.wait(lambda b: b["statusUpdate"]["taskId"] == task["id"] and b["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED")
+        # The answer makes the agent ask again at once: WORKING may never be seen by the
+        # watcher, the second INPUT_REQUIRED must still be notified.
+        (second,) = await collect(client, user("", task=task["id"], context=task["contextId"], data=awaited(task)))
+        assert second["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", second
+        # The client repeats its push config with every message, so the task has two
+        # configs by now; notification ids read "{task}.{input}.{state}.{config}".
+        def inputs_asked() -> set[str]:
+            return {i.split(".")[1] for i, s in states(task["id"]) if s == "TASK_STATE_INPUT_REQUIRED"}
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(inputs_asked()) < 2:
+            await asyncio.sleep(0.1)
+        assert len(inputs_asked()) == 2, states(task["id"])
+        (done,) = await collect(client, user("", task=task["id"], context=task["contextId"], data=awaited(second["task"])))
+        assert done["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+        receiver.wait(lambda b: b["statusUpdate"]["taskId"] == task["id"] and b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        await client.close()
+
+    try:
+        run(scenario())
     finally:
         receiver.close()
 

@@ -342,6 +342,24 @@ def test_deleted_session_is_refused(turns: Deployment) -> None:
     assert list_over(http, url, key, "never-issued").status_code == 404
 
 
+def test_a_session_belongs_to_its_workspace(turns: Deployment) -> None:
+    http, url, key = raw(turns), endpoint(turns), turns.bootstrap_key
+    session = handshake(http, url, key)
+    intruder = turns.create_key(unique("mcp-intruder"))
+    # Another workspace's key naming the session meets an unknown session: it can
+    # neither use it, nor follow it, nor end it.
+    assert list_over(http, url, intruder, session).status_code == 404
+    with http.stream("GET", url, headers={**mcp_headers(intruder, session), "accept": "text/event-stream"}) as followed:
+        assert followed.status_code == 404
+    assert http.delete(url, headers=mcp_headers(intruder, session)).status_code == 404
+    listed = list_over(http, url, key, session)
+    assert listed.status_code == 200 and "tools" in sse_messages(listed)[-1]["result"], "the owner's session lives on"
+    # A session the intruder opens is its own.
+    own = handshake(http, url, intruder)
+    assert list_over(http, url, intruder, own).status_code == 200
+    assert list_over(http, url, key, own).status_code == 404
+
+
 def test_sessions_are_shared_by_gateways(turns: Deployment) -> None:
     if turns.mode != "prod":
         pytest.skip("one process in dev")

@@ -14,9 +14,10 @@ use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{A2aError, A2aResult, Endpoint};
+use super::{A2aResult, Endpoint};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::error::ApiError;
 
 /// The agents a workspace card lists as skills.
 const MAX_SKILLS: i64 = 100;
@@ -68,7 +69,7 @@ pub async fn build(state: &AppState, tenant: &Tenant, headers: &HeaderMap, agent
             let Some(agent) =
                 store.get_resource(&tenant.workspace_id, "agent", id).await?.filter(|a| a.archived_at_ms.is_none())
             else {
-                return Err(A2aError::params(format!("agent not found: {id}")));
+                return Err(ApiError::NotFound(format!("agent not found: {id}")).into());
             };
             let name = agent.body["name"].as_str().unwrap_or(id).to_owned();
             let description = agent.body["description"]
@@ -116,8 +117,9 @@ fn respond(headers: &HeaderMap, card: A2aResult<Value>) -> Response {
     let card = match card {
         Ok(card) => card,
         Err(error) => {
-            let (_, body) = error.to_rest();
-            return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+            let (status, body) = error.to_rest();
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return error.decorate((status, axum::Json(body)).into_response());
         }
     };
     let body = card.to_string();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -42,9 +42,11 @@ pub async fn agent(
     handle(&state, &tenant, &Endpoint { agent: Some(agent) }, &headers, &bytes).await
 }
 
-/// A JSON-RPC error response (HTTP 200).
+/// A JSON-RPC error response: HTTP 200, or 429 with `Retry-After` when rate limited.
 pub fn error_response(id: &Value, error: &A2aError) -> Response {
-    axum::Json(json!({ "jsonrpc": "2.0", "id": id, "error": error.to_jsonrpc() })).into_response()
+    let status = StatusCode::from_u16(error.jsonrpc_status()).unwrap_or(StatusCode::OK);
+    let body = axum::Json(json!({ "jsonrpc": "2.0", "id": id, "error": error.to_jsonrpc() }));
+    error.decorate((status, body).into_response())
 }
 
 fn result_response(id: &Value, result: Value) -> Response {

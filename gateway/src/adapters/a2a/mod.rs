@@ -77,6 +77,16 @@ pub enum Kind {
     ContentTypeNotSupported,
     /// -32009.
     VersionNotSupported,
+    /// A named resource (an agent) does not exist: -32602 over JSON-RPC, 404 over REST.
+    NotFound,
+    /// No (valid) API key: -32600 over JSON-RPC, 401 over REST.
+    Unauthenticated,
+    /// The key may not do this: -32600 over JSON-RPC, 403 over REST.
+    PermissionDenied,
+    /// Too many requests: -32000 with HTTP 429 and `Retry-After` over JSON-RPC too.
+    RateLimited,
+    /// A backend is unavailable: -32603 with HTTP 503 over REST.
+    Unavailable,
 }
 
 impl Kind {
@@ -93,6 +103,11 @@ impl Kind {
             Kind::UnsupportedOperation => (-32004, "UNSUPPORTED_OPERATION", 400, "FAILED_PRECONDITION"),
             Kind::ContentTypeNotSupported => (-32005, "CONTENT_TYPE_NOT_SUPPORTED", 400, "INVALID_ARGUMENT"),
             Kind::VersionNotSupported => (-32009, "VERSION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"),
+            Kind::NotFound => (-32602, "NOT_FOUND", 404, "NOT_FOUND"),
+            Kind::Unauthenticated => (-32600, "UNAUTHENTICATED", 401, "UNAUTHENTICATED"),
+            Kind::PermissionDenied => (-32600, "PERMISSION_DENIED", 403, "PERMISSION_DENIED"),
+            Kind::RateLimited => (-32000, "RATE_LIMITED", 429, "RESOURCE_EXHAUSTED"),
+            Kind::Unavailable => (-32603, "UNAVAILABLE", 503, "UNAVAILABLE"),
         }
     }
 }
@@ -104,11 +119,13 @@ pub struct A2aError {
     pub kind: Kind,
     /// Human-readable message.
     pub message: String,
+    /// Whole seconds until a rate-limited request may succeed (`Retry-After`).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl A2aError {
     fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), retry_after_secs: None }
     }
     /// -32001.
     pub fn task_not_found(id: &str) -> Self {
@@ -165,6 +182,20 @@ impl A2aError {
         })
     }
 
+    /// The HTTP status of a JSON-RPC error response: 200 (the error is in the body),
+    /// except 429 for rate limiting so that clients and proxies back off.
+    pub fn jsonrpc_status(&self) -> u16 {
+        if self.kind == Kind::RateLimited { 429 } else { 200 }
+    }
+
+    /// Adds `Retry-After` to a response carrying this error, when it has one.
+    pub fn decorate(&self, mut response: axum::response::Response) -> axum::response::Response {
+        if let Some(secs) = self.retry_after_secs {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
+        response
+    }
+
     /// The JSON-RPC `error` object with its ErrorInfo `data`.
     pub fn to_jsonrpc(&self) -> Value {
         json!({ "code": self.code(), "message": self.message, "data": [self.error_info()] })
@@ -184,12 +215,16 @@ impl From<ApiError> for A2aError {
     fn from(error: ApiError) -> Self {
         match error {
             ApiError::InvalidRequest { message, .. }
-            | ApiError::NotFound(message)
             | ApiError::Conflict(message)
             | ApiError::Gone(message)
             | ApiError::PreconditionFailed { message, .. } => A2aError::params(message),
-            ApiError::PermissionDenied(message) | ApiError::Unauthenticated(message) => A2aError::params(message),
-            ApiError::RateLimited { message, .. } | ApiError::Unavailable(message) => A2aError::internal(message),
+            ApiError::NotFound(message) => A2aError::new(Kind::NotFound, message),
+            ApiError::Unauthenticated(message) => A2aError::new(Kind::Unauthenticated, message),
+            ApiError::PermissionDenied(message) => A2aError::new(Kind::PermissionDenied, message),
+            ApiError::RateLimited { message, retry_after_secs } => {
+                A2aError { retry_after_secs: Some(retry_after_secs), ..A2aError::new(Kind::RateLimited, message) }
+            }
+            ApiError::Unavailable(message) => A2aError::new(Kind::Unavailable, message),
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "a2a request failed");
                 A2aError::internal("internal error")
@@ -206,3 +241,35 @@ impl From<agentd_schema::StoreError> for A2aError {
 
 /// Result of an A2A operation.
 pub type A2aResult<T> = Result<T, A2aError>;
+
+#[cfg(test)]
+mod tests {
+    use axum::response::IntoResponse;
+
+    use super::*;
+
+    #[test]
+    fn managed_errors_keep_their_meaning() {
+        let limited = A2aError::from(ApiError::RateLimited { message: "slow down".into(), retry_after_secs: 7 });
+        assert_eq!((limited.code(), limited.jsonrpc_status(), limited.to_rest().0), (-32000, 429, 429));
+        assert_eq!(limited.retry_after_secs, Some(7));
+        let response = limited.decorate(axum::http::StatusCode::TOO_MANY_REQUESTS.into_response());
+        assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "7");
+
+        let denied = A2aError::from(ApiError::PermissionDenied("not yours".into()));
+        assert_eq!((denied.code(), denied.jsonrpc_status(), denied.to_rest().0), (-32600, 200, 403));
+        assert_eq!(denied.to_jsonrpc()["message"], "not yours");
+        assert_eq!(denied.to_jsonrpc()["data"][0]["reason"], "PERMISSION_DENIED");
+        let unauthenticated = A2aError::from(ApiError::Unauthenticated("no key".into()));
+        assert_eq!((unauthenticated.code(), unauthenticated.to_rest().0), (-32600, 401));
+        assert_eq!(unauthenticated.to_rest().1["error"]["status"], "UNAUTHENTICATED");
+
+        let down = A2aError::from(ApiError::Unavailable("queue down".into()));
+        assert_eq!((down.code(), down.to_rest().0), (-32603, 503));
+        let missing = A2aError::from(ApiError::NotFound("agent x".into()));
+        assert_eq!((missing.code(), missing.to_rest().0), (-32602, 404));
+        let internal = A2aError::from(ApiError::Internal("db password in here".into()));
+        assert_eq!((internal.code(), internal.message.as_str()), (-32603, "internal error"));
+        assert!(A2aError::params("x").retry_after_secs.is_none());
+    }
+}

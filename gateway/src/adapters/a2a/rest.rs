@@ -79,7 +79,7 @@ fn ok(result: Value) -> Response {
 fn failure(error: &A2aError) -> Response {
     let (status, body) = error.to_rest();
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, "application/a2a+json")], body.to_string()).into_response()
+    error.decorate((status, [(header::CONTENT_TYPE, "application/a2a+json")], body.to_string()).into_response())
 }
 
 fn body(bytes: &Bytes) -> A2aResult<Value> {
