@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, ManualClock, NewEvent, NewSession, Store};
-use serde_json::json;
 use agentd_tests::stores::{Kind, TestStore};
+use serde_json::json;
 
 const TERMINAL: &[&str] = &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
 
@@ -155,12 +155,7 @@ conformance!(push_transitions_are_enqueued_once, |store, _clock| async move {
     assert_eq!(watch_ids(store.a2a_push_watch(TERMINAL, 10).await.unwrap()), ["t1"], "the session moved on");
     assert!(
         store
-            .a2a_enqueue_push(
-                "t1",
-                Some("3.TASK_STATE_WORKING"),
-                "3.TASK_STATE_COMPLETED",
-                vec![delivery("n2", "t1")]
-            )
+            .a2a_enqueue_push("t1", Some("3.TASK_STATE_WORKING"), "3.TASK_STATE_COMPLETED", vec![delivery("n2", "t1")])
             .await
             .unwrap()
     );

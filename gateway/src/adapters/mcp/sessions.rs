@@ -266,11 +266,7 @@ fn unavailable(error: &redis::RedisError) -> Response {
 /// Middleware (after admission): a request naming a session must come from the
 /// workspace that opened it; a response that opens a session binds it to the caller's
 /// workspace before the client learns its id; a successful `DELETE` drops the binding.
-pub async fn bind_workspace(
-    State(bindings): State<Arc<WorkspaceBindings>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn bind_workspace(State(bindings): State<Arc<WorkspaceBindings>>, request: Request, next: Next) -> Response {
     let Some(workspace) = request.extensions().get::<Tenant>().map(|t| t.workspace_id.clone()) else {
         return next.run(request).await;
     };
