@@ -40,6 +40,9 @@ pub struct RunContext {
     /// Opens vault credentials for remote tools (the gateway's `AGENTD_SECRET_KEY`);
     /// without it, remote tools run without credentials.
     pub secrets: Option<Arc<SecretBox>>,
+    /// Remote tools may reach private and loopback addresses
+    /// (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`); otherwise the egress guard refuses them.
+    pub remote_allow_private: bool,
 }
 
 /// Committed history of recently driven threads. History is append-only and numbered,
@@ -152,7 +155,7 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     // small read, whatever the length of the conversation.
     let mut history = ctx.histories.take(&claim.thread_id);
     // Remote tools connect on the first step that needs them and close with the attempt.
-    let mut remote = Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session);
+    let mut remote = Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private);
     let result = steps(ctx, claim, &agent, &interrupts, &control, &cancel, &mut history, &mut remote).await;
     remote.close().await;
     if result.is_ok() {
