@@ -658,7 +658,6 @@ async fn stream_model(
     }
     loop {
         let item = tokio::select! {
-            biased;
             () = cancel.cancelled() => return Err(Stop::Fenced),
             changed = interrupts.changed(), if watching => {
                 match changed {
@@ -815,6 +814,14 @@ async fn remote_calls(
             commit(ctx, claim, vec![agent_loop::synthetic_result(kind, &call.id, why)]).await?;
             continue;
         }
+        // An interrupt committed since the decision was read: the call is not started
+        // (the select below could otherwise start it before noticing).
+        if *interrupts.borrow() > seen_seq {
+            skip = Some(agent_loop::NOT_MADE_INTERRUPTED);
+            commit(ctx, claim, vec![agent_loop::synthetic_result(kind, &call.id, agent_loop::NOT_MADE_INTERRUPTED)])
+                .await?;
+            continue;
+        }
         let mut watcher = interrupts.clone();
         let outcome = tokio::select! {
             () = cancel.cancelled() => return Err(Stop::Fenced),
@@ -838,7 +845,7 @@ async fn remote_calls(
                 outcome.events
             }
             None => {
-                skip = Some("not made: the user interrupted the turn");
+                skip = Some(agent_loop::NOT_MADE_INTERRUPTED);
                 vec![agent_loop::synthetic_result(
                     kind,
                     &call.id,
