@@ -140,12 +140,39 @@ pub async fn refresh_grant(config: &Value, secrets: &Map<String, Value>) -> Resu
 
 /// Refreshes and describes a failure in one line (status and scrubbed body).
 pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, String> {
-    refresh_grant(config, secrets).await.map_err(|failure| match failure {
-        RefreshFailure::Unreachable => "the token endpoint could not be reached".to_owned(),
-        RefreshFailure::Rejected(response) => {
-            format!("the token endpoint answered HTTP {}: {}", response["status_code"], response["body"])
+    refresh_grant(config, secrets).await.map_err(|failure| failure.describe())
+}
+
+impl RefreshFailure {
+    /// The failure in one line (status and scrubbed body).
+    pub fn describe(&self) -> String {
+        match self {
+            RefreshFailure::Unreachable => "the token endpoint could not be reached".to_owned(),
+            RefreshFailure::Rejected(response) => {
+                format!("the token endpoint answered HTTP {}: {}", response["status_code"], response["body"])
+            }
         }
-    })
+    }
+
+    /// The endpoint refused the refresh token itself (`invalid_grant`, RFC 6749 §5.2):
+    /// it may have been rotated by another refresh.
+    pub fn invalid_grant(&self) -> bool {
+        let RefreshFailure::Rejected(response) = self else { return false };
+        let body = &response["body"];
+        body["error"] == "invalid_grant"
+            || body.as_str().is_some_and(|text| {
+                serde_json::from_str::<Value>(text).is_ok_and(|parsed| parsed["error"] == "invalid_grant")
+                    || text.contains("\"invalid_grant\"")
+            })
+    }
+}
+
+/// When a token that expires in `expires_in` seconds from `now_ms` expires, in ms since
+/// the epoch: saturating, and capped to a representable timestamp (a hostile or broken
+/// endpoint cannot overflow it or turn it into the past).
+pub fn expiry_ms(now_ms: i64, expires_in: i64) -> i64 {
+    const LATEST: i64 = 253_402_300_799_000; // 9999-12-31T23:59:59Z
+    now_ms.saturating_add(expires_in.max(0).saturating_mul(1000)).min(LATEST)
 }
 
 /// Milliseconds since the epoch, now.
@@ -180,6 +207,23 @@ mod tests {
         let text = out["body"].as_str().unwrap();
         assert!(!text.contains("r3fresh"), "{text}");
         assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn expiries_saturate_and_stay_representable() {
+        assert_eq!(expiry_ms(1_000, 60), 61_000);
+        assert_eq!(expiry_ms(1_000, -5), 1_000);
+        let far = expiry_ms(now_ms(), i64::MAX);
+        assert!(far > now_ms() && parse_rfc3339(&rfc3339(far)) == Some(far), "{}", rfc3339(far));
+    }
+
+    #[test]
+    fn invalid_grant_is_recognised_in_the_captured_body() {
+        let rejected = |body: Value| RefreshFailure::Rejected(json!({ "status_code": 400, "body": body }));
+        assert!(rejected(json!("{\"error\":\"invalid_grant\"}")).invalid_grant());
+        assert!(rejected(json!({ "error": "invalid_grant" })).invalid_grant());
+        assert!(!rejected(json!("{\"error\":\"invalid_client\"}")).invalid_grant());
+        assert!(!RefreshFailure::Unreachable.invalid_grant());
     }
 
     #[test]

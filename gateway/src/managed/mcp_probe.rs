@@ -1,10 +1,11 @@
 //! Live probes behind `mcp_oauth_validate`: an MCP `initialize` with the stored token,
 //! and the OAuth refresh-token exchange. Captured responses are truncated and never
-//! contain the secrets we sent.
+//! contain the secrets we sent. A refresh made here is real: its tokens are written
+//! back to the credential (sealed), like a worker's refresh (`credentials.rs`).
 
 use serde_json::{Map, Value, json};
 
-use agentd_schema::oauth::{self, RefreshFailure, capture, client, spellings};
+use agentd_schema::oauth::{self, RefreshFailure, Refreshed, capture, client, spellings};
 
 /// What the MCP server said to `initialize`.
 pub enum Outcome {
@@ -51,11 +52,16 @@ pub async fn initialize(server: &str, token: &str) -> Outcome {
     }
 }
 
-/// Tries the refresh-token grant described by a credential's public `refresh` config.
-pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Value {
+/// Tries the refresh-token grant described by a credential's public `refresh` config:
+/// the report, and the new tokens when it succeeded. The caller writes them back (an
+/// authorization server that rotates refresh tokens has just invalidated the stored
+/// one: dropping the new one would break the credential).
+pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> (Value, Option<Refreshed>) {
     match oauth::refresh_grant(config, secrets).await {
-        Ok(_) => json!({ "status": "succeeded", "http_response": null }),
-        Err(RefreshFailure::Rejected(http_response)) => json!({ "status": "failed", "http_response": http_response }),
-        Err(RefreshFailure::Unreachable) => json!({ "status": "connect_error", "http_response": null }),
+        Ok(refreshed) => (json!({ "status": "succeeded", "http_response": null }), Some(refreshed)),
+        Err(RefreshFailure::Rejected(http_response)) => {
+            (json!({ "status": "failed", "http_response": http_response }), None)
+        }
+        Err(RefreshFailure::Unreachable) => (json!({ "status": "connect_error", "http_response": null }), None),
     }
 }
