@@ -28,11 +28,25 @@ pub enum RefreshFailure {
     /// the captured response (`status_code`, `content_type`, `body`, `body_truncated`)
     /// with every secret replaced by `[redacted]`.
     Rejected(Value),
+    /// The egress guard refused the endpoint (the tenant-safe reason).
+    Refused(String),
 }
 
 /// An HTTP client that follows no redirect (a secret never travels to a second host).
 pub fn client() -> Option<reqwest::Client> {
     reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()).build().ok()
+}
+
+/// A client for `url` after the egress guard ([`crate::egress`]): no redirect, no proxy,
+/// the connection pinned to the checked address. `Err` is the tenant-safe refusal.
+pub async fn client_for(url: &str, allow_private: bool) -> Result<reqwest::Client, String> {
+    let target = crate::egress::check(url, crate::egress::Rules { allow_private, https_only: false })
+        .await
+        .map_err(|refused| refused.to_string())?;
+    target
+        .pin(reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()))
+        .build()
+        .map_err(|error| error.to_string())
 }
 
 /// Every spelling in which a secret we sent could come back in a response body: as
@@ -82,11 +96,19 @@ fn captured(status: u16, content_type: &str, mut body: String, scrub: &[String])
 /// (`token_endpoint`, `client_id`, `scope?`, `resource?`, `token_endpoint_auth`
 /// none | client_secret_basic | client_secret_post) with its opened `secrets`
 /// (`refresh_token`, `client_secret`).
-pub async fn refresh_grant(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, RefreshFailure> {
+/// The endpoint passes the egress guard first (private addresses only when
+/// `allow_private`).
+pub async fn refresh_grant(
+    config: &Value,
+    secrets: &Map<String, Value>,
+    allow_private: bool,
+) -> Result<Refreshed, RefreshFailure> {
     let secret = |key: &str| secrets.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (refresh_token, client_secret) = (secret("refresh_token"), secret("client_secret"));
-    let Some(client) = client() else { return Err(RefreshFailure::Unreachable) };
     let endpoint = config["token_endpoint"].as_str().unwrap_or_default();
+    let client = client_for(endpoint, allow_private)
+        .await
+        .map_err(|refused| RefreshFailure::Refused(format!("token_endpoint: {refused}")))?;
     let client_id = config["client_id"].as_str().unwrap_or_default();
     let mut form: Vec<(&str, String)> = vec![
         ("grant_type", "refresh_token".to_owned()),
@@ -139,8 +161,8 @@ pub async fn refresh_grant(config: &Value, secrets: &Map<String, Value>) -> Resu
 }
 
 /// Refreshes and describes a failure in one line (status and scrubbed body).
-pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, String> {
-    refresh_grant(config, secrets).await.map_err(|failure| failure.describe())
+pub async fn refresh(config: &Value, secrets: &Map<String, Value>, allow_private: bool) -> Result<Refreshed, String> {
+    refresh_grant(config, secrets, allow_private).await.map_err(|failure| failure.describe())
 }
 
 impl RefreshFailure {
@@ -148,6 +170,7 @@ impl RefreshFailure {
     pub fn describe(&self) -> String {
         match self {
             RefreshFailure::Unreachable => "the token endpoint could not be reached".to_owned(),
+            RefreshFailure::Refused(reason) => reason.clone(),
             RefreshFailure::Rejected(response) => {
                 format!("the token endpoint answered HTTP {}: {}", response["status_code"], response["body"])
             }

@@ -68,11 +68,13 @@ pub struct Credentials {
     workspace_id: String,
     vault_ids: Vec<String>,
     loaded: Option<Vec<Resource>>,
+    /// Token endpoints may be on private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`).
+    allow_private: bool,
 }
 
 impl Credentials {
     /// The credentials of `session`'s vaults (nothing is read yet).
-    pub fn of(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session) -> Self {
+    pub fn of(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session, allow_private: bool) -> Self {
         let vault_ids = session.body["vault_ids"]
             .as_array()
             .into_iter()
@@ -80,7 +82,7 @@ impl Credentials {
             .filter_map(Value::as_str)
             .map(str::to_owned)
             .collect();
-        Self { store, secrets, workspace_id: session.workspace_id.clone(), vault_ids, loaded: None }
+        Self { store, secrets, workspace_id: session.workspace_id.clone(), vault_ids, loaded: None, allow_private }
     }
 
     async fn all(&mut self) -> Result<&[Resource], StoreError> {
@@ -158,7 +160,9 @@ impl Credentials {
         if !stored.is_empty() && stored != bearer.token && !expired(&credential) {
             return Ok(Bearer { token: stored, ..bearer.clone() });
         }
-        let refreshed = match oauth::refresh_grant(&credential.body["auth"]["refresh"], &opened).await {
+        let refreshed = match oauth::refresh_grant(&credential.body["auth"]["refresh"], &opened, self.allow_private)
+            .await
+        {
             Ok(refreshed) => refreshed,
             Err(failure) if failure.invalid_grant() => {
                 let again = self.reread(&credential.id).await?;
@@ -167,7 +171,7 @@ impl Credentials {
                     return Err(failed(&credential.id, failure.describe()));
                 }
                 tracing::info!(credential = %credential.id, "refresh token rotated by another worker; retrying with it");
-                let retried = oauth::refresh_grant(&again.body["auth"]["refresh"], &reopened)
+                let retried = oauth::refresh_grant(&again.body["auth"]["refresh"], &reopened, self.allow_private)
                     .await
                     .map_err(|failure| failed(&again.id, failure.describe()))?;
                 (credential, opened) = (again, reopened);

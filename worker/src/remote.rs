@@ -52,7 +52,7 @@ impl Remote {
     pub fn new(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session, allow_private: bool) -> Self {
         Self {
             session_id: session.id.clone(),
-            credentials: Credentials::of(store, secrets, session),
+            credentials: Credentials::of(store, secrets, session, allow_private),
             mcp: McpTools::new(allow_private),
             released: HashSet::new(),
             allow_private,

@@ -500,12 +500,13 @@ pub async fn mcp_oauth_validate(
         secrets.get("access_token").or_else(|| secrets.get("token")).and_then(Value::as_str).unwrap_or_default();
     let server = auth["mcp_server_url"].as_str().unwrap_or_default();
     let has_refresh = secrets.contains_key("refresh_token");
-    let probe = super::mcp_probe::initialize(server, token).await;
+    let probe = super::mcp_probe::initialize(server, token, state.remote_allow_private).await;
     let (status, mcp_probe, refresh) = match probe {
         super::mcp_probe::Outcome::Ok => ("valid", Value::Null, Value::Null),
         super::mcp_probe::Outcome::Rejected { http_response, unauthorized } => {
             let refresh = if unauthorized && has_refresh {
-                let (report, refreshed) = super::mcp_probe::refresh(&auth["refresh"], &secrets).await;
+                let (report, refreshed) =
+                    super::mcp_probe::refresh(&auth["refresh"], &secrets, state.remote_allow_private).await;
                 if let Some(refreshed) = refreshed {
                     write_back(&state, &tenant, &credential, &secrets, refreshed).await?;
                 }
@@ -517,6 +518,10 @@ pub async fn mcp_oauth_validate(
             };
             let status = if refresh["status"] == "succeeded" { "valid" } else { "invalid" };
             (status, json!({ "method": "initialize", "http_response": http_response }), refresh)
+        }
+        super::mcp_probe::Outcome::Refused(reason) => {
+            let reason = reason.strip_prefix("url: ").unwrap_or(&reason);
+            return Err(ApiError::invalid(format!("auth.mcp_server_url: {reason}")));
         }
         super::mcp_probe::Outcome::Unreachable => {
             ("unknown", json!({ "method": "initialize", "http_response": null }), Value::Null)

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use agentd_schema::oauth::{self, RefreshFailure, Refreshed, capture, client, spellings};
+use agentd_schema::oauth::{self, RefreshFailure, Refreshed, capture, spellings};
 
 /// What the MCP server said to `initialize`.
 pub enum Outcome {
@@ -20,11 +20,17 @@ pub enum Outcome {
     },
     /// No HTTP answer (DNS, TLS, connect, timeout).
     Unreachable,
+    /// The egress guard refused the server's URL (the tenant-safe reason).
+    Refused(String),
 }
 
-/// Sends an MCP `initialize` to `server` with `token` as the bearer.
-pub async fn initialize(server: &str, token: &str) -> Outcome {
-    let Some(client) = client() else { return Outcome::Unreachable };
+/// Sends an MCP `initialize` to `server` with `token` as the bearer, after the egress
+/// guard (private addresses only when `allow_private`).
+pub async fn initialize(server: &str, token: &str, allow_private: bool) -> Outcome {
+    let client = match oauth::client_for(server, allow_private).await {
+        Ok(client) => client,
+        Err(refused) => return Outcome::Refused(refused),
+    };
     let request = json!({
         "jsonrpc": "2.0",
         "id": 1,
@@ -56,12 +62,16 @@ pub async fn initialize(server: &str, token: &str) -> Outcome {
 /// the report, and the new tokens when it succeeded. The caller writes them back (an
 /// authorization server that rotates refresh tokens has just invalidated the stored
 /// one: dropping the new one would break the credential).
-pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> (Value, Option<Refreshed>) {
-    match oauth::refresh_grant(config, secrets).await {
+pub async fn refresh(config: &Value, secrets: &Map<String, Value>, allow_private: bool) -> (Value, Option<Refreshed>) {
+    match oauth::refresh_grant(config, secrets, allow_private).await {
         Ok(refreshed) => (json!({ "status": "succeeded", "http_response": null }), Some(refreshed)),
         Err(RefreshFailure::Rejected(http_response)) => {
             (json!({ "status": "failed", "http_response": http_response }), None)
         }
         Err(RefreshFailure::Unreachable) => (json!({ "status": "connect_error", "http_response": null }), None),
+        Err(RefreshFailure::Refused(reason)) => {
+            tracing::info!(%reason, "validation refresh: token endpoint refused by the egress guard");
+            (json!({ "status": "connect_error", "http_response": null }), None)
+        }
     }
 }
