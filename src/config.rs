@@ -145,6 +145,12 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_A2A_PUSH_ALLOW_PRIVATE")]
     pub a2a_push_allow_private: bool,
 
+    /// Let remote tools (MCP servers, `a2a_agent` agents and the endpoints their cards
+    /// name) reach private, loopback and link-local addresses [default: dev: true (a
+    /// laptop's MCP servers are local); worker: false].
+    #[arg(long, global = true, env = "AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE", value_name = "BOOL")]
+    pub remote_tools_allow_private: Option<bool>,
+
     /// Browser origins allowed by CORS, comma-separated (`*`: any origin, without
     /// credentials) [default: none — no CORS headers].
     #[arg(long, global = true, env = "AGENTD_CORS_ORIGINS", value_name = "ORIGINS")]
@@ -202,6 +208,7 @@ impl Settings {
 
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
             a2a_push_allow_private: self.a2a_push_allow_private || file.a2a_push_allow_private,
+            remote_tools_allow_private: self.remote_tools_allow_private.or(file.remote_tools_allow_private),
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),
@@ -292,6 +299,11 @@ impl Settings {
              path outside /v1, /readyz, /metrics and /admin"
         );
         Ok(path.to_owned())
+    }
+
+    /// Whether remote tools may reach private addresses: as set, else only in `agentd dev`.
+    pub fn remote_tools_allow_private(&self, dev: bool) -> bool {
+        self.remote_tools_allow_private.unwrap_or(dev)
     }
 
     /// The `Host` values the MCP endpoint accepts (`None`: any). Unset, `agentd dev`

@@ -77,9 +77,9 @@ pub async fn dev(settings: Settings) -> Result<()> {
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
-    process.start_consumer(Registry::from_env(true))?;
+    process.start_consumer(Registry::from_env(true), true)?;
     let mcp = mcp_settings(&process.settings, true, None)?;
-    let bound = process.serve_api(mcp).await?;
+    let bound = process.serve_api(mcp, true).await?;
     if let Some(grpc) = process.settings.grpc_addr {
         process.serve_grpc(grpc, "agentd.dev").await?;
     } else {
@@ -164,7 +164,7 @@ pub async fn gateway(settings: Settings) -> Result<()> {
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
-    process.serve_api(mcp).await?;
+    process.serve_api(mcp, false).await?;
     process.run_until_signal().await
 }
 
@@ -184,7 +184,7 @@ pub async fn worker(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), None);
     process.secrets = secrets;
     process.start_relay();
-    process.start_consumer(Registry::from_env(false))?;
+    process.start_consumer(Registry::from_env(false), false)?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations routes, on the ops address if given.
     let addr = process.settings.ops_addr.unwrap_or_else(|| process.settings.http_addr());
@@ -351,7 +351,7 @@ impl Process {
     }
 
     /// Starts pulling submissions and driving runs (dev and worker roles).
-    fn start_consumer(&self, providers: Registry) -> Result<()> {
+    fn start_consumer(&self, providers: Registry, dev: bool) -> Result<()> {
         let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return Ok(()) };
         let store: Arc<dyn Store> = self.store.clone();
         let ctx = RunContext {
@@ -360,6 +360,7 @@ impl Process {
             providers,
             histories: Arc::new(HistoryCache::new(10_000)),
             secrets: self.secrets.clone(),
+            remote_allow_private: self.settings.remote_tools_allow_private(dev),
         };
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,
@@ -378,7 +379,7 @@ impl Process {
 
     /// Serves the API (and the operations routes, unless they have their own
     /// listener). Returns the bound API address.
-    async fn serve_api(&self, mcp: McpSettings) -> Result<SocketAddr> {
+    async fn serve_api(&self, mcp: McpSettings, dev: bool) -> Result<SocketAddr> {
         let limiter = self.limiter.clone().context("this role serves no API")?;
         let secrets = self.secrets.clone().context("this role serves no API")?;
         let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
@@ -395,6 +396,7 @@ impl Process {
                 public_url: self.settings.a2a_public_url.clone(),
                 push_allow_private: self.settings.a2a_push_allow_private,
             },
+            remote_allow_private: self.settings.remote_tools_allow_private(dev),
         };
         // A2A push notifications: every gateway watches and delivers (rows are claimed
         // under a lease, so each notification goes out from one of them).

@@ -46,6 +46,9 @@ pub struct AppState {
     pub mcp: adapters::mcp::McpSettings,
     /// A2A settings (public URL of cards, push targets).
     pub a2a: adapters::a2a::Settings,
+    /// Credential validation may probe MCP servers and token endpoints on private
+    /// addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`, as for workers).
+    pub remote_allow_private: bool,
 }
 
 impl AppState {

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod catalog;
 pub mod clock;
+pub mod egress;
 pub mod error;
 pub mod faults;
 pub mod hands;

@@ -28,11 +28,25 @@ pub enum RefreshFailure {
     /// the captured response (`status_code`, `content_type`, `body`, `body_truncated`)
     /// with every secret replaced by `[redacted]`.
     Rejected(Value),
+    /// The egress guard refused the endpoint (the tenant-safe reason).
+    Refused(String),
 }
 
 /// An HTTP client that follows no redirect (a secret never travels to a second host).
 pub fn client() -> Option<reqwest::Client> {
     reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()).build().ok()
+}
+
+/// A client for `url` after the egress guard ([`crate::egress`]): no redirect, no proxy,
+/// the connection pinned to the checked address. `Err` is the tenant-safe refusal.
+pub async fn client_for(url: &str, allow_private: bool) -> Result<reqwest::Client, String> {
+    let target = crate::egress::check(url, crate::egress::Rules { allow_private, https_only: false })
+        .await
+        .map_err(|refused| refused.to_string())?;
+    target
+        .pin(reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()))
+        .build()
+        .map_err(|error| error.to_string())
 }
 
 /// Every spelling in which a secret we sent could come back in a response body: as
@@ -82,11 +96,19 @@ fn captured(status: u16, content_type: &str, mut body: String, scrub: &[String])
 /// (`token_endpoint`, `client_id`, `scope?`, `resource?`, `token_endpoint_auth`
 /// none | client_secret_basic | client_secret_post) with its opened `secrets`
 /// (`refresh_token`, `client_secret`).
-pub async fn refresh_grant(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, RefreshFailure> {
+/// The endpoint passes the egress guard first (private addresses only when
+/// `allow_private`).
+pub async fn refresh_grant(
+    config: &Value,
+    secrets: &Map<String, Value>,
+    allow_private: bool,
+) -> Result<Refreshed, RefreshFailure> {
     let secret = |key: &str| secrets.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (refresh_token, client_secret) = (secret("refresh_token"), secret("client_secret"));
-    let Some(client) = client() else { return Err(RefreshFailure::Unreachable) };
     let endpoint = config["token_endpoint"].as_str().unwrap_or_default();
+    let client = client_for(endpoint, allow_private)
+        .await
+        .map_err(|refused| RefreshFailure::Refused(format!("token_endpoint: {refused}")))?;
     let client_id = config["client_id"].as_str().unwrap_or_default();
     let mut form: Vec<(&str, String)> = vec![
         ("grant_type", "refresh_token".to_owned()),
@@ -139,13 +161,41 @@ pub async fn refresh_grant(config: &Value, secrets: &Map<String, Value>) -> Resu
 }
 
 /// Refreshes and describes a failure in one line (status and scrubbed body).
-pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Result<Refreshed, String> {
-    refresh_grant(config, secrets).await.map_err(|failure| match failure {
-        RefreshFailure::Unreachable => "the token endpoint could not be reached".to_owned(),
-        RefreshFailure::Rejected(response) => {
-            format!("the token endpoint answered HTTP {}: {}", response["status_code"], response["body"])
+pub async fn refresh(config: &Value, secrets: &Map<String, Value>, allow_private: bool) -> Result<Refreshed, String> {
+    refresh_grant(config, secrets, allow_private).await.map_err(|failure| failure.describe())
+}
+
+impl RefreshFailure {
+    /// The failure in one line (status and scrubbed body).
+    pub fn describe(&self) -> String {
+        match self {
+            RefreshFailure::Unreachable => "the token endpoint could not be reached".to_owned(),
+            RefreshFailure::Refused(reason) => reason.clone(),
+            RefreshFailure::Rejected(response) => {
+                format!("the token endpoint answered HTTP {}: {}", response["status_code"], response["body"])
+            }
         }
-    })
+    }
+
+    /// The endpoint refused the refresh token itself (`invalid_grant`, RFC 6749 §5.2):
+    /// it may have been rotated by another refresh.
+    pub fn invalid_grant(&self) -> bool {
+        let RefreshFailure::Rejected(response) = self else { return false };
+        let body = &response["body"];
+        body["error"] == "invalid_grant"
+            || body.as_str().is_some_and(|text| {
+                serde_json::from_str::<Value>(text).is_ok_and(|parsed| parsed["error"] == "invalid_grant")
+                    || text.contains("\"invalid_grant\"")
+            })
+    }
+}
+
+/// When a token that expires in `expires_in` seconds from `now_ms` expires, in ms since
+/// the epoch: saturating, and capped to a representable timestamp (a hostile or broken
+/// endpoint cannot overflow it or turn it into the past).
+pub fn expiry_ms(now_ms: i64, expires_in: i64) -> i64 {
+    const LATEST: i64 = 253_402_300_799_000; // 9999-12-31T23:59:59Z
+    now_ms.saturating_add(expires_in.max(0).saturating_mul(1000)).min(LATEST)
 }
 
 /// Milliseconds since the epoch, now.
@@ -180,6 +230,23 @@ mod tests {
         let text = out["body"].as_str().unwrap();
         assert!(!text.contains("r3fresh"), "{text}");
         assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn expiries_saturate_and_stay_representable() {
+        assert_eq!(expiry_ms(1_000, 60), 61_000);
+        assert_eq!(expiry_ms(1_000, -5), 1_000);
+        let far = expiry_ms(now_ms(), i64::MAX);
+        assert!(far > now_ms() && parse_rfc3339(&rfc3339(far)) == Some(far), "{}", rfc3339(far));
+    }
+
+    #[test]
+    fn invalid_grant_is_recognised_in_the_captured_body() {
+        let rejected = |body: Value| RefreshFailure::Rejected(json!({ "status_code": 400, "body": body }));
+        assert!(rejected(json!("{\"error\":\"invalid_grant\"}")).invalid_grant());
+        assert!(rejected(json!({ "error": "invalid_grant" })).invalid_grant());
+        assert!(!rejected(json!("{\"error\":\"invalid_client\"}")).invalid_grant());
+        assert!(!RefreshFailure::Unreachable.invalid_grant());
     }
 
     #[test]

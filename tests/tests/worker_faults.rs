@@ -37,6 +37,7 @@ async fn rig(kind: Kind) -> Rig {
         providers: Registry::from_env(true),
         histories: Arc::new(HistoryCache::new(1_000)),
         secrets: None,
+        remote_allow_private: true,
     };
     let stop = CancellationToken::new();
     let consumer_queue: Arc<dyn Queue> = queue.clone();

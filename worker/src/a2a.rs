@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use agentd_schema::egress;
+
 use crate::credentials::Bearer;
 
 /// How long a call may wait for the remote task to end.
@@ -44,6 +46,18 @@ struct Client {
 }
 
 impl Client {
+    /// A client for `url` after the egress guard: no redirects, no proxy, and the
+    /// connection pinned to the address just checked.
+    async fn to(url: &str, bearer: Option<Bearer>, allow_private: bool) -> Result<Self, String> {
+        let rules = egress::Rules { allow_private, https_only: false };
+        let target = egress::check(url, rules).await.map_err(|refused| refused.to_string())?;
+        let http = target
+            .pin(reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()))
+            .build()
+            .map_err(|error| format!("A2A client: {error}"))?;
+        Ok(Self { http, bearer })
+    }
+
     fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let builder = builder.header("A2A-Version", "1.0").timeout(REQUEST_TIMEOUT);
         match self.bearer.as_ref().filter(|b| !b.token.is_empty()) {
@@ -63,18 +77,20 @@ impl Client {
             .send()
             .await
             .map_err(|e| format!("{method} to {endpoint} failed: {}", without_url(&e)))?;
+        // A body that is not a JSON-RPC answer is never copied into the result: the URL
+        // may be aimed at an internal service, and its response is not the model's to read.
         let status = response.status();
-        let text = response.text().await.unwrap_or_default();
         if !status.is_success() {
-            return Err(format!("{method} to {endpoint}: HTTP {}: {}", status.as_u16(), truncate(&text)));
+            return Err(format!("{method} to {endpoint}: HTTP {}", status.as_u16()));
         }
-        let reply: Value = serde_json::from_str(&text)
-            .map_err(|_| format!("{method}: the answer is not JSON: {}", truncate(&text)))?;
+        let text = response.text().await.unwrap_or_default();
+        let reply: Value =
+            serde_json::from_str(&text).map_err(|_| format!("{method} to {endpoint}: the answer is not JSON"))?;
         if let Some(error) = reply.get("error") {
             return Err(format!(
                 "{method}: error {}: {}",
                 error["code"],
-                error["message"].as_str().unwrap_or_default()
+                truncate(error["message"].as_str().unwrap_or_default())
             ));
         }
         Ok(reply["result"].clone())
@@ -90,7 +106,7 @@ fn without_url(error: &reqwest::Error) -> String {
 }
 
 fn truncate(text: &str) -> String {
-    let mut end = text.len().min(500);
+    let mut end = text.len().min(200);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -99,22 +115,31 @@ fn truncate(text: &str) -> String {
 
 /// Sends `message` to the agent at `url` in the remote context `context_id` and waits
 /// for its task to end. Never retried: `SendMessage` is not idempotent.
-pub async fn call(url: &str, bearer: Option<Bearer>, context_id: &str, message: &str) -> Answer {
-    let http = match reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build() {
-        Ok(http) => http,
-        Err(error) => return Answer::error(format!("A2A client: {error}")),
+/// The card and the endpoint it names both pass the egress guard (private addresses
+/// only when `allow_private`), and each connection is pinned to its checked address.
+pub async fn call(url: &str, bearer: Option<Bearer>, context_id: &str, message: &str, allow_private: bool) -> Answer {
+    let card_url = match card_url(url) {
+        Ok(card_url) => card_url,
+        Err(error) => return Answer::error(error),
     };
-    let client = Client { http, bearer };
-    let endpoint = match endpoint(&client, url).await {
+    let card_client = match Client::to(&card_url, bearer.clone(), allow_private).await {
+        Ok(client) => client,
+        Err(error) => return Answer::error(error),
+    };
+    let endpoint = match endpoint(&card_client, &card_url).await {
         Ok(endpoint) => endpoint,
         Err(error) => return Answer::error(error),
     };
     // The endpoint comes from the card; the credential stays bound to the card's origin.
-    if client.bearer.is_some() && crate::credentials::origin(&endpoint) != crate::credentials::origin(url) {
+    if bearer.is_some() && crate::credentials::origin(&endpoint) != crate::credentials::origin(url) {
         return Answer::error(format!(
             "the agent card at {url} points to {endpoint}, another origin: the credential is not sent there"
         ));
     }
+    let client = match Client::to(&endpoint, bearer, allow_private).await {
+        Ok(client) => client,
+        Err(error) => return Answer::error(format!("the JSON-RPC endpoint the agent card names: {error}")),
+    };
     let params = json!({
         "message": {
             "messageId": uuid::Uuid::new_v4().to_string(),
@@ -156,10 +181,9 @@ pub async fn call(url: &str, bearer: Option<Bearer>, context_id: &str, message: 
 }
 
 /// The JSON-RPC endpoint of the agent's card: the `JSONRPC` interface of protocol 1.0.
-async fn endpoint(client: &Client, url: &str) -> Result<String, String> {
-    let card_url = format!("{}/.well-known/agent-card.json", url.trim_end_matches('/'));
+async fn endpoint(client: &Client, card_url: &str) -> Result<String, String> {
     let response = client
-        .request(client.http.get(&card_url))
+        .request(client.http.get(card_url))
         .send()
         .await
         .map_err(|e| format!("the agent card at {card_url} could not be fetched: {}", without_url(&e)))?;
@@ -176,6 +200,16 @@ async fn endpoint(client: &Client, url: &str) -> Result<String, String> {
         .and_then(|i| i["url"].as_str())
         .map(str::to_owned)
         .ok_or_else(|| format!("the agent card at {card_url} lists no JSONRPC interface of protocol version 1.0"))
+}
+
+/// The agent card's URL under the agent's base `url`: the well-known path joined to the
+/// URL's path (a query or fragment in `url` cannot swallow it).
+fn card_url(url: &str) -> Result<String, String> {
+    let mut card = reqwest::Url::parse(url).map_err(|e| format!("the a2a_agent url is not valid ({e})"))?;
+    let path = format!("{}/.well-known/agent-card.json", card.path().trim_end_matches('/'));
+    card.set_path(&path);
+    card.set_fragment(None);
+    Ok(card.to_string())
 }
 
 /// Terminal or interrupted: the call ends here.
@@ -241,6 +275,79 @@ mod tests {
                              "message": { "role": "ROLE_AGENT", "parts": [{ "text": "boom" }] } } });
         assert_eq!(answer(&failed), Answer { text: "(failed) boom".into(), is_error: true });
         assert!(is_settled("TASK_STATE_INPUT_REQUIRED") && !is_settled("TASK_STATE_WORKING"));
+    }
+
+    #[test]
+    fn the_card_url_joins_the_path_whatever_follows_it() {
+        assert_eq!(card_url("http://h:1/a/").unwrap(), "http://h:1/a/.well-known/agent-card.json");
+        assert_eq!(card_url("http://h:1").unwrap(), "http://h:1/.well-known/agent-card.json");
+        assert_eq!(card_url("http://h/a?k=v").unwrap(), "http://h/a/.well-known/agent-card.json?k=v");
+        assert_eq!(card_url("http://h/a#frag").unwrap(), "http://h/a/.well-known/agent-card.json");
+        assert_eq!(card_url("http://h/a?#").unwrap(), "http://h/a/.well-known/agent-card.json?");
+    }
+
+    fn crypto() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+
+    #[tokio::test]
+    async fn private_targets_are_refused_unless_allowed() {
+        crypto();
+        let answer = call("http://127.0.0.1:9/agent", None, "ctx", "hi", false).await;
+        assert!(answer.is_error);
+        assert_eq!(answer.text, egress::NOT_PUBLIC);
+        // Allowed, the call goes on to fetch the card (nothing listens on port 9).
+        let answer = call("http://127.0.0.1:9/agent", None, "ctx", "hi", true).await;
+        assert!(answer.is_error && answer.text.contains("could not be fetched"), "{}", answer.text);
+    }
+
+    #[tokio::test]
+    async fn remote_bodies_are_not_copied_into_results() {
+        crypto();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let card = json!({ "supportedInterfaces": [{ "url": format!("http://127.0.0.1:{port}/rpc"),
+                           "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }] })
+        .to_string();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                // Read the whole request (headers, then content-length bytes) before answering.
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let request = loop {
+                    let read = socket.read(&mut chunk).await.unwrap();
+                    buffer.extend_from_slice(&chunk[..read]);
+                    let text = String::from_utf8_lossy(&buffer).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buffer.len() >= end + 4 + length || read == 0 {
+                            break text;
+                        }
+                    } else if read == 0 {
+                        break text;
+                    }
+                };
+                let (status, body) = if request.starts_with("GET") {
+                    ("200 OK", card.clone())
+                } else {
+                    ("500 Internal Server Error", "SECRET internal metadata".to_owned())
+                };
+                let reply =
+                    format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                socket.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        let answer = call(&format!("http://127.0.0.1:{port}"), None, "ctx", "hi", true).await;
+        assert!(answer.is_error && answer.text.contains("HTTP 500"), "{}", answer.text);
+        assert!(!answer.text.contains("SECRET"), "{}", answer.text);
     }
 
     #[test]

@@ -328,11 +328,16 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
     }
 }
 
+/// The result of a remote call the user interrupted before it was made.
+pub const NOT_MADE_INTERRUPTED: &str = "not made: the user interrupted the turn";
+
 /// Decides the next step of a thread from its committed history.
 pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
-    let mut uses: Vec<(&str, &str, Option<&str>, &Value)> = Vec::new();
+    let mut uses: Vec<(usize, &str, &str, Option<&str>, &Value)> = Vec::new();
     let mut answered: HashSet<&str> = HashSet::new();
     let mut confirmations: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
+    // Where each call was last released: its use, or the confirmation that allowed it.
+    let mut released_at: HashMap<&str, usize> = HashMap::new();
     let mut last_model_start: Option<usize> = None;
     // The start of the last request that also ended: a request cut off by a crash
     // consumed nothing, and its input is still pending.
@@ -340,6 +345,9 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     let mut last_model_end: Option<usize> = None;
     let mut last_input: Option<usize> = None;
     let mut last_interrupt: Option<usize> = None;
+    // The last input from the client: what an interrupt is measured against (results
+    // the worker records for its own calls do not resume an interrupted turn).
+    let mut last_client_input: Option<usize> = None;
     let mut last_idle: Option<(usize, &Value)> = None;
     // A session.error that gave up (retries or hands exhausted) ends the turn.
     let mut last_given_up: Option<usize> = None;
@@ -348,15 +356,25 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         let body = &event.body;
         match event.kind.as_str() {
             "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" => {
-                uses.push((event.event_id.as_str(), event.kind.as_str(), body["evaluated_permission"].as_str(), body));
+                uses.push((
+                    i,
+                    event.event_id.as_str(),
+                    event.kind.as_str(),
+                    body["evaluated_permission"].as_str(),
+                    body,
+                ));
             }
             "user.custom_tool_result" => {
                 answered.insert(body["custom_tool_use_id"].as_str().unwrap_or_default());
                 last_input = Some(i);
+                last_client_input = Some(i);
             }
             "user.tool_result" | "agent.tool_result" => {
                 answered.insert(body["tool_use_id"].as_str().unwrap_or_default());
                 last_input = Some(i);
+                if event.kind == "user.tool_result" {
+                    last_client_input = Some(i);
+                }
             }
             "agent.mcp_tool_result" => {
                 answered.insert(body["mcp_tool_use_id"].as_str().unwrap_or_default());
@@ -365,9 +383,14 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
             "user.tool_confirmation" => {
                 let id = body["tool_use_id"].as_str().unwrap_or_default();
                 confirmations.insert(id, (body["result"].as_str().unwrap_or("deny"), body["deny_message"].as_str()));
+                released_at.insert(id, i);
                 last_input = Some(i);
+                last_client_input = Some(i);
             }
-            "user.message" | "system.message" | "user.define_outcome" => last_input = Some(i),
+            "user.message" | "system.message" | "user.define_outcome" => {
+                last_input = Some(i);
+                last_client_input = Some(i);
+            }
             "user.interrupt" => last_interrupt = Some(i),
             "span.model_request_start" => last_model_start = Some(i),
             "span.model_request_end" => {
@@ -401,7 +424,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     let mut blocking = Vec::new();
     let mut with_hands = Vec::new();
     let mut remote = Vec::new();
-    for (id, kind, permission, body) in &uses {
+    for (at, id, kind, permission, body) in &uses {
         if answered.contains(id) {
             continue;
         }
@@ -425,6 +448,15 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         }
         let name = body["name"].as_str().unwrap_or_default();
         let input = if body["input"].is_object() { body["input"].clone() } else { json!({}) };
+        // A remote call is made by the worker after this decision: a user interrupt
+        // committed since it was released (its use, or the confirmation allowing it)
+        // means it is not made.
+        let is_remote = *kind == "agent.mcp_tool_use" || matches!(classify(agent, name), ToolClass::A2a { .. });
+        let released = released_at.get(id).copied().unwrap_or(*at).max(*at);
+        if is_remote && last_interrupt.is_some_and(|interrupt| interrupt > released) {
+            before.push(synthetic_result(kind, id, NOT_MADE_INTERRUPTED));
+            continue;
+        }
         match *kind {
             "agent.mcp_tool_use" => {
                 let server = body["mcp_server_name"].as_str().unwrap_or_default().to_owned();
@@ -490,7 +522,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     let consumed_up_to = last_completed_start.max(last_given_up);
     let pending_input =
         synthetic_results || last_input.is_some_and(|input| consumed_up_to.is_none_or(|start| input > start));
-    let interrupted = last_interrupt.is_some_and(|interrupt| last_input.is_none_or(|input| interrupt > input));
+    let interrupted = last_interrupt.is_some_and(|interrupt| last_client_input.is_none_or(|input| interrupt > input));
     if pending_input && !interrupted {
         if !running {
             before.insert(0, json!({ "type": "session.status_running" }));
@@ -827,6 +859,55 @@ mod tests {
         assert_eq!(before[1]["mcp_tool_use_id"], "t1");
         assert_eq!(before[1]["is_error"], true);
         assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
+    }
+
+    #[test]
+    fn an_interrupt_before_a_remote_call_is_made_means_it_is_not_made() {
+        let mut mcp = mcp_tool_use("calc", "add", json!({"a":1}), "always_allow");
+        mcp["id"] = json!("t1");
+        let mut a2a = builtin_tool_use("helper", json!({"message":"hi"}), "always_allow");
+        a2a["id"] = json!("t2");
+        let mut events = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            mcp,
+            a2a,
+            json!({"type":"span.model_request_end"}),
+            json!({"type":"user.interrupt"}),
+        ];
+        let decision = decide(&remote_agent(), &history(&events));
+        let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
+        assert_eq!(end[0]["type"], "agent.mcp_tool_result");
+        assert_eq!((end[0]["mcp_tool_use_id"].as_str(), end[0]["is_error"].as_bool()), (Some("t1"), Some(true)));
+        assert_eq!(end[0]["content"][0]["text"], NOT_MADE_INTERRUPTED);
+        assert_eq!(end[1]["type"], "agent.tool_result");
+        assert_eq!((end[1]["tool_use_id"].as_str(), end[1]["is_error"].as_bool()), (Some("t2"), Some(true)));
+        assert_eq!(end.last().unwrap()["stop_reason"]["type"], "end_turn", "the interrupted turn ends");
+        events.extend(end);
+        assert!(matches!(decide(&remote_agent(), &history(&events)), Decision::Park), "and stays ended");
+
+        // An interrupt after the call's use but before the confirmation that allows it:
+        // the confirmation releases it later, so the call is made.
+        let mut ask = mcp_tool_use("calc", "bump", json!({}), "always_ask");
+        ask["id"] = json!("t3");
+        let mut asked = vec![
+            user("go"),
+            json!({"type":"session.status_running"}),
+            ask,
+            json!({"type":"span.model_request_end"}),
+            json!({"type":"session.status_idle","stop_reason":{"type":"requires_action","event_ids":["t3"]}}),
+            json!({"type":"user.interrupt"}),
+            json!({"type":"user.tool_confirmation","tool_use_id":"t3","result":"allow"}),
+        ];
+        let decision = decide(&remote_agent(), &history(&asked));
+        assert!(matches!(decision, Decision::CallRemote { .. }), "{decision:?}");
+        // An interrupt after the allowing confirmation: not made.
+        asked.push(json!({"type":"session.status_running"}));
+        asked.push(json!({"type":"user.interrupt"}));
+        let decision = decide(&remote_agent(), &history(&asked));
+        let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
+        assert_eq!(end[0]["mcp_tool_use_id"], "t3");
+        assert_eq!(end[0]["content"][0]["text"], NOT_MADE_INTERRUPTED);
     }
 
     #[test]

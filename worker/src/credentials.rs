@@ -68,11 +68,13 @@ pub struct Credentials {
     workspace_id: String,
     vault_ids: Vec<String>,
     loaded: Option<Vec<Resource>>,
+    /// Token endpoints may be on private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`).
+    allow_private: bool,
 }
 
 impl Credentials {
     /// The credentials of `session`'s vaults (nothing is read yet).
-    pub fn of(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session) -> Self {
+    pub fn of(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session, allow_private: bool) -> Self {
         let vault_ids = session.body["vault_ids"]
             .as_array()
             .into_iter()
@@ -80,7 +82,7 @@ impl Credentials {
             .filter_map(Value::as_str)
             .map(str::to_owned)
             .collect();
-        Self { store, secrets, workspace_id: session.workspace_id.clone(), vault_ids, loaded: None }
+        Self { store, secrets, workspace_id: session.workspace_id.clone(), vault_ids, loaded: None, allow_private }
     }
 
     async fn all(&mut self) -> Result<&[Resource], StoreError> {
@@ -125,19 +127,60 @@ impl Credentials {
         }))
     }
 
+    /// The credential `id` as stored now (not the copy read earlier in the attempt).
+    async fn reread(&mut self, id: &str) -> Result<Resource, CredentialError> {
+        let current = self
+            .store
+            .get_resource(&self.workspace_id, KIND, id)
+            .await?
+            .filter(|c| c.archived_at_ms.is_none())
+            .ok_or_else(|| CredentialError::Unopenable(id.to_owned()))?;
+        if let Some(loaded) = self.loaded.as_mut()
+            && let Some(slot) = loaded.iter_mut().find(|c| c.id == current.id)
+        {
+            *slot = current.clone();
+        }
+        Ok(current)
+    }
+
     /// Refreshes an `mcp_oauth` credential with its refresh-token grant and writes the
     /// new tokens back (sealed), so later calls and other workers reuse them.
+    ///
+    /// Concurrency with other workers: the credential is re-read first (another worker
+    /// may already have a newer token: it is used as is); a refresh refused with
+    /// `invalid_grant` is retried once with the stored refresh token (another worker
+    /// may have rotated it); a write-back that loses the version race uses the token the
+    /// winner stored. Other store errors are errors.
     pub async fn refresh(&mut self, bearer: &Bearer) -> Result<Bearer, CredentialError> {
         let secrets = self.secrets.clone();
-        let Some(credential) = self.all().await?.iter().find(|c| c.id == bearer.credential_id).cloned() else {
-            return Err(CredentialError::Unopenable(bearer.credential_id.clone()));
-        };
+        let failed = |id: &str, message: String| CredentialError::Refresh { credential_id: id.to_owned(), message };
+        let mut credential = self.reread(&bearer.credential_id).await?;
         let mut opened = open(secrets.as_deref(), &credential)?;
-        let refresh_config = &credential.body["auth"]["refresh"];
-        let Refreshed { access_token, refresh_token, expires_in } = oauth::refresh(refresh_config, &opened)
+        let stored = access_token(&opened);
+        if !stored.is_empty() && stored != bearer.token && !expired(&credential) {
+            return Ok(Bearer { token: stored, ..bearer.clone() });
+        }
+        let refreshed = match oauth::refresh_grant(&credential.body["auth"]["refresh"], &opened, self.allow_private)
             .await
-            .map_err(|message| CredentialError::Refresh { credential_id: credential.id.clone(), message })?;
-        opened.insert("access_token".into(), json!(access_token));
+        {
+            Ok(refreshed) => refreshed,
+            Err(failure) if failure.invalid_grant() => {
+                let again = self.reread(&credential.id).await?;
+                let reopened = open(secrets.as_deref(), &again)?;
+                if reopened.get("refresh_token") == opened.get("refresh_token") {
+                    return Err(failed(&credential.id, failure.describe()));
+                }
+                tracing::info!(credential = %credential.id, "refresh token rotated by another worker; retrying with it");
+                let retried = oauth::refresh_grant(&again.body["auth"]["refresh"], &reopened, self.allow_private)
+                    .await
+                    .map_err(|failure| failed(&again.id, failure.describe()))?;
+                (credential, opened) = (again, reopened);
+                retried
+            }
+            Err(failure) => return Err(failed(&credential.id, failure.describe())),
+        };
+        let Refreshed { access_token: token, refresh_token, expires_in } = refreshed;
+        opened.insert("access_token".into(), json!(token));
         if let Some(refresh_token) = refresh_token {
             opened.insert("refresh_token".into(), json!(refresh_token));
         }
@@ -145,7 +188,7 @@ impl Credentials {
         body["updated_at"] = json!(oauth::rfc3339(oauth::now_ms()));
         // The new token's expiry, or none known (an old, passed expiry must not stay).
         body["auth"]["expires_at"] =
-            expires_in.map_or(Value::Null, |seconds| json!(oauth::rfc3339(oauth::now_ms() + seconds * 1000)));
+            expires_in.map_or(Value::Null, |seconds| json!(oauth::rfc3339(oauth::expiry_ms(oauth::now_ms(), seconds))));
         if let Some(secrets) = secrets.as_deref() {
             body[SEALED] = json!(secrets.seal(&credential.id, &Value::Object(opened)));
         }
@@ -158,11 +201,18 @@ impl Credentials {
                 {
                     *slot = resource;
                 }
+                Ok(Bearer { token, ..bearer.clone() })
             }
-            // Someone else refreshed it meanwhile: ours is fresh too; theirs wins in the store.
-            Err(error) => tracing::info!(credential = %credential.id, %error, "refreshed token not written back"),
+            // Another worker wrote the credential meanwhile: what it stored is what every
+            // worker uses from now on (a rotated refresh token of ours would be lost).
+            Err(StoreError::Conflict(_)) => {
+                let winner = self.reread(&credential.id).await?;
+                let token = access_token(&open(secrets.as_deref(), &winner)?);
+                tracing::info!(credential = %credential.id, "another worker refreshed the token first; using theirs");
+                Ok(Bearer { token, ..bearer.clone() })
+            }
+            Err(error) => Err(error.into()),
         }
-        Ok(Bearer { token: access_token, ..bearer.clone() })
     }
 
     /// Whether `bearer`'s credential records an expiry that has passed.
@@ -173,6 +223,19 @@ impl Credentials {
             .and_then(|c| c.body["auth"]["expires_at"].as_str().and_then(oauth::parse_rfc3339))
             .is_some_and(|at| at <= oauth::now_ms())
     }
+}
+
+/// The access token among a credential's opened secrets.
+fn access_token(opened: &Map<String, Value>) -> String {
+    opened.get("access_token").or_else(|| opened.get("token")).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// Whether a credential records an expiry that has passed.
+fn expired(credential: &Resource) -> bool {
+    credential.body["auth"]["expires_at"]
+        .as_str()
+        .and_then(oauth::parse_rfc3339)
+        .is_some_and(|at| at <= oauth::now_ms())
 }
 
 fn open(secrets: Option<&SecretBox>, credential: &Resource) -> Result<Map<String, Value>, CredentialError> {

@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use agentd_schema::egress::{self, Target};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -72,11 +73,12 @@ struct Connection {
 }
 
 /// The MCP connections of one attempt.
-#[derive(Default)]
 pub struct McpTools {
     connections: HashMap<String, Connection>,
     offered: Vec<OfferedTool>,
     opened: bool,
+    /// Servers may be on private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`).
+    allow_private: bool,
 }
 
 /// The `mcp_servers` entries referenced by an enabled-or-not `mcp_toolset`.
@@ -115,6 +117,11 @@ fn configured(agent: &Value, server: &str, tool: &str) -> Option<String> {
 }
 
 impl McpTools {
+    /// No connection yet; servers on private addresses are refused unless `allow_private`.
+    pub fn new(allow_private: bool) -> Self {
+        Self { connections: HashMap::new(), offered: Vec::new(), opened: false, allow_private }
+    }
+
     /// Whether the agent has any MCP toolset.
     pub fn wanted(agent: &Value) -> bool {
         !servers(agent).is_empty()
@@ -134,7 +141,7 @@ impl McpTools {
         let mut names = taken.clone();
         for (server, url) in servers(agent) {
             if !self.connections.contains_key(&server) {
-                let connection = connect(&server, &url, credentials).await?;
+                let connection = connect(&server, &url, credentials, self.allow_private).await?;
                 self.connections.insert(server.clone(), connection);
             }
             let connection = &self.connections[&server];
@@ -195,7 +202,7 @@ impl McpTools {
         let mut refused_once = false;
         loop {
             if !self.connections.contains_key(server) {
-                let connection = connect(server, &url, credentials).await?;
+                let connection = connect(server, &url, credentials, self.allow_private).await?;
                 self.connections.insert(server.to_owned(), connection);
             }
             match self.call_once(server, tool, input).await {
@@ -242,30 +249,44 @@ impl McpTools {
 
 /// Connects to one server with its origin's credential, refreshing an OAuth token that
 /// expired or was refused once.
-async fn connect(server: &str, url: &str, credentials: &mut Credentials) -> Result<Connection, McpFailure> {
+async fn connect(
+    server: &str,
+    url: &str,
+    credentials: &mut Credentials,
+    allow_private: bool,
+) -> Result<Connection, McpFailure> {
     let fail =
         |authentication: bool, message: String| McpFailure { server: server.to_owned(), authentication, message };
+    // The egress guard first: no credential is looked up (or refreshed) for a refused target.
+    let target = egress::check(url, egress::Rules { allow_private, https_only: false })
+        .await
+        .map_err(|refused| fail(false, refused.to_string()))?;
     let mut bearer = credentials.bearer_for(url).await.map_err(|e| fail(false, e.to_string()))?;
     if let Some(current) = bearer.as_ref().filter(|b| b.refreshable)
         && credentials.expired(current).await
     {
         bearer = Some(credentials.refresh(current).await.map_err(|e| fail(true, e.to_string()))?);
     }
-    match connect_once(server, url, bearer.as_ref()).await {
+    match connect_once(server, &target, bearer.as_ref()).await {
         Err(failure) if failure.authentication && bearer.as_ref().is_some_and(|b| b.refreshable) => {
             let Some(current) = bearer else { return Err(failure) };
             let refreshed = credentials.refresh(&current).await.map_err(|e| fail(true, e.to_string()))?;
-            connect_once(server, url, Some(&refreshed)).await
+            connect_once(server, &target, Some(&refreshed)).await
         }
         other => other,
     }
 }
 
-async fn connect_once(server: &str, url: &str, bearer: Option<&Bearer>) -> Result<Connection, McpFailure> {
-    // No redirect is followed: a token is only ever sent to the URL it was made for.
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
+async fn connect_once(server: &str, target: &Target, bearer: Option<&Bearer>) -> Result<Connection, McpFailure> {
+    let url = target.url.as_str();
+    // No redirect is followed: a token is only ever sent to the URL it was made for. The
+    // connection goes to the address the egress guard checked, never through a proxy.
+    let http = target
+        .pin(
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(Duration::from_secs(10)),
+        )
         .build()
         .map_err(|e| McpFailure { server: server.to_owned(), authentication: false, message: e.to_string() })?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());

@@ -23,8 +23,10 @@ use crate::mcp::{McpFailure, McpTools, OfferedTool};
 use crate::providers::ModelRequest;
 use crate::{a2a, mcp};
 
-/// What an interrupted, unrepeatable call reports.
+/// What an interrupted MCP call that is not safe to repeat reports.
 const INTERRUPTED: &str = "this tool call was interrupted (the worker running it stopped) and may or may not have taken effect; it was not repeated because the tool is not marked read-only or idempotent";
+/// What an interrupted A2A call reports (`SendMessage` is never repeated).
+const INTERRUPTED_A2A: &str = "this tool call was interrupted (the worker running it stopped) and may or may not have taken effect; it was not repeated because an A2A message is not idempotent";
 
 /// The remote-tool state of one attempt. Nothing connects until a step needs it.
 pub struct Remote {
@@ -33,6 +35,8 @@ pub struct Remote {
     mcp: McpTools,
     /// Calls this attempt committed with an `allow` permission (so it released them).
     released: HashSet<String>,
+    /// Remote tools may reach private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`).
+    allow_private: bool,
 }
 
 /// The events recording one call, and whether its server failed (the turn ends).
@@ -45,12 +49,13 @@ pub struct Outcome {
 
 impl Remote {
     /// The remote-tool state for an attempt on `session`.
-    pub fn new(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session) -> Self {
+    pub fn new(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session, allow_private: bool) -> Self {
         Self {
             session_id: session.id.clone(),
-            credentials: Credentials::of(store, secrets, session),
-            mcp: McpTools::default(),
+            credentials: Credentials::of(store, secrets, session, allow_private),
+            mcp: McpTools::new(allow_private),
             released: HashSet::new(),
+            allow_private,
         }
     }
 
@@ -98,13 +103,7 @@ impl Remote {
                 };
                 // SendMessage is not idempotent: an interrupted call is never sent again.
                 if !released {
-                    return text_result(
-                        INTERRUPTED.replace(
-                            "the tool is not marked read-only or idempotent",
-                            "an A2A message is not idempotent",
-                        ),
-                        true,
-                    );
+                    return text_result(INTERRUPTED_A2A.to_owned(), true);
                 }
                 let config = agent["tools"]
                     .as_array()
@@ -122,7 +121,7 @@ impl Remote {
                     return text_result("the input needs a \"message\" string".into(), true);
                 };
                 let context = a2a::context_id(&self.session_id, tool, url);
-                let answer = a2a::call(url, bearer, &context, message).await;
+                let answer = a2a::call(url, bearer, &context, message, self.allow_private).await;
                 text_result(answer.text, answer.is_error)
             }
         }

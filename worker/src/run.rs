@@ -40,6 +40,9 @@ pub struct RunContext {
     /// Opens vault credentials for remote tools (the gateway's `AGENTD_SECRET_KEY`);
     /// without it, remote tools run without credentials.
     pub secrets: Option<Arc<SecretBox>>,
+    /// Remote tools may reach private and loopback addresses
+    /// (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`); otherwise the egress guard refuses them.
+    pub remote_allow_private: bool,
 }
 
 /// Committed history of recently driven threads. History is append-only and numbered,
@@ -152,7 +155,7 @@ async fn attempt(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken)
     // small read, whatever the length of the conversation.
     let mut history = ctx.histories.take(&claim.thread_id);
     // Remote tools connect on the first step that needs them and close with the attempt.
-    let mut remote = Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session);
+    let mut remote = Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private);
     let result = steps(ctx, claim, &agent, &interrupts, &control, &cancel, &mut history, &mut remote).await;
     remote.close().await;
     if result.is_ok() {
@@ -655,7 +658,6 @@ async fn stream_model(
     }
     loop {
         let item = tokio::select! {
-            biased;
             () = cancel.cancelled() => return Err(Stop::Fenced),
             changed = interrupts.changed(), if watching => {
                 match changed {
@@ -812,6 +814,14 @@ async fn remote_calls(
             commit(ctx, claim, vec![agent_loop::synthetic_result(kind, &call.id, why)]).await?;
             continue;
         }
+        // An interrupt committed since the decision was read: the call is not started
+        // (the select below could otherwise start it before noticing).
+        if *interrupts.borrow() > seen_seq {
+            skip = Some(agent_loop::NOT_MADE_INTERRUPTED);
+            commit(ctx, claim, vec![agent_loop::synthetic_result(kind, &call.id, agent_loop::NOT_MADE_INTERRUPTED)])
+                .await?;
+            continue;
+        }
         let mut watcher = interrupts.clone();
         let outcome = tokio::select! {
             () = cancel.cancelled() => return Err(Stop::Fenced),
@@ -835,7 +845,7 @@ async fn remote_calls(
                 outcome.events
             }
             None => {
-                skip = Some("not made: the user interrupted the turn");
+                skip = Some(agent_loop::NOT_MADE_INTERRUPTED);
                 vec![agent_loop::synthetic_result(
                     kind,
                     &call.id,

@@ -256,12 +256,22 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                         "{path}.name: only letters, digits, '_' and '-' are allowed"
                     )));
                 }
+                // The model calls it by name: a built-in tool's name would make calls ambiguous.
+                if AGENT_TOOLS.contains(&name.as_str()) {
+                    return Err(ApiError::invalid(format!(
+                        "{path}.name: {name:?} is the name of a built-in tool of agent_toolset_20260401; pick another name"
+                    )));
+                }
                 if !custom_names.insert(name.clone()) {
                     return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
                 }
                 let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
                 if !(url.starts_with("https://") || url.starts_with("http://")) {
                     return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
+                }
+                // The agent card is found under the URL's path; a fragment has no place there.
+                if url.contains('#') {
+                    return Err(ApiError::invalid(format!("{path}.url: must not carry a fragment")));
                 }
                 let mut out = json!({
                     "type": "a2a_agent",

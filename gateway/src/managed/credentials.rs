@@ -431,9 +431,56 @@ pub(super) async fn delete_all(store: &dyn Store, tenant: &Tenant, vault_id: &st
     }
 }
 
+/// Writes the tokens of a refresh made by validation back to `credential` (sealed),
+/// so a rotated refresh token is not lost. If the credential changed meanwhile, ours
+/// are written over it only while it still holds the refresh token we used; otherwise
+/// someone else refreshed (or replaced the secrets), and theirs stand.
+async fn write_back(
+    state: &AppState,
+    tenant: &Tenant,
+    credential: &Resource,
+    used: &Map<String, Value>,
+    refreshed: agentd_schema::oauth::Refreshed,
+) -> ApiResult<()> {
+    let store = state.backends.store.as_ref();
+    let mut current = credential.clone();
+    for _ in 0..3 {
+        let mut secrets = match state.secrets.open(&current.id, current.body[SEALED].as_str().unwrap_or_default()) {
+            Ok(Value::Object(secrets)) => secrets,
+            _ => return Err(ApiError::Internal(format!("credential {}: stored secrets cannot be opened", current.id))),
+        };
+        if secrets.get("refresh_token") != used.get("refresh_token") {
+            tracing::info!(credential = %current.id, "validation refresh not written back: the credential was refreshed meanwhile");
+            return Ok(());
+        }
+        secrets.insert("access_token".into(), json!(refreshed.access_token));
+        if let Some(refresh_token) = &refreshed.refresh_token {
+            secrets.insert("refresh_token".into(), json!(refresh_token));
+        }
+        let mut body = current.body.clone();
+        body["updated_at"] = json!(rfc3339(now_ms()));
+        body["auth"]["expires_at"] = refreshed
+            .expires_in
+            .map_or(Value::Null, |seconds| json!(rfc3339(agentd_schema::oauth::expiry_ms(now_ms(), seconds))));
+        body[SEALED] = json!(state.secrets.seal(&current.id, &Value::Object(secrets)));
+        match store.update_resource(&tenant.workspace_id, KIND, &current.id, current.version, body, false).await {
+            Ok(_) => return Ok(()),
+            Err(agentd_schema::StoreError::Conflict(_)) => {
+                current = store
+                    .get_resource(&tenant.workspace_id, KIND, &current.id)
+                    .await?
+                    .ok_or_else(|| ApiError::Internal(format!("credential {} vanished", current.id)))?;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(ApiError::Internal(format!("credential {}: the refreshed token could not be written back", credential.id)))
+}
+
 /// `POST /v1/vaults/{vault_id}/credentials/{credential_id}/mcp_oauth_validate`: probes
 /// the MCP server with the stored token (an MCP `initialize`), and on a 401 tries the
-/// refresh-token exchange. Nothing secret is ever returned.
+/// refresh-token exchange, writing the new tokens back (see [`write_back`]). Nothing
+/// secret is ever returned.
 pub async fn mcp_oauth_validate(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
@@ -453,12 +500,17 @@ pub async fn mcp_oauth_validate(
         secrets.get("access_token").or_else(|| secrets.get("token")).and_then(Value::as_str).unwrap_or_default();
     let server = auth["mcp_server_url"].as_str().unwrap_or_default();
     let has_refresh = secrets.contains_key("refresh_token");
-    let probe = super::mcp_probe::initialize(server, token).await;
+    let probe = super::mcp_probe::initialize(server, token, state.remote_allow_private).await;
     let (status, mcp_probe, refresh) = match probe {
         super::mcp_probe::Outcome::Ok => ("valid", Value::Null, Value::Null),
         super::mcp_probe::Outcome::Rejected { http_response, unauthorized } => {
             let refresh = if unauthorized && has_refresh {
-                super::mcp_probe::refresh(&auth["refresh"], &secrets).await
+                let (report, refreshed) =
+                    super::mcp_probe::refresh(&auth["refresh"], &secrets, state.remote_allow_private).await;
+                if let Some(refreshed) = refreshed {
+                    write_back(&state, &tenant, &credential, &secrets, refreshed).await?;
+                }
+                report
             } else if unauthorized {
                 json!({ "status": "no_refresh_token", "http_response": null })
             } else {
@@ -466,6 +518,10 @@ pub async fn mcp_oauth_validate(
             };
             let status = if refresh["status"] == "succeeded" { "valid" } else { "invalid" };
             (status, json!({ "method": "initialize", "http_response": http_response }), refresh)
+        }
+        super::mcp_probe::Outcome::Refused(reason) => {
+            let reason = reason.strip_prefix("url: ").unwrap_or(&reason);
+            return Err(ApiError::invalid(format!("auth.mcp_server_url: {reason}")));
         }
         super::mcp_probe::Outcome::Unreachable => {
             ("unknown", json!({ "method": "initialize", "http_response": null }), Value::Null)

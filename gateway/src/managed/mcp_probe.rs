@@ -1,10 +1,11 @@
 //! Live probes behind `mcp_oauth_validate`: an MCP `initialize` with the stored token,
 //! and the OAuth refresh-token exchange. Captured responses are truncated and never
-//! contain the secrets we sent.
+//! contain the secrets we sent. A refresh made here is real: its tokens are written
+//! back to the credential (sealed), like a worker's refresh (`credentials.rs`).
 
 use serde_json::{Map, Value, json};
 
-use agentd_schema::oauth::{self, RefreshFailure, capture, client, spellings};
+use agentd_schema::oauth::{self, RefreshFailure, Refreshed, capture, spellings};
 
 /// What the MCP server said to `initialize`.
 pub enum Outcome {
@@ -19,11 +20,17 @@ pub enum Outcome {
     },
     /// No HTTP answer (DNS, TLS, connect, timeout).
     Unreachable,
+    /// The egress guard refused the server's URL (the tenant-safe reason).
+    Refused(String),
 }
 
-/// Sends an MCP `initialize` to `server` with `token` as the bearer.
-pub async fn initialize(server: &str, token: &str) -> Outcome {
-    let Some(client) = client() else { return Outcome::Unreachable };
+/// Sends an MCP `initialize` to `server` with `token` as the bearer, after the egress
+/// guard (private addresses only when `allow_private`).
+pub async fn initialize(server: &str, token: &str, allow_private: bool) -> Outcome {
+    let client = match oauth::client_for(server, allow_private).await {
+        Ok(client) => client,
+        Err(refused) => return Outcome::Refused(refused),
+    };
     let request = json!({
         "jsonrpc": "2.0",
         "id": 1,
@@ -51,11 +58,20 @@ pub async fn initialize(server: &str, token: &str) -> Outcome {
     }
 }
 
-/// Tries the refresh-token grant described by a credential's public `refresh` config.
-pub async fn refresh(config: &Value, secrets: &Map<String, Value>) -> Value {
-    match oauth::refresh_grant(config, secrets).await {
-        Ok(_) => json!({ "status": "succeeded", "http_response": null }),
-        Err(RefreshFailure::Rejected(http_response)) => json!({ "status": "failed", "http_response": http_response }),
-        Err(RefreshFailure::Unreachable) => json!({ "status": "connect_error", "http_response": null }),
+/// Tries the refresh-token grant described by a credential's public `refresh` config:
+/// the report, and the new tokens when it succeeded. The caller writes them back (an
+/// authorization server that rotates refresh tokens has just invalidated the stored
+/// one: dropping the new one would break the credential).
+pub async fn refresh(config: &Value, secrets: &Map<String, Value>, allow_private: bool) -> (Value, Option<Refreshed>) {
+    match oauth::refresh_grant(config, secrets, allow_private).await {
+        Ok(refreshed) => (json!({ "status": "succeeded", "http_response": null }), Some(refreshed)),
+        Err(RefreshFailure::Rejected(http_response)) => {
+            (json!({ "status": "failed", "http_response": http_response }), None)
+        }
+        Err(RefreshFailure::Unreachable) => (json!({ "status": "connect_error", "http_response": null }), None),
+        Err(RefreshFailure::Refused(reason)) => {
+            tracing::info!(%reason, "validation refresh: token endpoint refused by the egress guard");
+            (json!({ "status": "connect_error", "http_response": null }), None)
+        }
     }
 }

@@ -223,6 +223,7 @@ def test_a2a_tool_config_is_validated(turns: Deployment) -> None:
         {"type": "a2a_agent", "name": "has space", "url": "https://example.com"},
         {"type": "a2a_agent", "name": "x", "url": "https://example.com", "extra": 1},
         {"type": "a2a_agent", "name": "x", "url": "https://example.com", "permission_policy": {"type": "sometimes"}},
+        {"type": "a2a_agent", "name": "x", "url": "https://example.com/agent#card"},
     ):
         with turns.http() as http:
             response = http.post(
@@ -232,6 +233,20 @@ def test_a2a_tool_config_is_validated(turns: Deployment) -> None:
             )
         assert response.status_code == 400, (bad, response.text)
         assert response.json()["error"]["type"] == "invalid_request_error"
+    # A built-in tool's name is refused, whether or not the toolset is enabled.
+    for builtin in ("bash", "web_fetch"):
+        for tools in (
+            [{"type": "a2a_agent", "name": builtin, "url": "https://example.com"}],
+            [{"type": "agent_toolset_20260401"}, {"type": "a2a_agent", "name": builtin, "url": "https://example.com"}],
+        ):
+            with turns.http() as http:
+                response = http.post(
+                    "/v1/agents",
+                    json={"name": unique("a2a-bad"), "model": MODEL, "tools": tools},
+                    headers=turns.headers(turns.key_for(WORKSPACE)),
+                )
+            assert response.status_code == 400, (tools, response.text)
+            assert "built-in tool" in response.json()["error"]["message"], response.text
 
 
 def test_agent_calls_another_agentd_agent_over_a2a(

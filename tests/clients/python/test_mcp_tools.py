@@ -247,6 +247,33 @@ def test_unreachable_server_is_a_connection_error(
     assert len(of_type(events, "session.error")) == 2
 
 
+def test_worker_refuses_a_private_mcp_server_without_the_setting(
+    turns: Deployment,
+    launch: Callable[..., Deployment],
+    provider_env: dict[str, str],
+    fake_anthropic: FakeAnthropic,
+    mcp_server: McpServer,
+) -> None:
+    """A `worker` role refuses MCP servers on private addresses unless
+    AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE=true (the suite's other deployments set it)."""
+    if turns.mode != "prod":
+        pytest.skip("the worker role's default; `agentd dev` allows private targets")
+    deployment = launch("prod", extra_env={**provider_env, "AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE": "false"})
+    client = deployment.client()
+    key = unique("mcp-private")
+    fake_anthropic.script(key, call("add", {"a": 1, "b": 2}), say("done"))
+    agent = mcp_agent(client, {"local": mcp_server.url}, [toolset("local")])
+    vault_id = vault_with(client, bearer(mcp_server.url, token_of(mcp_server)))
+    session = start(client, deployment, agent, [vault_id], f"add {key}")
+    events = wait_idle(client, session.id)
+    (error,) = of_type(events, "session.error")
+    assert error.error.type == "mcp_connection_failed_error"
+    assert error.error.mcp_server_name == "local"
+    assert "public addresses" in error.error.message and "127.0.0.1" not in error.error.message
+    assert mcp_server.calls == [] and mcp_server.authorizations() == [], "nothing reached the server"
+    assert fake_anthropic.received(key) == [], "the model is not asked without the agent's tools"
+
+
 def ask_turn(
     turns: Deployment, client: anthropic.Anthropic, fake: FakeAnthropic, server: McpServer, key: str, answer: str
 ) -> tuple[Any, Any]:

@@ -981,6 +981,15 @@ def test_validate_refreshes_on_401(
         assert "client_secret" not in form, "client_secret_basic must not put the secret in the body"
         assert exchanges[0]["authorization"].startswith("Basic ")
 
+    # The refresh was real: its token was written back (a rotating server has consumed
+    # the old refresh token), so the next validation probes with it and refreshes nothing.
+    mark = fake_mcp.mark()
+    again = client.beta.vaults.credentials.mcp_oauth_validate(credential.id, vault_id=vault.id)
+    assert again.status == "valid" and again.refresh is None, again
+    assert fake_mcp.requests_to("/token", mark) == []
+    probes = fake_mcp.requests_to("/mcp", mark)
+    assert probes and probes[0]["authorization"] != f"Bearer {stale}"
+
 
 def test_validate_failed_refresh_is_invalid_and_scrubbed(
     client: anthropic.Anthropic, vault: BetaManagedAgentsVault, recorder: Recorder, fake_mcp: FakeMcp

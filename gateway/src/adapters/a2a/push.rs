@@ -18,9 +18,11 @@
 //! config is created and again at delivery (the connection is pinned to the checked
 //! address), unless `AGENTD_A2A_PUSH_ALLOW_PRIVATE=true` (tests).
 
-use std::net::{IpAddr, SocketAddr};
+#[cfg(test)]
+use std::net::IpAddr;
 use std::time::Duration;
 
+use agentd_schema::egress::{self, Target};
 use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask};
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -66,74 +68,21 @@ fn optional_string(value: &Value, field: &str, max: usize) -> A2aResult<Option<S
     }
 }
 
-/// Whether an address is one push notifications must not reach.
+/// Whether an address is one push notifications must not reach (the shared egress guard).
+#[cfg(test)]
 fn private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_multicast()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 198 && (o[1] == 18 || o[1] == 19))
-                || o[0] >= 240
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return private(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
-    }
+    egress::private(ip)
 }
 
-/// A checked target: the URL and the one address the connection goes to.
-struct Target {
-    url: reqwest::Url,
-    host: String,
-    address: SocketAddr,
-}
-
-/// Checks a push URL: HTTPS, a host that resolves, and only public addresses (unless
-/// private targets are allowed, when plain HTTP is accepted too).
+/// Checks a push URL with the shared egress guard: HTTPS, a host that resolves, and
+/// only public addresses (unless private targets are allowed, when plain HTTP is
+/// accepted too). The refusal names no address; the guard logs host and addresses.
 async fn check(state: &AppState, raw: &str) -> Result<Target, String> {
-    let allow_private = state.a2a.push_allow_private;
-    let url = reqwest::Url::parse(raw).map_err(|e| format!("url: not a valid URL ({e})"))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if allow_private => {}
-        other => return Err(format!("url: push notification targets must use https, not {other}")),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("url: must not carry credentials; use authentication".into());
-    }
-    let host = url.host_str().ok_or("url: a host is required")?.trim_matches(['[', ']']).to_owned();
-    let port = url.port_or_known_default().ok_or("url: no port")?;
-    let addresses: Vec<SocketAddr> =
-        tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((host.as_str(), port)))
-            .await
-            .map_err(|_| format!("url: resolving {host} timed out"))?
-            .map_err(|e| format!("url: cannot resolve {host} ({e})"))?
-            .collect();
-    let Some(first) = addresses.first().copied() else {
-        return Err(format!("url: {host} resolves to no address"));
-    };
-    if !allow_private && let Some(bad) = addresses.iter().find(|a| private(a.ip())) {
-        return Err(format!(
-            "url: {host} resolves to {}, a private, loopback, link-local, multicast or unspecified address; push targets must be public",
-            bad.ip()
-        ));
-    }
-    Ok(Target { url, host, address: first })
+    let rules = egress::Rules { allow_private: state.a2a.push_allow_private, https_only: true };
+    egress::check(raw, rules).await.map_err(|refused| {
+        tracing::info!(url = %egress::redacted(raw), %refused, "A2A push target refused");
+        refused.to_string()
+    })
 }
 
 /// `CreateTaskPushNotificationConfig`.
@@ -383,7 +332,7 @@ async fn deliver(state: &AppState, delivery: &A2aDelivery) -> A2aResult<()> {
             store.a2a_delivery_done(&delivery.id).await?;
         }
         Err(Failure { reason, permanent }) if permanent || delivery.attempts >= MAX_ATTEMPTS => {
-            tracing::warn!(notification = %delivery.id, url = %config.url, %reason, attempts = delivery.attempts, "a2a push notification given up");
+            tracing::warn!(notification = %delivery.id, url = %egress::redacted(&config.url), %reason, attempts = delivery.attempts, "a2a push notification given up");
             metrics::counter!("agentd_a2a_push_given_up_total").increment(1);
             store.a2a_delivery_done(&delivery.id).await?;
         }
@@ -400,10 +349,9 @@ async fn deliver(state: &AppState, delivery: &A2aDelivery) -> A2aResult<()> {
 /// One POST, to the address checked just now.
 async fn send(state: &AppState, config: &A2aPushConfig, delivery: &A2aDelivery) -> Result<(), Failure> {
     let target = check(state, &config.url).await?;
-    let client = reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .resolve(&target.host, target.address)
+    // Pinned to the checked address, and never through a proxy (it would resolve the host itself).
+    let client = target
+        .pin(reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none()))
         .build()
         .map_err(|e| e.to_string())?;
     let timestamp = crate::managed::query::now_ms() / 1000;
