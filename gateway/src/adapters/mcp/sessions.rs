@@ -197,10 +197,11 @@ impl SessionManager for SharedSessions {
 /// workspace's key is refused like an unknown one (404), so it cannot be followed
 /// (`GET`), used or ended (`DELETE`) from there. Kept in Redis next to the session
 /// (`{prefix}:mcp:workspace:{id}`, same lifetime) when sessions are shared, in memory
-/// otherwise.
+/// otherwise (with when each was last used: a binding idle longer than a session worker
+/// may idle belongs to a session that is gone, and is dropped at the next `initialize`).
 pub struct WorkspaceBindings {
     store: Option<Arc<RedisSessions>>,
-    memory: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    memory: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
 }
 
 impl WorkspaceBindings {
@@ -209,13 +210,15 @@ impl WorkspaceBindings {
         Self { store, memory: std::sync::Mutex::default() }
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+    fn memory(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (String, std::time::Instant)>> {
         self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn bind(&self, session: &str, workspace: &str) -> Result<(), redis::RedisError> {
         let Some(store) = &self.store else {
-            self.memory().insert(session.to_owned(), workspace.to_owned());
+            let mut memory = self.memory();
+            memory.retain(|_, (_, used)| used.elapsed() <= WORKER_IDLE);
+            memory.insert(session.to_owned(), (workspace.to_owned(), std::time::Instant::now()));
             return Ok(());
         };
         let mut connection = store.connection.clone();
@@ -230,7 +233,13 @@ impl WorkspaceBindings {
 
     /// The session's workspace (its lifetime extended), `None` when it has none.
     async fn workspace(&self, session: &str) -> Result<Option<String>, redis::RedisError> {
-        let Some(store) = &self.store else { return Ok(self.memory().get(session).cloned()) };
+        let Some(store) = &self.store else {
+            let mut memory = self.memory();
+            return Ok(memory.get_mut(session).map(|(workspace, used)| {
+                *used = std::time::Instant::now();
+                workspace.clone()
+            }));
+        };
         let mut connection = store.connection.clone();
         redis::cmd("GETEX")
             .arg(store.workspace_key(session))
@@ -296,4 +305,26 @@ pub async fn bind_workspace(State(bindings): State<Arc<WorkspaceBindings>>, requ
         tracing::warn!(%error, "MCP session binding not removed; it expires with the session");
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{WORKER_IDLE, WorkspaceBindings};
+
+    #[tokio::test]
+    async fn in_memory_bindings_of_gone_sessions_are_dropped() {
+        let bindings = WorkspaceBindings::new(None);
+        bindings.bind("old", "wrk_a").await.unwrap();
+        bindings.bind("recent", "wrk_a").await.unwrap();
+        let long_ago = Instant::now().checked_sub(WORKER_IDLE + Duration::from_secs(1)).unwrap();
+        bindings.memory().get_mut("old").unwrap().1 = long_ago;
+
+        bindings.bind("new", "wrk_b").await.unwrap();
+
+        assert_eq!(bindings.workspace("old").await.unwrap(), None, "idle past a worker's life: gone");
+        assert_eq!(bindings.workspace("recent").await.unwrap().as_deref(), Some("wrk_a"));
+        assert_eq!(bindings.workspace("new").await.unwrap().as_deref(), Some("wrk_b"));
+    }
 }
