@@ -328,8 +328,14 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
     }
 }
 
-/// The result of a remote call the user interrupted before it was made.
+/// The result of a remote call the user interrupted before it was made (the live
+/// attempt knows it did not make it).
 pub const NOT_MADE_INTERRUPTED: &str = "not made: the user interrupted the turn";
+
+/// The result of a released remote call that history shows interrupted but not
+/// answered: the attempt that released it may have died while making it, so the
+/// decision cannot say it was not made.
+pub const INTERRUPTED_UNANSWERED: &str = "not completed: the user interrupted the turn; if the worker running this call stopped, it may or may not have taken effect";
 
 /// Decides the next step of a thread from its committed history.
 pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
@@ -454,7 +460,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         let is_remote = *kind == "agent.mcp_tool_use" || matches!(classify(agent, name), ToolClass::A2a { .. });
         let released = released_at.get(id).copied().unwrap_or(*at).max(*at);
         if is_remote && last_interrupt.is_some_and(|interrupt| interrupt > released) {
-            before.push(synthetic_result(kind, id, NOT_MADE_INTERRUPTED));
+            before.push(synthetic_result(kind, id, INTERRUPTED_UNANSWERED));
             continue;
         }
         match *kind {
@@ -879,7 +885,7 @@ mod tests {
         let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
         assert_eq!(end[0]["type"], "agent.mcp_tool_result");
         assert_eq!((end[0]["mcp_tool_use_id"].as_str(), end[0]["is_error"].as_bool()), (Some("t1"), Some(true)));
-        assert_eq!(end[0]["content"][0]["text"], NOT_MADE_INTERRUPTED);
+        assert_eq!(end[0]["content"][0]["text"], INTERRUPTED_UNANSWERED);
         assert_eq!(end[1]["type"], "agent.tool_result");
         assert_eq!((end[1]["tool_use_id"].as_str(), end[1]["is_error"].as_bool()), (Some("t2"), Some(true)));
         assert_eq!(end.last().unwrap()["stop_reason"]["type"], "end_turn", "the interrupted turn ends");
@@ -907,7 +913,7 @@ mod tests {
         let decision = decide(&remote_agent(), &history(&asked));
         let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
         assert_eq!(end[0]["mcp_tool_use_id"], "t3");
-        assert_eq!(end[0]["content"][0]["text"], NOT_MADE_INTERRUPTED);
+        assert_eq!(end[0]["content"][0]["text"], INTERRUPTED_UNANSWERED);
     }
 
     #[test]
