@@ -78,3 +78,43 @@ impl TestStore {
         }
     }
 }
+
+/// Runs `body` against a fresh store of `kind` on a manual clock, cleaning up even when
+/// `body` panics (the panic is then resumed). The store conformance suites call it
+/// through [`store_conformance!`](crate::store_conformance).
+pub async fn run_conformance<F, Fut>(kind: Kind, body: F)
+where
+    F: FnOnce(Arc<dyn agentd_schema::Store>, Arc<agentd_schema::ManualClock>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    use futures::FutureExt;
+    let clock = Arc::new(agentd_schema::ManualClock::new(1_700_000_000_000));
+    let test = TestStore::new(kind, clock.clone()).await;
+    let store: Arc<dyn agentd_schema::Store> = test.store.clone();
+    let outcome = std::panic::AssertUnwindSafe(body(store, clock)).catch_unwind().await;
+    test.cleanup().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// One store conformance case: a module `$name` with a SQLite and a PostgreSQL test,
+/// each running `$body(store, clock)` on a fresh store.
+#[macro_export]
+macro_rules! store_conformance {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $crate::stores::run_conformance($crate::stores::Kind::Sqlite, $body).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                $crate::stores::run_conformance($crate::stores::Kind::Postgres, $body).await;
+            }
+        }
+    };
+}

@@ -1,47 +1,11 @@
 //! The A2A part of the store seam (migration 0010: tasks, push configs, push
 //! deliveries), run against SQLite and PostgreSQL alike; each case gets a fresh database.
 
-use std::sync::Arc;
-
-use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, ManualClock, NewEvent, NewSession, Store};
-use agentd_tests::stores::{Kind, TestStore};
+use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, NewEvent, NewSession, Store};
+use agentd_tests::store_conformance as conformance;
 use serde_json::json;
 
 const TERMINAL: &[&str] = &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
-
-macro_rules! conformance {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                run(Kind::Sqlite, $body).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                run(Kind::Postgres, $body).await;
-            }
-        }
-    };
-}
-
-async fn run<F, Fut>(kind: Kind, body: F)
-where
-    F: FnOnce(Arc<dyn Store>, Arc<ManualClock>) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    use futures::FutureExt;
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let test = TestStore::new(kind, clock.clone()).await;
-    let store: Arc<dyn Store> = test.store.clone();
-    let outcome = std::panic::AssertUnwindSafe(body(store, clock)).catch_unwind().await;
-    test.cleanup().await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-}
 
 fn task(id: &str, workspace: &str, context: &str, created_at_ms: i64) -> A2aTask {
     A2aTask {

@@ -1,52 +1,15 @@
 //! The store seam's conformance suite, run against SQLite and PostgreSQL alike.
 //! Each case gets a fresh database (a temp SQLite file or a new PostgreSQL database).
 
-use std::sync::Arc;
-
 use agentd_schema::outbox::{RelayConfig, relay_once};
 use agentd_schema::{
-    Claim, ClaimOutcome, Clock, Heartbeat, IdempotencyBegin, KeyKind, ListQuery, ManualClock, NewEvent, NewResource,
-    NewSession, Settlement, Store, StoreError, Submission, WorkSource,
+    Claim, ClaimOutcome, Clock, Heartbeat, IdempotencyBegin, KeyKind, ListQuery, NewEvent, NewResource, NewSession,
+    Settlement, Store, StoreError, Submission, WorkSource,
 };
-use agentd_tests::stores::{Kind, TestStore};
+use agentd_tests::store_conformance as conformance;
 use serde_json::json;
 
 const LEASE_MS: i64 = 30_000;
-
-/// Runs `body` against a fresh store of each backend, cleaning up even on failure.
-macro_rules! conformance {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                run(Kind::Sqlite, $body).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                run(Kind::Postgres, $body).await;
-            }
-        }
-    };
-}
-
-async fn run<F, Fut>(kind: Kind, body: F)
-where
-    F: FnOnce(Arc<dyn Store>, Arc<ManualClock>) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    use futures::FutureExt;
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let test = TestStore::new(kind, clock.clone()).await;
-    let store: Arc<dyn Store> = test.store.clone();
-    let outcome = std::panic::AssertUnwindSafe(body(store, clock)).catch_unwind().await;
-    test.cleanup().await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-}
 
 async fn session(store: &dyn Store) -> (String, String) {
     let workspace = store.ensure_workspace("acme", "default").await.unwrap();
