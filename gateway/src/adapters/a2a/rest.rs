@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Query, RawPathParams, State};
+use axum::extract::{FromRequestParts, Query, RawPathParams};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -41,15 +42,36 @@ struct Call {
     path: HashMap<String, String>,
 }
 
-impl Call {
-    fn new(state: AppState, tenant: Tenant, headers: HeaderMap, raw: &RawPathParams) -> Self {
+/// Every REST handler's context, extracted once: the tenant admission resolved, the
+/// endpoint (workspace or one agent), the headers and the path parameters.
+impl FromRequestParts<AppState> for Call {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let raw = RawPathParams::from_request_parts(parts, state).await.map_err(IntoResponse::into_response)?;
+        let Extension(tenant) =
+            Extension::<Tenant>::from_request_parts(parts, state).await.map_err(IntoResponse::into_response)?;
         let path: HashMap<String, String> = raw.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
         let endpoint = Endpoint { agent: path.get("agent_id").cloned() };
-        Self { state, tenant, endpoint, headers, path }
+        Ok(Self { state: state.clone(), tenant, endpoint, headers: parts.headers.clone(), path })
     }
+}
 
+impl Call {
     fn path(&self, name: &str) -> String {
         self.path.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Runs `method` with the JSON object in `bytes` (an empty body is `{}`), after
+    /// `fill` adds what the path says.
+    async fn run_with_body(&self, method: &str, bytes: &Bytes, fill: impl FnOnce(&Self, &mut Value)) -> Response {
+        match body(bytes) {
+            Ok(mut params) => {
+                fill(self, &mut params);
+                self.run(method, params).await
+            }
+            Err(error) => failure(&error),
+        }
     }
 
     async fn run(&self, method: &str, params: Value) -> Response {
@@ -97,52 +119,20 @@ fn query(params: HashMap<String, String>) -> Value {
     Value::Object(params.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<Map<_, _>>())
 }
 
-async fn send(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-    b: Bytes,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
-    match body(&b) {
-        Ok(params) => call.run("SendMessage", params).await,
-        Err(error) => failure(&error),
-    }
+async fn send(call: Call, bytes: Bytes) -> Response {
+    call.run_with_body("SendMessage", &bytes, |_, _| {}).await
 }
 
-async fn stream(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-    b: Bytes,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
-    match body(&b) {
-        Ok(params) => call.run("SendStreamingMessage", params).await,
-        Err(error) => failure(&error),
-    }
+async fn stream(call: Call, bytes: Bytes) -> Response {
+    call.run_with_body("SendStreamingMessage", &bytes, |_, _| {}).await
 }
 
-async fn list(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    Call::new(s, t, h, &p).run("ListTasks", query(q)).await
+async fn list(call: Call, Query(q): Query<HashMap<String, String>>) -> Response {
+    call.run("ListTasks", query(q)).await
 }
 
-async fn task_get(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
+/// `GET /tasks/{id}` or `GET /tasks/{id}:subscribe`.
+async fn task_get(call: Call, Query(q): Query<HashMap<String, String>>) -> Response {
     let segment = call.path("task");
     let mut params = query(q);
     match segment.rsplit_once(':') {
@@ -158,87 +148,39 @@ async fn task_get(
     }
 }
 
-async fn task_post(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-    b: Bytes,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
+/// `POST /tasks/{id}:cancel` or `POST /tasks/{id}:subscribe`.
+async fn task_post(call: Call, bytes: Bytes) -> Response {
     let segment = call.path("task");
-    let mut params = match body(&b) {
-        Ok(params) => params,
-        Err(error) => return failure(&error),
-    };
-    let method = match segment.rsplit_once(':') {
-        Some((id, "cancel")) => {
-            params["id"] = json!(id);
-            "CancelTask"
-        }
-        Some((id, "subscribe")) => {
-            params["id"] = json!(id);
-            "SubscribeToTask"
-        }
+    let (id, method) = match segment.rsplit_once(':') {
+        Some((id, "cancel")) => (id, "CancelTask"),
+        Some((id, "subscribe")) => (id, "SubscribeToTask"),
         _ => return failure(&A2aError::method(&format!("POST /tasks/{segment}"))),
     };
-    call.run(method, params).await
+    call.run_with_body(method, &bytes, |_, params| params["id"] = json!(id)).await
 }
 
-async fn push_create(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-    b: Bytes,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
-    let mut params = match body(&b) {
-        Ok(params) => params,
-        Err(error) => return failure(&error),
-    };
-    params["taskId"] = json!(call.path("task"));
-    call.run("CreateTaskPushNotificationConfig", params).await
+async fn push_create(call: Call, bytes: Bytes) -> Response {
+    call.run_with_body("CreateTaskPushNotificationConfig", &bytes, |call, params| {
+        params["taskId"] = json!(call.path("task"));
+    })
+    .await
 }
 
-async fn push_list(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
+async fn push_list(call: Call) -> Response {
     let params = json!({ "taskId": call.path("task") });
     call.run("ListTaskPushNotificationConfigs", params).await
 }
 
-async fn push_get(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
+async fn push_get(call: Call) -> Response {
     let params = json!({ "taskId": call.path("task"), "id": call.path("config") });
     call.run("GetTaskPushNotificationConfig", params).await
 }
 
-async fn push_delete(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-) -> Response {
-    let call = Call::new(s, t, h, &p);
+async fn push_delete(call: Call) -> Response {
     let params = json!({ "taskId": call.path("task"), "id": call.path("config") });
     call.run("DeleteTaskPushNotificationConfig", params).await
 }
 
-async fn extended_card(
-    State(s): State<AppState>,
-    Extension(t): Extension<Tenant>,
-    h: HeaderMap,
-    p: RawPathParams,
-) -> Response {
-    Call::new(s, t, h, &p).run("GetExtendedAgentCard", json!({})).await
+async fn extended_card(call: Call) -> Response {
+    call.run("GetExtendedAgentCard", json!({})).await
 }
