@@ -383,8 +383,6 @@ fn new_event(claim: &Claim, mut body: Value) -> NewEvent {
     }
 }
 
-/// Watches the session's bus channel for committed `user.interrupt` events of this
-/// thread; the value is the highest interrupt sequence number seen.
 /// Control signals to this attempt (`/v1/durable/…/pause` and `wake`).
 struct Control {
     /// Pause requests seen.
@@ -397,38 +395,25 @@ async fn watch_control(bus: &dyn Bus, thread_id: &str, run_id: &str, cancel: &Ca
     use agentd_proto::v1::{ControlSignal, control_signal::Kind};
     let (pause_tx, pause) = watch::channel(0u64);
     let (wake_tx, wake) = watch::channel(0u64);
-    let Ok(mut subscription) = bus.subscribe(&live::control_channel(thread_id)).await else {
-        // Without the bus a pause still reaches the next attempt through the store.
-        return Control { pause, wake };
-    };
     let run_id = run_id.to_owned();
-    let cancel = cancel.clone();
-    tokio::spawn(async move {
-        loop {
-            let item = tokio::select! {
-                () = cancel.cancelled() => return,
-                item = subscription.next() => item,
-            };
-            match item {
-                Some(BusItem::Message(bytes)) => {
-                    let Ok(signal) = ControlSignal::decode(bytes.as_ref()) else { continue };
-                    if signal.run_id != run_id {
-                        continue;
-                    }
-                    match Kind::try_from(signal.kind) {
-                        Ok(Kind::Pause) => pause_tx.send_modify(|n| *n += 1),
-                        Ok(Kind::Wake) => wake_tx.send_modify(|n| *n += 1),
-                        _ => {}
-                    }
-                }
-                Some(BusItem::Gap) => {}
-                None => return,
-            }
+    // Without the bus a pause still reaches the next attempt through the store.
+    on_bus_messages(bus, &live::control_channel(thread_id), cancel, move |bytes| {
+        let Ok(signal) = ControlSignal::decode(bytes) else { return };
+        if signal.run_id != run_id {
+            return;
         }
-    });
+        match Kind::try_from(signal.kind) {
+            Ok(Kind::Pause) => pause_tx.send_modify(|n| *n += 1),
+            Ok(Kind::Wake) => wake_tx.send_modify(|n| *n += 1),
+            _ => {}
+        }
+    })
+    .await;
     Control { pause, wake }
 }
 
+/// Watches the session's bus channel for committed `user.interrupt` events of this
+/// thread; the value is the highest interrupt sequence number seen.
 async fn watch_interrupts(
     bus: &dyn Bus,
     session_id: &str,
@@ -436,11 +421,30 @@ async fn watch_interrupts(
     cancel: &CancellationToken,
 ) -> watch::Receiver<i64> {
     let (tx, rx) = watch::channel(0);
-    let Ok(mut subscription) = bus.subscribe(&live::session_channel(session_id)).await else {
-        // Without the bus an interrupt still lands in history and stops the next step.
-        return rx;
-    };
     let thread_id = thread_id.to_owned();
+    // Without the bus an interrupt still lands in history and stops the next step.
+    on_bus_messages(bus, &live::session_channel(session_id), cancel, move |bytes| {
+        let Ok(message) = LiveEvent::decode(bytes) else { return };
+        if let Some(live_event::Kind::Committed(committed)) = message.kind
+            && message.thread_id == thread_id
+            && committed.body_json.contains("\"user.interrupt\"")
+        {
+            tx.send_replace(committed.seq);
+        }
+    })
+    .await;
+    rx
+}
+
+/// Hands every message published on `channel` to `on_message`, in a task that ends
+/// with `cancel` or the subscription. Does nothing when the bus cannot be subscribed.
+async fn on_bus_messages(
+    bus: &dyn Bus,
+    channel: &str,
+    cancel: &CancellationToken,
+    mut on_message: impl FnMut(&[u8]) + Send + 'static,
+) {
+    let Ok(mut subscription) = bus.subscribe(channel).await else { return };
     let cancel = cancel.clone();
     tokio::spawn(async move {
         loop {
@@ -449,21 +453,12 @@ async fn watch_interrupts(
                 item = subscription.next() => item,
             };
             match item {
-                Some(BusItem::Message(bytes)) => {
-                    let Ok(message) = LiveEvent::decode(bytes.as_ref()) else { continue };
-                    if let Some(live_event::Kind::Committed(committed)) = message.kind
-                        && message.thread_id == thread_id
-                        && committed.body_json.contains("\"user.interrupt\"")
-                    {
-                        tx.send_replace(committed.seq);
-                    }
-                }
+                Some(BusItem::Message(bytes)) => on_message(bytes.as_ref()),
                 Some(BusItem::Gap) => {}
                 None => return,
             }
         }
     });
-    rx
 }
 
 /// The state of one streamed content block.
