@@ -19,9 +19,13 @@ pub struct Family {
     pub noun: &'static str,
 }
 
-/// The stored body with `updated_at` and `archived_at` from the row.
+/// The stored body with its timestamps from the row (`created_at` where the body has
+/// one), so what a resource shows is exactly what `created_at[gte|lte]` filters on.
 pub fn with_lifecycle(resource: &Resource) -> Value {
     let mut out = resource.body.clone();
+    if out.get("created_at").is_some() {
+        out["created_at"] = json!(rfc3339(resource.created_at_ms));
+    }
     out["updated_at"] = json!(rfc3339(resource.updated_at_ms));
     out["archived_at"] = json!(resource.archived_at_ms.map(rfc3339));
     out
