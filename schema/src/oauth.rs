@@ -203,10 +203,7 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// An RFC 3339 timestamp (UTC, `Z`) of `ms`.
-pub fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+pub use crate::live::rfc3339;
 
 /// Milliseconds since the epoch of an RFC 3339 timestamp.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
