@@ -72,6 +72,8 @@ pub fn api(state: AppState) -> Router {
     let v1 = Router::new()
         .merge(managed)
         .fallback(unknown_route)
+        // Every stored field comes from a body: this bounds what any one request can store.
+        .layer(axum::extract::DefaultBodyLimit::max(managed::limits::MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The A2A workspace card lives outside `/v1` (clients resolve

@@ -292,7 +292,8 @@ pub struct Session {
     pub workspace_id: String,
     /// `idle`, `running`, `rescheduling`, `terminated`.
     pub status: String,
-    /// The wire body (agent snapshot, metadata, …).
+    /// The wire body (agent snapshot, metadata, …). Every read of one session holds
+    /// the `agent`; [`Store::list_sessions`] leaves it out (see `agent_snapshot_id`).
     pub body: Value,
     /// The agent the session was created from, for list filters.
     pub agent_id: Option<String>,
@@ -316,6 +317,9 @@ pub struct Session {
     pub inbox_version: i64,
     /// Revision of the session's resources (1 at creation, bumped by every change).
     pub resources_revision: i64,
+    /// The stored agent snapshot the body's `agent` is (shared by every session of the
+    /// same agent configuration; `None` for a body without an agent).
+    pub agent_snapshot_id: Option<String>,
 }
 
 impl Session {
@@ -936,8 +940,13 @@ pub trait Store: Send + Sync + 'static {
     /// session it is bound to (the first binding wins a race).
     async fn bind_thread(&self, workspace_id: &str, thread_key: &str, session_id: &str) -> StoreResult<String>;
 
-    /// Lists sessions of a workspace.
+    /// Lists sessions of a workspace. The bodies come **without** their `agent`: a page
+    /// of sessions of one large agent would otherwise hold a copy per session. Load it
+    /// once per distinct `agent_snapshot_id` with [`Store::agent_snapshot`].
     async fn list_sessions(&self, workspace_id: &str, query: &SessionQuery) -> StoreResult<Vec<Session>>;
+
+    /// A stored agent snapshot (immutable: a changed agent is a new snapshot).
+    async fn agent_snapshot(&self, id: &str) -> StoreResult<Option<Value>>;
 
     /// Marks a session archived (idempotent).
     async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session>;

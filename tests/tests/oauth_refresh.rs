@@ -128,6 +128,7 @@ async fn rig(kind: Kind, token_url: &str) -> Rig {
         running_since_ms: None,
         inbox_version: 0,
         resources_revision: 0,
+        agent_snapshot_id: None,
     };
     Rig { test, store, secrets, session, credential_id, workspace_id: workspace.id }
 }

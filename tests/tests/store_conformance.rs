@@ -490,6 +490,68 @@ conformance!(sessions_list_filter_page_both_ways_and_delete, |store, clock| asyn
     assert!(store.list_events("sesn_01", 0, 10).await.unwrap().is_empty(), "events go with the session");
 });
 
+conformance!(sessions_share_one_agent_snapshot_per_agent_configuration, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let agent = json!({ "type": "agent", "id": "agent_a", "version": 3, "system": "x".repeat(10_000), "tools": [] });
+    let create = |id: &'static str, body: serde_json::Value| {
+        let store = store.clone();
+        let workspace = workspace.id.clone();
+        async move {
+            store
+                .create_session(NewSession {
+                    id: id.into(),
+                    workspace_id: workspace,
+                    status: "idle".into(),
+                    body,
+                    agent_id: Some("agent_a".into()),
+                    agent_version: Some(3),
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let one = create("sesn_01", json!({ "title": "one", "agent": agent })).await;
+    let two = create("sesn_02", json!({ "title": "two", "agent": agent })).await;
+    assert_eq!(one.body["agent"], agent, "create answers with the agent");
+    assert!(one.agent_snapshot_id.is_some());
+    assert_eq!(one.agent_snapshot_id, two.agent_snapshot_id, "sessions of one agent version share a snapshot");
+    let snapshot = one.agent_snapshot_id.clone().unwrap();
+    assert_eq!(store.agent_snapshot(&snapshot).await.unwrap(), Some(agent.clone()));
+    assert_eq!(store.agent_snapshot("asnap_missing").await.unwrap(), None);
+    let read = store.get_session(&workspace.id, "sesn_01").await.unwrap().unwrap();
+    assert_eq!((read.body["agent"].clone(), read.body["title"].clone()), (agent.clone(), json!("one")));
+    assert_eq!(store.load_session("sesn_02").await.unwrap().unwrap().body["agent"], agent);
+    // Lists leave the agent out; its snapshot id says which one it is.
+    let listed = store
+        .list_sessions(&workspace.id, &agentd_schema::SessionQuery { limit: 10, ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    for session in &listed {
+        assert!(session.body.get("agent").is_none(), "{}", session.body);
+        assert_eq!(session.agent_snapshot_id.as_deref(), Some(snapshot.as_str()));
+    }
+    // Changing one session's agent gives it its own snapshot; the other keeps the shared one.
+    let mut changed = read.body.clone();
+    changed["agent"]["tools"] = json!([{ "type": "custom", "name": "t" }]);
+    let (updated, _) = store.update_session(&workspace.id, "sesn_01", changed.clone(), vec![]).await.unwrap();
+    assert_eq!(updated.body, changed, "update answers with the new agent");
+    assert_ne!(updated.agent_snapshot_id.as_deref(), Some(snapshot.as_str()));
+    assert_eq!(store.get_session(&workspace.id, "sesn_01").await.unwrap().unwrap().body, changed);
+    assert_eq!(store.get_session(&workspace.id, "sesn_02").await.unwrap().unwrap().body["agent"], agent);
+    // A body written without an agent keeps the session's snapshot.
+    let mut untouched = json!({ "title": "two, renamed" });
+    let (kept, _) = store.update_session(&workspace.id, "sesn_02", untouched.clone(), vec![]).await.unwrap();
+    untouched["agent"] = agent.clone();
+    assert_eq!(kept.body, untouched);
+    let replaced = store.replace_session_resources(&workspace.id, "sesn_02", None, kept.body.clone(), vec![]);
+    assert_eq!(replaced.await.unwrap().unwrap().0.body["agent"], agent, "resource changes keep the agent");
+    assert_eq!(store.archive_session(&workspace.id, "sesn_02").await.unwrap().body["agent"], agent);
+    // A session without an agent has no snapshot.
+    let bare = create("sesn_03", json!({ "title": "bare" })).await;
+    assert_eq!((bare.agent_snapshot_id, bare.body), (None, json!({ "title": "bare" })));
+});
+
 conformance!(relinquishing_hands_the_run_back_without_spending_budget, |store, clock| async move {
     let (_, session) = session(store.as_ref()).await;
     let run = submit(store.as_ref(), &session, "hi").await.run_id;

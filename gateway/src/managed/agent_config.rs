@@ -7,6 +7,11 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, kind, tag};
+use super::limits::{
+    MAX_AGENT_BYTES, MAX_DESCRIPTION_CHARS, MAX_ID_CHARS, MAX_INPUT_SCHEMA_BYTES, MAX_MCP_SERVER_NAME_CHARS,
+    MAX_MCP_SERVERS, MAX_MULTIAGENT_BYTES, MAX_NAME_CHARS, MAX_ROLE_ARN_CHARS, MAX_SKILLS, MAX_SYSTEM_CHARS,
+    MAX_TOOL_CONFIG_BYTES, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_NAME_CHARS, MAX_TOOLS, MAX_URL_CHARS, json_bytes,
+};
 use crate::error::{ApiError, ApiResult};
 
 /// The configuration fields of an agent (create and update bodies).
@@ -26,15 +31,17 @@ pub const CONFIG_FIELDS: &[&str] = &[
 const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
 const POLICIES: &[&str] = &["always_allow", "always_ask", "auto"];
 const AGENT_TOOLS: &[&str] = &["bash", "edit", "read", "write", "glob", "grep", "web_fetch", "web_search"];
-const MAX_TOOLS: usize = 256;
 
 /// Normalizes a complete configuration (create body, or stored config with an update
 /// applied) into its stored and returned form.
 pub fn normalize(config: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
     let mut out = Map::new();
-    out.insert("name".into(), json!(body::string(config.get("name"), "name", 1, 256)?));
-    out.insert("description".into(), json!(body::optional_string(config.get("description"), "description", 2048)?));
-    out.insert("system".into(), json!(body::optional_string(config.get("system"), "system", 100_000)?));
+    out.insert("name".into(), json!(body::string(config.get("name"), "name", 1, MAX_NAME_CHARS)?));
+    out.insert(
+        "description".into(),
+        json!(body::optional_string(config.get("description"), "description", MAX_DESCRIPTION_CHARS)?),
+    );
+    out.insert("system".into(), json!(body::optional_string(config.get("system"), "system", MAX_SYSTEM_CHARS)?));
     out.insert("model".into(), model(config.get("model"))?);
     let servers = mcp_servers(config.get("mcp_servers"))?;
     let server_names: Vec<String> = servers.iter().filter_map(|s| s["name"].as_str().map(str::to_owned)).collect();
@@ -52,6 +59,13 @@ pub fn normalize(config: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
     out.insert("metadata".into(), Value::Object(metadata));
     out.insert("multiagent".into(), multiagent(config.get("multiagent"))?);
     out.insert("execution_identity".into(), execution_identity(config.get("execution_identity"))?);
+    // Every session of the agent embeds it: one bound for the whole, whatever its parts.
+    let size = json_bytes(&Value::Object(out.clone()));
+    if size > MAX_AGENT_BYTES {
+        return Err(ApiError::invalid(format!(
+            "agent: the configuration is at most {MAX_AGENT_BYTES} bytes of JSON, got {size}"
+        )));
+    }
     Ok(out)
 }
 
@@ -60,7 +74,7 @@ fn model(value: Option<&Value>) -> ApiResult<Value> {
         Some(Value::String(id)) => (id.clone(), None, None, None),
         Some(Value::Object(map)) => {
             body::only_known(map, &["id", "effort", "speed", "inference_geo"], "model")?;
-            let id = body::string(map.get("id"), "model.id", 1, 256)?;
+            let id = body::string(map.get("id"), "model.id", 1, MAX_ID_CHARS)?;
             let effort = match map.get("effort") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(level)) => Some(level.clone()),
@@ -104,15 +118,15 @@ fn model(value: Option<&Value>) -> ApiResult<Value> {
 fn mcp_servers(value: Option<&Value>) -> ApiResult<Vec<Value>> {
     let mut seen = HashSet::new();
     let mut servers = Vec::new();
-    for (i, server) in body::array(value, "mcp_servers", 20)?.iter().enumerate() {
+    for (i, server) in body::array(value, "mcp_servers", MAX_MCP_SERVERS)?.iter().enumerate() {
         let path = format!("mcp_servers[{i}]");
         let map = as_object(server, &path)?;
         body::only_known(map, &["type", "name", "url"], &path)?;
         if tag(map, &path)? != "url" {
             return Err(ApiError::invalid(format!("{path}.type: must be \"url\"")));
         }
-        let name = body::string(map.get("name"), &join(&path, "name"), 1, 255)?;
-        let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
+        let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_MCP_SERVER_NAME_CHARS)?;
+        let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
         if !(url.starts_with("https://") || url.starts_with("http://")) {
             return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
         }
@@ -163,7 +177,7 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                     body::array(map.get("configs"), &join(&path, "configs"), AGENT_TOOLS.len())?.iter().enumerate()
                 {
                     let cpath = format!("{path}.configs[{j}]");
-                    let cmap = as_object(config, &cpath)?;
+                    let cmap = as_object(body::bounded_json(config, &cpath, MAX_TOOL_CONFIG_BYTES)?, &cpath)?;
                     let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, 32)?;
                     if !AGENT_TOOLS.contains(&name.as_str()) {
                         return Err(ApiError::invalid(format!(
@@ -194,7 +208,12 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
             }
             "mcp_toolset" => {
                 body::only_known(map, &["type", "mcp_server_name", "configs", "default_config"], &path)?;
-                let server = body::string(map.get("mcp_server_name"), &join(&path, "mcp_server_name"), 1, 255)?;
+                let server = body::string(
+                    map.get("mcp_server_name"),
+                    &join(&path, "mcp_server_name"),
+                    1,
+                    MAX_MCP_SERVER_NAME_CHARS,
+                )?;
                 if !servers.contains(&server) {
                     return Err(ApiError::invalid(format!(
                         "{path}.mcp_server_name: no mcp_servers entry named {server:?}"
@@ -209,7 +228,7 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                     let cpath = format!("{path}.configs[{j}]");
                     let cmap = as_object(config, &cpath)?;
                     body::only_known(cmap, &["name", "enabled", "permission_policy"], &cpath)?;
-                    let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, 128)?;
+                    let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, MAX_TOOL_NAME_CHARS)?;
                     let tool_enabled =
                         body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
                     let fallback = policy["type"].as_str().unwrap_or("always_ask");
@@ -227,7 +246,7 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
             }
             "custom" => {
                 body::only_known(map, &["type", "name", "description", "input_schema"], &path)?;
-                let name = body::string(map.get("name"), &join(&path, "name"), 1, 128)?;
+                let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_TOOL_NAME_CHARS)?;
                 if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
                     return Err(ApiError::invalid(format!(
                         "{path}.name: only letters, digits, '_' and '-' are allowed"
@@ -236,9 +255,17 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                 if !custom_names.insert(name.clone()) {
                     return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
                 }
-                let description = body::string(map.get("description"), &join(&path, "description"), 1, 10_000)?;
+                let description =
+                    body::string(map.get("description"), &join(&path, "description"), 1, MAX_TOOL_DESCRIPTION_CHARS)?;
                 let schema_path = join(&path, "input_schema");
-                let schema = as_object(map.get("input_schema").unwrap_or(&Value::Null), &schema_path)?;
+                let schema = as_object(
+                    body::bounded_json(
+                        map.get("input_schema").unwrap_or(&Value::Null),
+                        &schema_path,
+                        MAX_INPUT_SCHEMA_BYTES,
+                    )?,
+                    &schema_path,
+                )?;
                 if tag(schema, &schema_path)? != "object" {
                     return Err(ApiError::invalid(format!("{schema_path}.type: must be \"object\"")));
                 }
@@ -250,7 +277,7 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
             // An agentd extension: another agent, called over A2A (docs/api/a2a-tools.md).
             "a2a_agent" => {
                 body::only_known(map, &["type", "name", "url", "description", "permission_policy"], &path)?;
-                let name = body::string(map.get("name"), &join(&path, "name"), 1, 128)?;
+                let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_TOOL_NAME_CHARS)?;
                 if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
                     return Err(ApiError::invalid(format!(
                         "{path}.name: only letters, digits, '_' and '-' are allowed"
@@ -265,7 +292,7 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                 if !custom_names.insert(name.clone()) {
                     return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
                 }
-                let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
+                let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
                 if !(url.starts_with("https://") || url.starts_with("http://")) {
                     return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
                 }
@@ -279,9 +306,11 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                     "url": url,
                     "permission_policy": policy(map.get("permission_policy"), &join(&path, "permission_policy"), "always_allow")?,
                 });
-                if let Some(description) =
-                    body::optional_string(map.get("description"), &join(&path, "description"), 10_000)?
-                {
+                if let Some(description) = body::optional_string(
+                    map.get("description"),
+                    &join(&path, "description"),
+                    MAX_TOOL_DESCRIPTION_CHARS,
+                )? {
                     out["description"] = json!(description);
                 }
                 tool_count += 1;
@@ -304,7 +333,7 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
 
 fn skills(value: Option<&Value>) -> ApiResult<Value> {
     let mut out = Vec::new();
-    for (i, skill) in body::array(value, "skills", 64)?.iter().enumerate() {
+    for (i, skill) in body::array(value, "skills", MAX_SKILLS)?.iter().enumerate() {
         let path = format!("skills[{i}]");
         let map = as_object(skill, &path)?;
         body::only_known(map, &["type", "skill_id", "version"], &path)?;
@@ -312,7 +341,7 @@ fn skills(value: Option<&Value>) -> ApiResult<Value> {
         if kind != "anthropic" && kind != "custom" {
             return Err(ApiError::invalid(format!("{path}.type: must be anthropic or custom, got {kind:?}")));
         }
-        let skill_id = body::string(map.get("skill_id"), &join(&path, "skill_id"), 1, 256)?;
+        let skill_id = body::string(map.get("skill_id"), &join(&path, "skill_id"), 1, MAX_ID_CHARS)?;
         let version =
             body::optional_string(map.get("version"), &join(&path, "version"), 64)?.unwrap_or_else(|| "latest".into());
         out.push(json!({ "type": kind, "skill_id": skill_id, "version": version }));
@@ -326,7 +355,9 @@ fn multiagent(value: Option<&Value>) -> ApiResult<Value> {
         Some(value) => {
             let map = as_object(value, "multiagent")?;
             match tag(map, "multiagent")? {
-                "coordinator" | "multiagent_20261001" => Ok(value.clone()),
+                "coordinator" | "multiagent_20261001" => {
+                    Ok(body::bounded_json(value, "multiagent", MAX_MULTIAGENT_BYTES)?.clone())
+                }
                 other => Err(ApiError::invalid(format!(
                     "multiagent.type: must be coordinator or multiagent_20261001, got {other:?}"
                 ))),
@@ -343,7 +374,7 @@ fn execution_identity(value: Option<&Value>) -> ApiResult<Value> {
             match tag(map, "execution_identity")? {
                 "service_account" => Ok(json!({ "type": "service_account" })),
                 "aws_role" => {
-                    let arn = body::string(map.get("role_arn"), "execution_identity.role_arn", 1, 2048)?;
+                    let arn = body::string(map.get("role_arn"), "execution_identity.role_arn", 1, MAX_ROLE_ARN_CHARS)?;
                     Ok(json!({ "type": "aws_role", "role_arn": arn }))
                 }
                 other => Err(ApiError::invalid(format!(

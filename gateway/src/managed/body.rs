@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use serde_json::{Map, Value};
 
+use super::limits::{self, MAX_METADATA_KEY_CHARS, MAX_METADATA_PAIRS, MAX_METADATA_VALUE_CHARS};
 use crate::error::{ApiError, ApiResult};
 
 /// Parses a JSON object body. An empty body (the SDK sends one on body-less POSTs)
@@ -93,31 +94,42 @@ pub fn tag<'a>(map: &'a Map<String, Value>, path: &str) -> ApiResult<&'a str> {
 
 /// Metadata: at most 16 string pairs, keys ≤ 64 and values ≤ 512 characters.
 pub fn metadata(map: &Map<String, Value>, path: &str) -> ApiResult<Map<String, Value>> {
-    if map.len() > 16 {
+    if map.len() > MAX_METADATA_PAIRS {
         return Err(ApiError::invalid_with_code(
             "invalid_metadata",
-            format!("{path}: at most 16 keys, got {}", map.len()),
+            format!("{path}: at most {MAX_METADATA_PAIRS} keys, got {}", map.len()),
         ));
     }
     for (key, value) in map {
-        if key.is_empty() || key.chars().count() > 64 {
+        if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_CHARS {
+            // The key itself may be huge: name it by its length, not its text.
+            let shown: String = key.chars().take(MAX_METADATA_KEY_CHARS).collect();
             return Err(ApiError::invalid_with_code(
                 "invalid_metadata",
-                format!("{path}: key {key:?} must be 1 to 64 characters"),
+                format!("{path}: key {shown:?} must be 1 to {MAX_METADATA_KEY_CHARS} characters"),
             ));
         }
         match value {
-            Value::String(text) if text.chars().count() <= 512 => {}
+            Value::String(text) if text.chars().count() <= MAX_METADATA_VALUE_CHARS => {}
             Value::String(_) => {
                 return Err(ApiError::invalid_with_code(
                     "invalid_metadata",
-                    format!("{path}.{key}: at most 512 characters"),
+                    format!("{path}.{key}: at most {MAX_METADATA_VALUE_CHARS} characters"),
                 ));
             }
             other => return Err(ApiError::invalid(format!("{path}.{key}: expected a string, got {}", kind(other)))),
         }
     }
     Ok(map.clone())
+}
+
+/// A JSON value stored as sent: at most `max` bytes of compact JSON.
+pub fn bounded_json<'a>(value: &'a Value, path: &str, max: usize) -> ApiResult<&'a Value> {
+    let size = limits::json_bytes(value);
+    if size > max {
+        return Err(ApiError::invalid(format!("{path}: at most {max} bytes of JSON, got {size}")));
+    }
+    Ok(value)
 }
 
 /// An optional `metadata` field of a create body (absent or `null` is empty).

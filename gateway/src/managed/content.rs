@@ -4,6 +4,9 @@
 use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, tag};
+use super::limits::{
+    MAX_CONTENT_BLOCKS, MAX_DENY_MESSAGE_CHARS, MAX_ID_CHARS, MAX_OUTCOME_CHARS, MAX_SOURCE_CHARS, MAX_TEXT_CHARS,
+};
 use crate::error::{ApiError, ApiResult};
 
 /// Which block types a field accepts.
@@ -32,7 +35,7 @@ pub fn blocks(value: Option<&Value>, path: &str, kind: Blocks, required: bool) -
     if required && value.is_none_or(|v| v.as_array().is_none_or(|a| a.is_empty())) {
         return Err(ApiError::invalid(format!("{path}: at least one content block is required")));
     }
-    let items = body::array(value, path, 1000)?;
+    let items = body::array(value, path, MAX_CONTENT_BLOCKS)?;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let bpath = format!("{path}[{i}]");
@@ -47,7 +50,7 @@ pub fn blocks(value: Option<&Value>, path: &str, kind: Blocks, required: bool) -
         match block_type {
             "text" => {
                 body::only_known(map, &["type", "text"], &bpath)?;
-                body::string(map.get("text"), &join(&bpath, "text"), 0, 1_000_000)?;
+                body::string(map.get("text"), &join(&bpath, "text"), 0, MAX_TEXT_CHARS)?;
             }
             "image" => {
                 body::only_known(map, &["type", "source"], &bpath)?;
@@ -81,7 +84,7 @@ fn source(value: Option<&Value>, path: &str, kinds: &[&str]) -> ApiResult<()> {
         "url" => "url",
         _ => "file_id",
     };
-    body::string(map.get(field), &join(path, field), 1, 50_000_000)?;
+    body::string(map.get(field), &join(path, field), 1, MAX_SOURCE_CHARS)?;
     Ok(())
 }
 
@@ -112,13 +115,14 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
             body::only_known(map, &["type", "tool_use_id", "result", "deny_message"], path)?;
             out.insert(
                 "tool_use_id".into(),
-                json!(body::string(map.get("tool_use_id"), &join(path, "tool_use_id"), 1, 256)?),
+                json!(body::string(map.get("tool_use_id"), &join(path, "tool_use_id"), 1, MAX_ID_CHARS)?),
             );
             let result = body::string(map.get("result"), &join(path, "result"), 1, 8)?;
             if result != "allow" && result != "deny" {
                 return Err(ApiError::invalid(format!("{path}.result: must be allow or deny, got {result:?}")));
             }
-            let deny_message = body::optional_string(map.get("deny_message"), &join(path, "deny_message"), 10_000)?;
+            let deny_message =
+                body::optional_string(map.get("deny_message"), &join(path, "deny_message"), MAX_DENY_MESSAGE_CHARS)?;
             if deny_message.is_some() && result != "deny" {
                 return Err(ApiError::invalid(format!("{path}.deny_message: only allowed when result is deny")));
             }
@@ -128,7 +132,10 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
         "user.custom_tool_result" | "user.tool_result" => {
             let id_field = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
             body::only_known(map, &["type", id_field, "content", "is_error"], path)?;
-            out.insert(id_field.into(), json!(body::string(map.get(id_field), &join(path, id_field), 1, 256)?));
+            out.insert(
+                id_field.into(),
+                json!(body::string(map.get(id_field), &join(path, id_field), 1, MAX_ID_CHARS)?),
+            );
             out.insert(
                 "content".into(),
                 blocks(map.get("content"), &join(path, "content"), Blocks::ToolResult, false)?,
@@ -142,14 +149,14 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
             body::only_known(map, &["type", "description", "rubric", "max_iterations"], path)?;
             out.insert(
                 "description".into(),
-                json!(body::string(map.get("description"), &join(path, "description"), 1, 100_000)?),
+                json!(body::string(map.get("description"), &join(path, "description"), 1, MAX_OUTCOME_CHARS)?),
             );
             let rubric_path = join(path, "rubric");
             let rubric = as_object(map.get("rubric").unwrap_or(&Value::Null), &rubric_path)?;
             match tag(rubric, &rubric_path)? {
                 "text" => {
                     body::only_known(rubric, &["type", "content"], &rubric_path)?;
-                    body::string(rubric.get("content"), &join(&rubric_path, "content"), 1, 100_000)?;
+                    body::string(rubric.get("content"), &join(&rubric_path, "content"), 1, MAX_OUTCOME_CHARS)?;
                 }
                 "file" => {
                     body::only_known(rubric, &["type", "file_id"], &rubric_path)?;

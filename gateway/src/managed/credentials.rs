@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, tag};
 use super::family::{Family, with_lifecycle};
+use super::limits::{MAX_ALLOWED_HOSTS, MAX_DISPLAY_NAME_CHARS, MAX_SECRET_BYTES, MAX_URL_CHARS};
 use super::query::{now_ms, rfc3339};
 use super::vaults;
 use crate::AppState;
@@ -39,8 +40,10 @@ async fn load(store: &dyn Store, tenant: &Tenant, vault_id: &str, id: &str) -> A
 /// A required secret string; its value never appears in an error message.
 fn secret(map: &Map<String, Value>, key: &str, path: &str) -> ApiResult<String> {
     match map.get(key) {
-        Some(Value::String(text)) if !text.is_empty() && text.len() <= 16_384 => Ok(text.clone()),
-        Some(Value::String(_)) => Err(ApiError::invalid(format!("{}: must be 1 to 16384 characters", join(path, key)))),
+        Some(Value::String(text)) if !text.is_empty() && text.len() <= MAX_SECRET_BYTES => Ok(text.clone()),
+        Some(Value::String(_)) => {
+            Err(ApiError::invalid(format!("{}: must be 1 to {MAX_SECRET_BYTES} bytes", join(path, key))))
+        }
         None | Some(Value::Null) => Err(ApiError::invalid(format!("{}: required", join(path, key)))),
         Some(other) => {
             Err(ApiError::invalid(format!("{}: expected a string, got {}", join(path, key), body::kind(other))))
@@ -49,7 +52,7 @@ fn secret(map: &Map<String, Value>, key: &str, path: &str) -> ApiResult<String> 
 }
 
 fn url(map: &Map<String, Value>, key: &str, path: &str) -> ApiResult<String> {
-    let url = body::string(map.get(key), &join(path, key), 1, 2048)?;
+    let url = body::string(map.get(key), &join(path, key), 1, MAX_URL_CHARS)?;
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(ApiError::invalid(format!("{}: must be an http(s) URL", join(path, key))));
     }
@@ -78,7 +81,7 @@ fn networking(value: Option<&Value>, path: &str) -> ApiResult<Value> {
         "limited" => {
             body::only_known(map, &["type", "allowed_hosts"], path)?;
             let hosts_path = join(path, "allowed_hosts");
-            let hosts = body::array(map.get("allowed_hosts"), &hosts_path, 16)?;
+            let hosts = body::array(map.get("allowed_hosts"), &hosts_path, MAX_ALLOWED_HOSTS)?;
             for (i, host) in hosts.iter().enumerate() {
                 let host =
                     host.as_str().ok_or_else(|| ApiError::invalid(format!("{hosts_path}[{i}]: expected a string")))?;
@@ -289,7 +292,7 @@ fn update_auth(value: &Value, public: &Value, secrets: &mut Map<String, Value>) 
 }
 
 fn display_name(value: Option<&Value>) -> ApiResult<Value> {
-    Ok(json!(body::optional_string(value, "display_name", 255)?))
+    Ok(json!(body::optional_string(value, "display_name", MAX_DISPLAY_NAME_CHARS)?))
 }
 
 /// `POST /v1/vaults/{vault_id}/credentials`.

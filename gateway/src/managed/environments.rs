@@ -11,6 +11,9 @@ use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, tag};
 use super::family::{Family, with_lifecycle};
+use super::limits::{
+    MAX_DESCRIPTION_CHARS, MAX_ENVIRONMENT_HOSTS, MAX_HOST_CHARS, MAX_NAME_CHARS, MAX_PACKAGE_CHARS, MAX_PACKAGES,
+};
 use super::query::{now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
@@ -79,7 +82,12 @@ fn cloud(request: &Map<String, Value>, stored: Option<&Value>) -> ApiResult<Valu
                     };
                     let hosts = match map.get("allowed_hosts") {
                         None => previous.map(|p| p["allowed_hosts"].clone()).unwrap_or_else(|| json!([])),
-                        Some(value) => strings(Some(value), "config.networking.allowed_hosts")?,
+                        Some(value) => strings(
+                            Some(value),
+                            "config.networking.allowed_hosts",
+                            MAX_ENVIRONMENT_HOSTS,
+                            MAX_HOST_CHARS,
+                        )?,
                     };
                     json!({
                         "type": "limited",
@@ -123,18 +131,20 @@ fn packages(map: &Map<String, Value>) -> ApiResult<Value> {
     }
     let mut out = Map::new();
     for manager in PACKAGE_MANAGERS {
-        out.insert((*manager).into(), strings(map.get(*manager), &format!("config.packages.{manager}"))?);
+        out.insert(
+            (*manager).into(),
+            strings(map.get(*manager), &format!("config.packages.{manager}"), MAX_PACKAGES, MAX_PACKAGE_CHARS)?,
+        );
     }
     out.insert("type".into(), json!("packages"));
     Ok(Value::Object(out))
 }
 
-fn strings(value: Option<&Value>, path: &str) -> ApiResult<Value> {
-    let items = body::array(value, path, 1000)?;
+/// A list of at most `max` strings of 1 to `max_chars` characters.
+fn strings(value: Option<&Value>, path: &str, max: usize, max_chars: usize) -> ApiResult<Value> {
+    let items = body::array(value, path, max)?;
     for (i, item) in items.iter().enumerate() {
-        if !item.is_string() {
-            return Err(ApiError::invalid(format!("{path}[{i}]: expected a string, got {}", body::kind(item))));
-        }
+        body::string(Some(item), &format!("{path}[{i}]"), 0, max_chars)?;
     }
     Ok(Value::Array(items.to_vec()))
 }
@@ -164,10 +174,10 @@ pub async fn create(
     let environment = json!({
         "type": "environment",
         "id": id,
-        "name": body::string(request.get("name"), "name", 1, 256)?,
+        "name": body::string(request.get("name"), "name", 1, MAX_NAME_CHARS)?,
         "description": match request.get("description") {
             None | Some(Value::Null) => Value::Null,
-            Some(_) => json!(body::string(request.get("description"), "description", 0, 2048)?),
+            Some(_) => json!(body::string(request.get("description"), "description", 0, MAX_DESCRIPTION_CHARS)?),
         },
         "config": config(request.get("config"), None)?,
         "metadata": metadata,
@@ -207,9 +217,9 @@ pub async fn update(
     for (field, value) in &request {
         let updated = match field.as_str() {
             "name" if value.is_null() => return Err(ApiError::invalid("name: cannot be cleared")),
-            "name" => json!(body::string(Some(value), "name", 1, 256)?),
+            "name" => json!(body::string(Some(value), "name", 1, MAX_NAME_CHARS)?),
             "description" if value.is_null() => Value::Null,
-            "description" => json!(body::string(Some(value), "description", 0, 2048)?),
+            "description" => json!(body::string(Some(value), "description", 0, MAX_DESCRIPTION_CHARS)?),
             "config" => config(Some(value), current.body.get("config"))?,
             "scope" => scope(Some(value))?,
             "metadata" => {

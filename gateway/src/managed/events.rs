@@ -229,7 +229,7 @@ pub async fn send(
     if session.status == "terminated" {
         return Err(ApiError::invalid(format!("session {id} is terminated and accepts no events")));
     }
-    let items = body::array(request.get("events"), "events", 50)?;
+    let items = body::array(request.get("events"), "events", super::limits::MAX_EVENTS_PER_REQUEST)?;
     let budget_reached = agentd_schema::budget::Standing::of(&session.body, &session.usage).reached();
     if items.is_empty() {
         return Err(ApiError::invalid("events: at least one event is required"));

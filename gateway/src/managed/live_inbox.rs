@@ -40,7 +40,7 @@ async fn session(state: &AppState, tenant: &Tenant, id: &str) -> ApiResult<Strin
 
 /// Text content blocks: a non-empty array of `{"type":"text","text":…}`.
 fn content(map: &Map<String, Value>) -> ApiResult<Value> {
-    let blocks = body::array(map.get("content"), "content", 100)?;
+    let blocks = body::array(map.get("content"), "content", super::limits::MAX_INBOX_BLOCKS)?;
     if blocks.is_empty() {
         return Err(ApiError::invalid("content: at least one block is required"));
     }
@@ -50,7 +50,7 @@ fn content(map: &Map<String, Value>) -> ApiResult<Value> {
         if block.get("type").and_then(Value::as_str) != Some("text") {
             return Err(ApiError::invalid(format!("content[{i}].type: only text blocks are accepted")));
         }
-        body::string(block.get("text"), &format!("content[{i}].text"), 1, 100_000)?;
+        body::string(block.get("text"), &format!("content[{i}].text"), 1, super::limits::MAX_INBOX_TEXT_CHARS)?;
     }
     Ok(Value::Array(blocks.to_vec()))
 }

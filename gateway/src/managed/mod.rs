@@ -10,6 +10,7 @@ pub mod environment_keys;
 pub mod environments;
 pub mod events;
 pub mod family;
+pub mod limits;
 pub mod live_inbox;
 mod mcp_probe;
 pub mod models;

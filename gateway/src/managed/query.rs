@@ -7,6 +7,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::DateTime;
 
+use super::limits::{MAX_LIST_PAGE_BYTES, json_bytes};
 use crate::error::{ApiError, ApiResult};
 
 /// Parsed query parameters, in order.
@@ -103,17 +104,41 @@ pub fn decode_cursor(cursor: &str) -> ApiResult<String> {
 }
 
 /// The `{"data":…,"next_page":…}` page of cursor-paginated lists. `rows` holds up to
-/// `limit + 1` items; the extra one only says whether another page exists.
+/// `limit + 1` items; the extra one only says whether another page exists. A page also
+/// ends once its items have passed [`MAX_LIST_PAGE_BYTES`] of JSON; its cursor then
+/// points at the last item returned, so the next page starts right after it.
 pub fn cursor_page<T>(
+    rows: Vec<T>,
+    limit: i64,
+    key: impl Fn(&T) -> String,
+    render: impl Fn(&T) -> serde_json::Value,
+) -> serde_json::Value {
+    bounded_page(rows, limit, MAX_LIST_PAGE_BYTES, key, render)
+}
+
+fn bounded_page<T>(
     mut rows: Vec<T>,
     limit: i64,
+    max_bytes: usize,
     key: impl Fn(&T) -> String,
     render: impl Fn(&T) -> serde_json::Value,
 ) -> serde_json::Value {
     let more = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
-    let next_page = if more { rows.last().map(|last| encode_cursor(&key(last))) } else { None };
-    serde_json::json!({ "data": rows.iter().map(render).collect::<Vec<_>>(), "next_page": next_page })
+    let mut data = Vec::with_capacity(rows.len());
+    let mut bytes = 0;
+    for row in &rows {
+        if bytes > max_bytes {
+            break;
+        }
+        let item = render(row);
+        bytes += json_bytes(&item) + 1;
+        data.push(item);
+    }
+    let cut = data.len() < rows.len();
+    let last = data.len().checked_sub(1).and_then(|i| rows.get(i));
+    let next_page = if more || cut { last.map(|last| encode_cursor(&key(last))) } else { None };
+    serde_json::json!({ "data": data, "next_page": next_page })
 }
 
 #[cfg(test)]
@@ -130,6 +155,26 @@ mod tests {
         assert_eq!(query.datetime_ms("created_at[gte]").unwrap(), Some(1_767_225_600_000));
         assert_eq!(query.int("limit", 1, 100).unwrap(), Some(5));
         assert!(query.int("limit", 10, 100).is_err());
+    }
+
+    #[test]
+    fn a_page_ends_once_past_its_byte_bound_and_its_cursor_resumes_after_the_last_item() {
+        let rows: Vec<i64> = (1..=10).collect();
+        let item = |n: &i64| serde_json::json!({ "n": n, "pad": "x".repeat(100) });
+        // Each item is ~117 bytes: past 250 bytes after the third.
+        let page = bounded_page(rows.clone(), 10, 250, |n| n.to_string(), item);
+        assert_eq!(page["data"].as_array().unwrap().len(), 3);
+        assert_eq!(decode_cursor(page["next_page"].as_str().unwrap()).unwrap(), "3");
+        // A single item larger than the bound is still returned, alone.
+        let page = bounded_page(rows.clone(), 10, 10, |n| n.to_string(), item);
+        assert_eq!(page["data"].as_array().unwrap().len(), 1);
+        assert_eq!(decode_cursor(page["next_page"].as_str().unwrap()).unwrap(), "1");
+        // Under the bound, the count bound alone decides, and the last page has no cursor.
+        let page = bounded_page(rows.clone(), 10, 1 << 20, |n| n.to_string(), item);
+        assert_eq!(page["data"].as_array().unwrap().len(), 10);
+        assert!(page["next_page"].is_null());
+        let page = bounded_page(rows, 4, 1 << 20, |n| n.to_string(), item);
+        assert_eq!(decode_cursor(page["next_page"].as_str().unwrap()).unwrap(), "4");
     }
 
     #[test]

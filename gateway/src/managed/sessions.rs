@@ -2,10 +2,14 @@
 //! `session.updated` with only what changed), list with bidirectional pages, archive
 //! and delete (which ends open streams with `session.deleted`).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use agentd_schema::{NewEvent, NewSession, Session, SessionQuery, Store, TimeBounds};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::Uri;
+use axum::http::{Uri, header};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
@@ -13,6 +17,10 @@ use super::agent_config::{self, normalize};
 use super::body::{self, as_object, join, tag};
 use super::content;
 use super::events::submit_and_publish;
+use super::limits::{
+    MAX_CHECKOUT_BYTES, MAX_EVENTS_PER_REQUEST, MAX_ID_CHARS, MAX_INSTRUCTIONS_CHARS, MAX_LIST_PAGE_BYTES,
+    MAX_MOUNT_PATH_CHARS, MAX_SESSION_RESOURCES, MAX_TITLE_CHARS, MAX_TOKEN_CHARS, MAX_URL_CHARS, MAX_VAULT_IDS,
+};
 use super::query::{Query, decode_cursor, encode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
@@ -95,7 +103,7 @@ async fn agent_snapshot(store: &dyn Store, tenant: &Tenant, value: Option<&Value
                 .filter(|(k, _)| !["type", "id", "version"].contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            (body::string(map.get("id"), "agent.id", 1, 256)?, version, overrides)
+            (body::string(map.get("id"), "agent.id", 1, MAX_ID_CHARS)?, version, overrides)
         }
         None | Some(Value::Null) => return Err(ApiError::invalid("agent: required")),
         Some(other) => {
@@ -170,44 +178,49 @@ fn budget(value: &Value, agent: &Value) -> ApiResult<Value> {
 pub(super) fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets::SecretBox) -> ApiResult<Value> {
     let now = rfc3339(now_ms());
     let mut out = Vec::new();
-    for (i, item) in body::array(value, "resources", 100)?.iter().enumerate() {
+    for (i, item) in body::array(value, "resources", MAX_SESSION_RESOURCES)?.iter().enumerate() {
         let path = format!("resources[{i}]");
         let map = as_object(item, &path)?;
         let id = agentd_schema::ids::new_id("sres");
         let resource = match tag(map, &path)? {
             "file" => {
                 body::only_known(map, &["type", "file_id", "mount_path"], &path)?;
-                let file_id = body::string(map.get("file_id"), &join(&path, "file_id"), 1, 256)?;
-                let mount = body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), 1024)?
-                    .unwrap_or_else(|| format!("/mnt/session/uploads/{file_id}"));
+                let file_id = body::string(map.get("file_id"), &join(&path, "file_id"), 1, MAX_ID_CHARS)?;
+                let mount =
+                    body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), MAX_MOUNT_PATH_CHARS)?
+                        .unwrap_or_else(|| format!("/mnt/session/uploads/{file_id}"));
                 json!({ "type": "file", "id": id, "file_id": file_id, "mount_path": mount, "created_at": now, "updated_at": now })
             }
             "github_repository" => {
                 body::only_known(map, &["type", "url", "authorization_token", "checkout", "mount_path"], &path)?;
-                let url = body::string(map.get("url"), &join(&path, "url"), 1, 2048)?;
+                let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
                 let repo =
                     url.trim_end_matches('/').trim_end_matches(".git").rsplit('/').next().unwrap_or("repo").to_owned();
-                let mount = body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), 1024)?
-                    .unwrap_or_else(|| format!("/workspace/{repo}"));
+                let mount =
+                    body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), MAX_MOUNT_PATH_CHARS)?
+                        .unwrap_or_else(|| format!("/workspace/{repo}"));
                 let mut resource = json!({
                     "type": "github_repository", "id": id, "url": url, "mount_path": mount,
-                    "checkout": map.get("checkout").cloned().unwrap_or(Value::Null), "created_at": now, "updated_at": now,
+                    "checkout": body::bounded_json(map.get("checkout").unwrap_or(&Value::Null), &join(&path, "checkout"), MAX_CHECKOUT_BYTES)?, "created_at": now, "updated_at": now,
                 });
                 // Write-only: sealed, never rendered (see `render_resources`).
-                if let Some(token) =
-                    body::optional_string(map.get("authorization_token"), &join(&path, "authorization_token"), 4096)?
-                {
+                if let Some(token) = body::optional_string(
+                    map.get("authorization_token"),
+                    &join(&path, "authorization_token"),
+                    MAX_TOKEN_CHARS,
+                )? {
                     resource["_sealed"] = json!(secrets.seal(&id, &json!({ "authorization_token": token })));
                 }
                 resource
             }
             "memory_store" => {
                 body::only_known(map, &["type", "memory_store_id", "access", "instructions"], &path)?;
-                let store_id = body::string(map.get("memory_store_id"), &join(&path, "memory_store_id"), 1, 256)?;
+                let store_id =
+                    body::string(map.get("memory_store_id"), &join(&path, "memory_store_id"), 1, MAX_ID_CHARS)?;
                 json!({
                     "type": "memory_store", "memory_store_id": store_id,
                     "access": map.get("access").and_then(Value::as_str).unwrap_or("read_write"),
-                    "instructions": body::optional_string(map.get("instructions"), &join(&path, "instructions"), 4096)?,
+                    "instructions": body::optional_string(map.get("instructions"), &join(&path, "instructions"), MAX_INSTRUCTIONS_CHARS)?,
                     "description": "", "name": null, "mount_path": null,
                 })
             }
@@ -244,7 +257,7 @@ pub async fn create(
     body::only_known(&request, CREATE_FIELDS, "")?;
     let store = state.backends.store.as_ref();
     let agent = agent_snapshot(store, &tenant, request.get("agent")).await?;
-    let environment_id = body::string(request.get("environment_id"), "environment_id", 1, 256)?;
+    let environment_id = body::string(request.get("environment_id"), "environment_id", 1, MAX_ID_CHARS)?;
     let environment =
         store.get_resource(&tenant.workspace_id, "environment", &environment_id).await?.ok_or_else(|| {
             ApiError::invalid(format!("environment_id: no environment {environment_id} in this workspace"))
@@ -256,7 +269,7 @@ pub async fn create(
         ));
     }
     let mut vault_ids = Vec::new();
-    for (i, id) in body::array(request.get("vault_ids"), "vault_ids", 50)?.iter().enumerate() {
+    for (i, id) in body::array(request.get("vault_ids"), "vault_ids", MAX_VAULT_IDS)?.iter().enumerate() {
         let id = id.as_str().ok_or_else(|| ApiError::invalid(format!("vault_ids[{i}]: expected a string")))?;
         if store.get_resource(&tenant.workspace_id, "vault", id).await?.is_none() {
             return Err(ApiError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));
@@ -269,7 +282,9 @@ pub async fn create(
     };
     let metadata = body::optional_metadata(request.get("metadata"))?;
     let mut initial = Vec::new();
-    for (i, event) in body::array(request.get("initial_events"), "initial_events", 50)?.iter().enumerate() {
+    for (i, event) in
+        body::array(request.get("initial_events"), "initial_events", MAX_EVENTS_PER_REQUEST)?.iter().enumerate()
+    {
         let path = format!("initial_events[{i}]");
         let stored = content::client_event(event, &path)?;
         let kind = stored["type"].as_str().unwrap_or_default().to_owned();
@@ -296,7 +311,7 @@ pub async fn create(
         "agent": agent,
         "environment_id": environment_id,
         "metadata": metadata,
-        "title": body::optional_string(request.get("title"), "title", 1024)?,
+        "title": body::optional_string(request.get("title"), "title", MAX_TITLE_CHARS)?,
         "vault_ids": vault_ids,
         "budget": budget,
         "resources": resources(request.get("resources"), &state.secrets)?,
@@ -415,7 +430,7 @@ pub async fn update(
         }
     }
     if let Some(title) = request.get("title") {
-        let title = json!(body::optional_string(Some(title), "title", 1024)?);
+        let title = json!(body::optional_string(Some(title), "title", MAX_TITLE_CHARS)?);
         if title != current.body["title"] {
             changed.insert("title".into(), title.clone());
             next["title"] = title;
@@ -436,12 +451,13 @@ pub async fn update(
     Ok(Json(without_secrets(render(&session))))
 }
 
-/// `GET /v1/sessions`: newest first by default, pages both ways.
+/// `GET /v1/sessions`: newest first by default, pages both ways, at most `limit`
+/// sessions and about [`MAX_LIST_PAGE_BYTES`] of JSON per page.
 pub async fn list(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     uri: Uri,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let query = Query::from_uri(&uri);
     let limit = query.int("limit", 1, 1000)?.unwrap_or(20);
     let descending = query.descending(true)?;
@@ -478,26 +494,88 @@ pub async fn list(
         descending,
     };
     let mut rows = state.backends.store.list_sessions(&tenant.workspace_id, &session_query).await?;
+    let store = state.backends.store.as_ref();
+    let mut agents = AgentCache::default();
+    let backwards = before_id.is_some();
+    // Rows nearest the cursor come first in `scan`; the extra row (if any) comes last.
     let more = rows.len() as i64 > limit;
-    let (next_page, prev_page);
-    if before_id.is_some() {
-        // Paging backwards: the extra row lies before the page; rows after it exist
-        // (we came from there).
+    if backwards {
         if more {
             rows.remove(0);
         }
-        next_page = rows.last().map(|last| encode_cursor(&format!("n:{}", last.id)));
-        prev_page = rows.first().filter(|_| more).map(|first| encode_cursor(&format!("p:{}", first.id)));
+        rows.reverse();
     } else {
         rows.truncate(limit as usize);
-        next_page = rows.last().filter(|_| more).map(|last| encode_cursor(&format!("n:{}", last.id)));
+    }
+    // The byte bound: stop once the page has passed it, the rest comes on the next page.
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    for session in &rows {
+        if bytes > MAX_LIST_PAGE_BYTES {
+            break;
+        }
+        let item = render_listed(store, &mut agents, session).await?;
+        bytes += item.len() + 1;
+        items.push(item);
+    }
+    let cut = items.len() < rows.len();
+    rows.truncate(items.len());
+    let (next_page, prev_page);
+    if backwards {
+        rows.reverse();
+        items.reverse();
+        // Paging backwards: rows after this page exist (we came from there).
+        next_page = rows.last().map(|last| encode_cursor(&format!("n:{}", last.id)));
+        prev_page = rows.first().filter(|_| more || cut).map(|first| encode_cursor(&format!("p:{}", first.id)));
+    } else {
+        next_page = rows.last().filter(|_| more || cut).map(|last| encode_cursor(&format!("n:{}", last.id)));
         prev_page = rows.first().filter(|_| after_id.is_some()).map(|first| encode_cursor(&format!("p:{}", first.id)));
     }
-    Ok(Json(json!({
-        "data": rows.iter().map(|s| without_secrets(render(s))).collect::<Vec<_>>(),
-        "next_page": next_page,
-        "prev_page": prev_page,
-    })))
+    let mut page = Vec::with_capacity(bytes + 128);
+    page.extend_from_slice(b"{\"data\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            page.push(b',');
+        }
+        page.extend_from_slice(item);
+    }
+    page.extend_from_slice(b"],\"next_page\":");
+    page.extend_from_slice(json!(next_page).to_string().as_bytes());
+    page.extend_from_slice(b",\"prev_page\":");
+    page.extend_from_slice(json!(prev_page).to_string().as_bytes());
+    page.push(b'}');
+    Ok(([(header::CONTENT_TYPE, "application/json")], page).into_response())
+}
+
+/// Agent snapshots of one list page, each loaded and serialized once however many
+/// sessions share it.
+#[derive(Default)]
+struct AgentCache(HashMap<String, Arc<Vec<u8>>>);
+
+/// One session of a list as JSON bytes: its rendered body with its agent snapshot
+/// spliced in (the same object `retrieve` answers), without copying the agent per session.
+async fn render_listed(store: &dyn Store, agents: &mut AgentCache, session: &Session) -> ApiResult<Vec<u8>> {
+    let rest = serde_json::to_vec(&without_secrets(render(session)))
+        .map_err(|e| ApiError::Internal(format!("session {}: {e}", session.id)))?;
+    let Some(snapshot) = &session.agent_snapshot_id else { return Ok(rest) };
+    let agent = match agents.0.get(snapshot) {
+        Some(agent) => agent.clone(),
+        None => {
+            let agent = store.agent_snapshot(snapshot).await?.ok_or_else(|| {
+                ApiError::Internal(format!("session {}: agent snapshot {snapshot} is missing", session.id))
+            })?;
+            let agent = Arc::new(serde_json::to_vec(&agent).unwrap_or_default());
+            agents.0.insert(snapshot.clone(), agent.clone());
+            agent
+        }
+    };
+    // `rest` is a non-empty object (it has at least `type` and `id`): `{"agent":…,` + its members.
+    let mut item = Vec::with_capacity(rest.len() + agent.len() + 10);
+    item.extend_from_slice(b"{\"agent\":");
+    item.extend_from_slice(&agent);
+    item.push(b',');
+    item.extend_from_slice(&rest[1..]);
+    Ok(item)
 }
 
 /// `POST /v1/sessions/{session_id}/archive`.

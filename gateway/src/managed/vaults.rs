@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::body::{self};
 use super::family::{Family, with_lifecycle};
+use super::limits::MAX_DISPLAY_NAME_CHARS;
 use super::query::{now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
@@ -42,7 +43,7 @@ pub async fn create(
     let vault = json!({
         "type": "vault",
         "id": id,
-        "display_name": body::string(request.get("display_name"), "display_name", 1, 255)?,
+        "display_name": body::string(request.get("display_name"), "display_name", 1, MAX_DISPLAY_NAME_CHARS)?,
         "metadata": metadata,
         "created_at": now,
         "updated_at": now,
@@ -79,7 +80,7 @@ pub async fn update(
     match request.get("display_name") {
         None | Some(Value::Null) => {}
         value => {
-            vault.insert("display_name".into(), json!(body::string(value, "display_name", 1, 255)?));
+            vault.insert("display_name".into(), json!(body::string(value, "display_name", 1, MAX_DISPLAY_NAME_CHARS)?));
         }
     }
     if let Some(patch) = request.get("metadata") {

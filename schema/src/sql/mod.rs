@@ -280,6 +280,10 @@ impl Store for SqlStore {
         sessions::list(self, workspace_id, query).await
     }
 
+    async fn agent_snapshot(&self, id: &str) -> StoreResult<Option<Value>> {
+        sessions::agent_snapshot(self, id).await
+    }
+
     async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session> {
         sessions::archive(self, workspace_id, id).await
     }

@@ -2,8 +2,14 @@
 //! history by the transaction that commits it: the session's `status` (from
 //! `session.status_*` events), the time it spent running (from the same events), and
 //! its cumulative `usage` (from `span.model_request_end` events).
+//!
+//! A session's `agent` is not stored in its row: sessions reference a row of
+//! `agent_snapshots` (migration 0012), one per distinct agent configuration, so all
+//! sessions of one agent version share a single copy. Reads that return one session
+//! put it back into the body; [`list`] leaves it out (see `Store::list_sessions`).
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
@@ -11,7 +17,10 @@ use super::{SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{EventQuery, NewEvent, NewSession, Session, SessionQuery, StoredEvent, TimeBounds};
 
-const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision";
+const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id";
+/// The session's agent snapshot, as an extra column of single-session reads.
+const AGENT_COLUMN: &str =
+    "(SELECT a.body FROM agent_snapshots a WHERE a.id = sessions.agent_snapshot_id) AS agent_snapshot";
 const EVENT_COLUMNS: &str = "session_id, seq, event_id, thread_id, type, body, processed_at_ms";
 
 fn session(row: &AnyRow) -> StoreResult<Session> {
@@ -31,7 +40,60 @@ fn session(row: &AnyRow) -> StoreResult<Session> {
         running_since_ms: row.try_get("running_since_ms")?,
         inbox_version: row.try_get("inbox_version")?,
         resources_revision: row.try_get("resources_revision")?,
+        agent_snapshot_id: row.try_get("agent_snapshot_id")?,
     })
+}
+
+/// A session read together with [`AGENT_COLUMN`]: the snapshot goes back into the body.
+fn session_with_agent(row: &AnyRow) -> StoreResult<Session> {
+    let mut session = session(row)?;
+    if session.agent_snapshot_id.is_some() {
+        let agent = json(row, "agent_snapshot")?;
+        embed(&mut session.body, agent);
+    }
+    Ok(session)
+}
+
+fn embed(body: &mut Value, agent: Value) {
+    if let Some(map) = body.as_object_mut() {
+        map.insert("agent".into(), agent);
+    }
+}
+
+/// Moves the body's `agent` into `agent_snapshots` (inside the caller's transaction)
+/// and returns its snapshot id with the agent; a body without an agent object has none.
+/// Snapshots are content-addressed, so writing one that exists is a no-op.
+async fn store_agent(
+    tx: &mut Transaction<'_, Any>,
+    body: &mut Value,
+    now: i64,
+) -> StoreResult<Option<(String, Value)>> {
+    let Some(agent) = body.as_object_mut().and_then(|map| map.remove("agent")) else { return Ok(None) };
+    if !agent.is_object() {
+        embed(body, agent);
+        return Ok(None);
+    }
+    let text = agent.to_string();
+    let id = format!("asnap_{}", &hex::encode(Sha256::digest(text.as_bytes()))[..32]);
+    sqlx::query(
+        "INSERT INTO agent_snapshots (id, agent_id, agent_version, body, created_at_ms) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(&id)
+    .bind(agent["id"].as_str())
+    .bind(agent["version"].as_i64())
+    .bind(&text)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(Some((id, agent)))
+}
+
+/// The agent snapshot `id`.
+pub(super) async fn agent_snapshot(store: &SqlStore, id: &str) -> StoreResult<Option<Value>> {
+    let row =
+        sqlx::query("SELECT body FROM agent_snapshots WHERE id = $1").bind(id).fetch_optional(&store.pool).await?;
+    row.map(|row| json(&row, "body")).transpose()
 }
 
 fn event(row: &AnyRow) -> StoreResult<StoredEvent> {
@@ -49,17 +111,20 @@ fn event(row: &AnyRow) -> StoreResult<StoredEvent> {
 pub(super) async fn create(store: &SqlStore, new: NewSession) -> StoreResult<Session> {
     let now = store.now();
     let mut tx = store.pool.begin().await?;
+    let mut body = new.body;
+    let agent = store_agent(&mut tx, &mut body, now).await?;
     let row = sqlx::query(&format!(
-        "INSERT INTO sessions (id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, '{{}}', 1, $7, $7) RETURNING {SESSION_COLUMNS}"
+        "INSERT INTO sessions (id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, agent_snapshot_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, '{{}}', 1, $7, $7, $8) RETURNING {SESSION_COLUMNS}"
     ))
     .bind(&new.id)
     .bind(&new.workspace_id)
     .bind(&new.status)
-    .bind(new.body.to_string())
+    .bind(body.to_string())
     .bind(&new.agent_id)
     .bind(new.agent_version)
     .bind(now)
+    .bind(agent.as_ref().map(|(id, _)| id.as_str()))
     .fetch_one(&mut *tx)
     .await?;
     // The primary thread shares the session's id, so `{thread}` may name either.
@@ -71,24 +136,34 @@ pub(super) async fn create(store: &SqlStore, new: NewSession) -> StoreResult<Ses
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    session(&row)
+    with_agent(session(&row)?, agent)
+}
+
+/// A session read by `RETURNING` (which cannot join) with the agent its writer stored.
+fn with_agent(mut session: Session, agent: Option<(String, Value)>) -> StoreResult<Session> {
+    if let Some((_, agent)) = agent {
+        embed(&mut session.body, agent);
+    }
+    Ok(session)
 }
 
 pub(super) async fn get(store: &SqlStore, workspace_id: &str, id: &str) -> StoreResult<Option<Session>> {
-    let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND workspace_id = $2"))
-        .bind(id)
-        .bind(workspace_id)
-        .fetch_optional(&store.pool)
-        .await?;
-    row.as_ref().map(session).transpose()
+    let row = sqlx::query(&format!(
+        "SELECT {SESSION_COLUMNS}, {AGENT_COLUMN} FROM sessions WHERE id = $1 AND workspace_id = $2"
+    ))
+    .bind(id)
+    .bind(workspace_id)
+    .fetch_optional(&store.pool)
+    .await?;
+    row.as_ref().map(session_with_agent).transpose()
 }
 
 pub(super) async fn load(store: &SqlStore, id: &str) -> StoreResult<Option<Session>> {
-    let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"))
+    let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS}, {AGENT_COLUMN} FROM sessions WHERE id = $1"))
         .bind(id)
         .fetch_optional(&store.pool)
         .await?;
-    row.as_ref().map(session).transpose()
+    row.as_ref().map(session_with_agent).transpose()
 }
 
 /// The session status a committed event moves the session to, if any.
@@ -267,20 +342,26 @@ pub(super) async fn update(
     let now = store.now();
     let mut tx = store.pool.begin().await?;
     let stored = append(&mut tx, id, events, now).await?;
+    let mut body = body;
+    let agent = store_agent(&mut tx, &mut body, now).await?;
+    // A body without an agent keeps the snapshot the session has.
     let row = sqlx::query(&format!(
-        "UPDATE sessions SET body = $3, updated_at_ms = $4 WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
+        "UPDATE sessions SET body = $3, updated_at_ms = $4, agent_snapshot_id = COALESCE($5, agent_snapshot_id) \
+         WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
     ))
     .bind(id)
     .bind(workspace_id)
     .bind(body.to_string())
     .bind(now)
+    .bind(agent.as_ref().map(|(id, _)| id.as_str()))
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else {
         return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
     };
+    let session = complete(&mut tx, session(&row)?, agent).await?;
     tx.commit().await?;
-    Ok((session(&row)?, stored))
+    Ok((session, stored))
 }
 
 /// Replaces a session's body after a change to its resources, bumping their revision,
@@ -302,8 +383,11 @@ pub(super) async fn replace_resources(
     } else {
         append(&mut tx, id, events, now).await?
     };
+    let mut body = body;
+    let agent = store_agent(&mut tx, &mut body, now).await?;
     let row = sqlx::query(&format!(
-        "UPDATE sessions SET body = $3, updated_at_ms = $4, resources_revision = resources_revision + 1 \
+        "UPDATE sessions SET body = $3, updated_at_ms = $4, resources_revision = resources_revision + 1, \
+         agent_snapshot_id = COALESCE($6, agent_snapshot_id) \
          WHERE id = $1 AND workspace_id = $2 AND ($5 IS NULL OR resources_revision = $5) RETURNING {SESSION_COLUMNS}"
     ))
     .bind(id)
@@ -311,6 +395,7 @@ pub(super) async fn replace_resources(
     .bind(body.to_string())
     .bind(now)
     .bind(expected)
+    .bind(agent.as_ref().map(|(id, _)| id.as_str()))
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else {
@@ -325,8 +410,33 @@ pub(super) async fn replace_resources(
             None => Err(StoreError::NotFound { what: "session", id: id.to_owned() }),
         };
     };
+    let session = complete(&mut tx, session(&row)?, agent).await?;
     tx.commit().await?;
-    Ok(Ok((session(&row)?, stored)))
+    Ok(Ok((session, stored)))
+}
+
+/// Puts the agent back into a session read by `RETURNING`: the one its writer stored,
+/// or else the snapshot it references.
+async fn complete(
+    tx: &mut Transaction<'_, Any>,
+    mut session: Session,
+    agent: Option<(String, Value)>,
+) -> StoreResult<Session> {
+    let agent = match (agent, &session.agent_snapshot_id) {
+        (Some((_, agent)), _) => Some(agent),
+        (None, Some(snapshot)) => {
+            let row = sqlx::query("SELECT body FROM agent_snapshots WHERE id = $1")
+                .bind(snapshot)
+                .fetch_optional(&mut **tx)
+                .await?;
+            row.map(|row| json(&row, "body")).transpose()?
+        }
+        (None, None) => None,
+    };
+    if let Some(agent) = agent {
+        embed(&mut session.body, agent);
+    }
+    Ok(session)
 }
 
 async fn lock(tx: &mut Transaction<'_, Any>, id: &str) -> StoreResult<()> {
@@ -371,6 +481,7 @@ pub(super) async fn list(store: &SqlStore, workspace_id: &str, query: &SessionQu
 }
 
 pub(super) async fn archive(store: &SqlStore, workspace_id: &str, id: &str) -> StoreResult<Session> {
+    let mut tx = store.pool.begin().await?;
     let row = sqlx::query(&format!(
         "UPDATE sessions SET archived_at_ms = COALESCE(archived_at_ms, $3), updated_at_ms = $3 \
          WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
@@ -378,12 +489,14 @@ pub(super) async fn archive(store: &SqlStore, workspace_id: &str, id: &str) -> S
     .bind(id)
     .bind(workspace_id)
     .bind(store.now())
-    .fetch_optional(&store.pool)
+    .fetch_optional(&mut *tx)
     .await?;
-    match row {
-        Some(row) => session(&row),
-        None => Err(StoreError::NotFound { what: "session", id: id.to_owned() }),
-    }
+    let Some(row) = row else {
+        return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
+    };
+    let session = complete(&mut tx, session(&row)?, None).await?;
+    tx.commit().await?;
+    Ok(session)
 }
 
 pub(super) async fn delete(store: &SqlStore, workspace_id: &str, id: &str) -> StoreResult<bool> {
