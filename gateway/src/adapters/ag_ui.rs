@@ -26,7 +26,7 @@ use super::{Translate, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
-use crate::managed::{body, events};
+use crate::managed::{body, events, limits};
 
 /// `POST /v1/ag-ui`: the agent from `forwardedProps.agent`, the body's `agent`, or the
 /// `x-agentd-agent` header.
@@ -96,12 +96,19 @@ async fn with_frontend_tools(
     let mut tools: Vec<Value> = body["agent"]["tools"].as_array().cloned().unwrap_or_default();
     let mut changed = false;
     for (i, tool) in declared.iter().enumerate() {
-        let name = body::string(tool.get("name"), &format!("tools[{i}].name"), 1, 128)?;
+        let name = body::string(tool.get("name"), &format!("tools[{i}].name"), 1, limits::MAX_TOOL_NAME_CHARS)?;
+        let description = body::optional_string(
+            tool.get("description"),
+            &format!("tools[{i}].description"),
+            limits::MAX_TOOL_DESCRIPTION_CHARS,
+        )?;
+        let parameters =
+            body::bounded_json(&tool["parameters"], &format!("tools[{i}].parameters"), limits::MAX_INPUT_SCHEMA_BYTES)?;
         let custom = json!({
             "type": "custom",
             "name": name,
-            "description": tool["description"].as_str().unwrap_or_default(),
-            "input_schema": if tool["parameters"].is_object() { tool["parameters"].clone() } else { json!({ "type": "object" }) },
+            "description": description.unwrap_or_default(),
+            "input_schema": if parameters.is_object() { parameters.clone() } else { json!({ "type": "object" }) },
         });
         match tools.iter_mut().find(|t| t["type"] == "custom" && t["name"] == name.as_str()) {
             Some(existing) if *existing == custom => {}
@@ -119,6 +126,14 @@ async fn with_frontend_tools(
         return Ok(session);
     }
     body["agent"]["tools"] = Value::Array(tools);
+    // The session's agent stays within the bound every agent has.
+    let size = limits::json_bytes(&body["agent"]);
+    if size > limits::MAX_AGENT_BYTES {
+        return Err(ApiError::invalid(format!(
+            "tools: the session's agent with these tools would be {size} bytes of JSON, at most {}",
+            limits::MAX_AGENT_BYTES
+        )));
+    }
     let (session, _) = state.backends.store.update_session(&tenant.workspace_id, &session.id, body, Vec::new()).await?;
     Ok(session)
 }
