@@ -21,7 +21,7 @@ use tower::Layer;
 use tower_http::trace::TraceLayer;
 
 use crate::admission::limiter::Limiter;
-use crate::admission::{auth, limiter, request_id, workspace_path};
+use crate::admission::{auth, limiter, request_id, scope, workspace_path};
 use crate::error::ApiError;
 use crate::ops::{Backends, OpsState};
 
@@ -65,10 +65,11 @@ pub fn api(state: AppState) -> Router {
     let managed = managed::router()
         .merge(durable::router())
         .merge(adapters_router())
-        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer));
-    // Authentication (and each credential's reach) covers unknown routes too: a
-    // request without a key is 401 wherever it goes, and a path outside a key's
-    // reach is 403 whether or not it exists.
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        // After routing: what the matched route acts on, by its decoded, typed ids.
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
+    // Authentication covers unknown routes too: a request without a key is 401
+    // wherever it goes.
     let v1 = Router::new()
         .merge(managed)
         .fallback(unknown_route)
@@ -79,6 +80,7 @@ pub fn api(state: AppState) -> Router {
     // `route_layer`: other paths outside `/v1` stay 404, not 401.
     let well_known = adapters::a2a::well_known_router()
         .route_layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own

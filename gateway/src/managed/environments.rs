@@ -2,6 +2,7 @@
 //! built-in runner, `self_hosted` ones by the customer's worker. `config.type` never
 //! changes after creation; archived environments cannot be updated or start sessions.
 
+use agentd_schema::ids::EnvironmentId;
 use agentd_schema::{Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -184,7 +185,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&load(state.backends.store.as_ref(), &tenant, &id).await?)))
 }
@@ -193,7 +194,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -248,7 +249,7 @@ pub async fn list(
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
@@ -257,7 +258,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     if !state.backends.store.delete_resource(&tenant.workspace_id, KIND, &id).await? {
         return Err(ApiError::NotFound(format!("environment not found: {id}")));

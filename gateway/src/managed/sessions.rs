@@ -2,6 +2,7 @@
 //! `session.updated` with only what changed), list with bidirectional pages, archive
 //! and delete (which ends open streams with `session.deleted`).
 
+use agentd_schema::ids::SessionId;
 use agentd_schema::{NewEvent, NewSession, Session, SessionQuery, Store, TimeBounds};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -331,7 +332,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(without_secrets(render(&load(state.backends.store.as_ref(), &tenant, &id).await?))))
 }
@@ -340,7 +341,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -504,7 +505,7 @@ pub async fn list(
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let session = state.backends.store.archive_session(&tenant.workspace_id, &id).await?;
     Ok(Json(without_secrets(render(&session))))
@@ -514,7 +515,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     if !state.backends.store.delete_session(&tenant.workspace_id, &id).await? {
         return Err(ApiError::NotFound(format!("session not found: {id}")));
