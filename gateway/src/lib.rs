@@ -130,9 +130,28 @@ fn layered(router: Router) -> Router {
         // A handler that panics answers the managed 500 (and is logged) instead of
         // dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+        .layer(middleware::from_fn(close_after_refused_body))
         .layer(middleware::from_fn(telemetry::track_http))
         .layer(middleware::from_fn(request_id::layer))
         .layer(TraceLayer::new_for_http())
+}
+
+/// A request refused before its body was read (authentication, scope, limits) leaves
+/// that body unread on the connection, and the server closes it after answering; a
+/// client that reuses the connection meanwhile sees a reset instead of the next answer.
+/// Saying `Connection: close` on such answers makes the close expected.
+async fn close_after_refused_body(request: Request, next: Next) -> Response {
+    let has_body = request.headers().contains_key(axum::http::header::TRANSFER_ENCODING)
+        || request
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|length| length.trim() != "0");
+    let mut response = next.run(request).await;
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 fn panicked(cause: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
@@ -145,6 +164,10 @@ fn panicked(cause: Box<dyn std::any::Any + Send + 'static>) -> axum::response::R
 }
 
 async fn unknown_route(request: Request) -> ApiError {
+    let tenant = request.extensions().get::<admission::Tenant>();
+    if let Some(refused) = tenant.and_then(|t| scope::unrouted(&t.access, request.method(), request.uri().path())) {
+        return refused;
+    }
     ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()))
 }
 

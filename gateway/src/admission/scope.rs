@@ -129,14 +129,14 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
     let segments: Vec<&str> = template.trim_matches('/').split('/').collect();
     let get = method == Method::GET;
     let post = method == Method::POST;
-    let environment = || Reach::Environment(ids.environment.clone().expect("the route has {environment_id}"));
-    let work = || {
-        Reach::Work(
-            ids.environment.clone().expect("the route has {environment_id}"),
-            ids.work.clone().expect("the route has {work_id}"),
-        )
+    // The ids the template names (a template without them names no resource: 404).
+    let missing = || ApiError::NotFound(format!("not found: {template}"));
+    let environment = || ids.environment.clone().map(Reach::Environment).ok_or_else(missing);
+    let work = || match (&ids.environment, &ids.work) {
+        (Some(environment), Some(work)) => Ok(Reach::Work(environment.clone(), work.clone())),
+        _ => Err(missing()),
     };
-    let session = || Reach::Session(ids.session.clone().expect("the route has {session_id}"));
+    let session = || ids.session.clone().map(Reach::Session).ok_or_else(missing);
     // The environment work protocol, shared by environment and runner keys.
     let work_route = match segments.as_slice() {
         ["environments", "{environment_id}", "work"] if get => Some(environment()),
@@ -156,28 +156,42 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             denied("the memory_stores endpoints accept the per-item sessions token but reject the environment key")
         }
         Access::Environment(_) => match segments.as_slice() {
-            _ if work_route.is_some() => Ok(work_route.expect("checked")),
-            ["environments", "{environment_id}"] if get => Ok(environment()),
-            ["sessions", "{session_id}", ..] => Ok(session()),
+            _ if work_route.is_some() => work_route.expect("checked"),
+            ["environments", "{environment_id}"] if get => environment(),
+            ["sessions", "{session_id}", ..] => session(),
             ["skills", ..] if get => Ok(Reach::Anything),
             _ => denied("an environment key reaches only its environment's work queue and sessions"),
         },
         Access::Runner => match segments.as_slice() {
             ["ext", "runner", "work", "poll"] => Ok(Reach::Anything),
-            _ if work_route.is_some() => Ok(work_route.expect("checked")),
-            ["environments", "{environment_id}"] if get => Ok(environment()),
-            ["sessions", "{session_id}", ..] => Ok(session()),
+            _ if work_route.is_some() => work_route.expect("checked"),
+            ["environments", "{environment_id}"] if get => environment(),
+            ["sessions", "{session_id}", ..] => session(),
             ["skills", ..] if get => Ok(Reach::Anything),
             _ => denied("a runner key reaches only the work and sessions of cloud environments"),
         },
         Access::Session { .. } => match segments.as_slice() {
-            ["sessions", "{session_id}", ..] => Ok(session()),
-            ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => Ok(work()),
+            ["sessions", "{session_id}", ..] => session(),
+            ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
             ["skills", ..] if get => Ok(Reach::Anything),
             ["memory_stores", ..] => Ok(Reach::Anything),
             _ => denied("a sessions token reaches only its session, its work item and the session's skills and memory"),
         },
     }
+}
+
+/// For a request no route matched: a credential narrower than an API key gets the 403
+/// of a route its kind never uses (as for any route outside its reach), so unknown and
+/// unreachable paths look alike to it; an API key gets `None` (the route's 404).
+pub fn unrouted(access: &Access, method: &Method, path: &str) -> Option<ApiError> {
+    if *access == Access::Workspace {
+        return None;
+    }
+    let relative = path.strip_prefix("/v1").unwrap_or(path);
+    // Raw segments never equal a `{…}` placeholder, so nothing here is reached.
+    route_reach(access, method, relative, &PathIds::default())
+        .err()
+        .filter(|e| matches!(e, ApiError::PermissionDenied(_)))
 }
 
 /// The scope check: `Ok` when the tenant's credential reaches `reach`, else the same 404
