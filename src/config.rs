@@ -435,6 +435,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn operations_default_to_their_own_loopback_port() {
+        let defaults = Settings::default();
+        let ops = defaults.ops_addr();
+        assert!(ops.ip().is_loopback(), "{ops}");
+        assert_ne!(ops.port(), defaults.http_addr().port());
+        assert_ne!(ops.port(), defaults.grpc_addr().port());
+        assert_ne!(ops.port(), 9090, "Prometheus and Cockpit listen there");
+        assert_eq!(defaults.ops_token(), None);
+        let blank = Settings { ops_token: Some("  ".to_owned()), ..Settings::default() };
+        assert_eq!(blank.ops_token(), None, "a blank token is no token");
+        let file: Settings = toml::from_str("ops_addr = \"0.0.0.0:9464\"\nops_token = \"t\"").unwrap();
+        assert_eq!(file.ops_token().as_deref(), Some("t"));
+    }
+
+    #[test]
     fn flags_and_env_override_the_file() {
         let cli = Settings { http_addr: Some("127.0.0.1:9000".parse().unwrap()), ..Settings::default() };
         let file: Settings = toml::from_str("http_addr = \"127.0.0.1:1\"\nnats_url = \"nats://n:4222\"").unwrap();
