@@ -53,7 +53,7 @@ pub struct AppState {
 
 impl AppState {
     fn ops(&self) -> OpsState {
-        OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() }
+        OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), drain_token: None }
     }
 }
 
@@ -103,20 +103,17 @@ fn adapters_router() -> Router<AppState> {
         .merge(adapters::a2a::router())
 }
 
-/// The whole gateway: API plus operations routes on one listener.
+/// The public listener: the API (`/v1/…`, the MCP endpoint, the workspace agent card)
+/// and a bare `GET /readyz` for load balancers. `/metrics` and `/admin/*` are not
+/// served here (the managed 404): they live on [`ops_app`]'s own listener.
 pub fn app(state: AppState) -> Router {
-    let ops = ops::router(state.ops());
-    projected(layered(api(state).merge(ops)))
+    let readyz = ops::public_router(state.ops());
+    projected(layered(api(state).merge(readyz).fallback(unknown_route)))
 }
 
-/// Only the operations routes, for a separate listener (`AGENTD_OPS_ADDR`).
-pub fn ops_app(backends: Backends, lifecycle: Arc<Lifecycle>) -> Router {
-    layered(ops::router(OpsState { backends, lifecycle }))
-}
-
-/// Only the public API routes, for when operations live on their own listener.
-pub fn api_app(state: AppState) -> Router {
-    projected(layered(api(state)))
+/// The operations listener (`AGENTD_OPS_ADDR`): `/readyz`, `/metrics`, `/admin/drain`.
+pub fn ops_app(state: OpsState) -> Router {
+    layered(ops::router(state))
 }
 
 /// Serves `/v1/workspaces/{workspace}/{rest}` by the flat routes: the URI is rewritten
