@@ -220,10 +220,17 @@ async fn managed_writes_draw_from_the_create_bucket() {
 #[tokio::test]
 async fn durable_verbs_draw_from_the_create_bucket() {
     let gateway = Gateway::without_creates().await;
+    let thread = new_id("sesn");
     let body = Some(json!({ "text": "hi" }));
-    assert_managed_429(&gateway, Method::POST, "/v1/durable/threads/t1/submit_background", body).await;
-    assert_managed_429(&gateway, Method::POST, "/v1/durable/threads/t1/cancel", Some(json!({ "run_id": "r" }))).await;
-    let (status, _) = gateway.send(Method::GET, "/v1/durable/threads/t1/dispatches", None).await;
+    assert_managed_429(&gateway, Method::POST, &format!("/v1/durable/threads/{thread}/submit_background"), body).await;
+    assert_managed_429(
+        &gateway,
+        Method::POST,
+        &format!("/v1/durable/threads/{thread}/cancel"),
+        Some(json!({ "run_id": "r" })),
+    )
+    .await;
+    let (status, _) = gateway.send(Method::GET, &format!("/v1/durable/threads/{thread}/dispatches"), None).await;
     assert_ne!(status, StatusCode::TOO_MANY_REQUESTS, "reads are not creates");
 }
 

@@ -104,9 +104,10 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "message_id" => drop(typed(value, InboxMessageId::parse)?),
             "run_id" => drop(typed(value, RunId::parse)?),
             "thread_id" if template.starts_with("/sessions/") => drop(typed(value, ThreadId::parse)?),
-            // Names the caller chose (adapter thread keys, chat ids) and model names:
-            // text, looked up inside the caller's workspace by the handler.
-            "thread_id" | "chat_id" | "model_id" => {}
+            // Names the caller chose (adapter thread keys, chat ids, A2A push config ids),
+            // A2A task ids (UUIDs, as the protocol has them) and model names: text,
+            // looked up inside the caller's workspace by the handler.
+            "thread_id" | "chat_id" | "model_id" | "task" | "config" => {}
             unknown => {
                 tracing::error!(route = template, parameter = unknown, "path parameter without an id kind");
                 return Err(ApiError::NotFound(format!("not found: {template}")));
