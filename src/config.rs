@@ -34,10 +34,16 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_HTTP_ADDR", value_name = "ADDR")]
     pub http_addr: Option<SocketAddr>,
 
-    /// Separate listener for /readyz, /metrics and /admin/drain; when unset they are
-    /// served on the HTTP listener. Keep it unreachable from outside the deployment.
+    /// Address of the operations listener: /readyz, /metrics and /admin/drain (the
+    /// public listener serves only a bare /readyz) [default: 127.0.0.1:9464]. Keep it
+    /// unreachable from outside the deployment.
     #[arg(long, global = true, env = "AGENTD_OPS_ADDR", value_name = "ADDR")]
     pub ops_addr: Option<SocketAddr>,
+
+    /// A token POST /admin/drain then requires as `Authorization: Bearer <token>`
+    /// [default: none; the listener's reach protects it]. Never logged.
+    #[arg(long, global = true, env = "AGENTD_OPS_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub ops_token: Option<String>,
 
     /// Address of the gRPC health listener [default: 127.0.0.1:50051 for gateway and
     /// worker; not served by dev unless set].
@@ -197,6 +203,7 @@ impl Settings {
             config: self.config,
             http_addr: self.http_addr.or(file.http_addr),
             ops_addr: self.ops_addr.or(file.ops_addr),
+            ops_token: self.ops_token.or(file.ops_token),
             grpc_addr: self.grpc_addr.or(file.grpc_addr),
             data_dir: self.data_dir.or(file.data_dir),
             database_url: self.database_url.or(file.database_url),
@@ -236,6 +243,18 @@ impl Settings {
     /// The HTTP listener address.
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)))
+    }
+
+    /// The operations listener's address. The default port is taken by no other
+    /// default of agentd (8080 API, 50051 gRPC) nor by the Prometheus server or
+    /// Cockpit (9090), which often run on the same host.
+    pub fn ops_addr(&self) -> SocketAddr {
+        self.ops_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9464)))
+    }
+
+    /// The drain token, when one is set (blank counts as unset).
+    pub fn ops_token(&self) -> Option<std::sync::Arc<str>> {
+        self.ops_token.as_deref().map(str::trim).filter(|token| !token.is_empty()).map(std::sync::Arc::from)
     }
 
     /// The gRPC health address of a production role.
@@ -414,6 +433,21 @@ fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Dur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operations_default_to_their_own_loopback_port() {
+        let defaults = Settings::default();
+        let ops = defaults.ops_addr();
+        assert!(ops.ip().is_loopback(), "{ops}");
+        assert_ne!(ops.port(), defaults.http_addr().port());
+        assert_ne!(ops.port(), defaults.grpc_addr().port());
+        assert_ne!(ops.port(), 9090, "Prometheus and Cockpit listen there");
+        assert_eq!(defaults.ops_token(), None);
+        let blank = Settings { ops_token: Some("  ".to_owned()), ..Settings::default() };
+        assert_eq!(blank.ops_token(), None, "a blank token is no token");
+        let file: Settings = toml::from_str("ops_addr = \"0.0.0.0:9464\"\nops_token = \"t\"").unwrap();
+        assert_eq!(file.ops_token().as_deref(), Some("t"));
+    }
 
     #[test]
     fn flags_and_env_override_the_file() {

@@ -79,7 +79,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
     process.start_consumer(Registry::from_env(true), true)?;
     let mcp = mcp_settings(&process.settings, true, None)?;
-    let bound = process.serve_api(mcp, true).await?;
+    let (bound, ops) = process.serve_api(mcp, true).await?;
     if let Some(grpc) = process.settings.grpc_addr {
         process.serve_grpc(grpc, "agentd.dev").await?;
     } else {
@@ -103,8 +103,8 @@ pub async fn dev(settings: Settings) -> Result<()> {
     println!();
     println!("  agentd dev is running at {base}");
     println!("  data:      {} (SQLite; in-process queue and bus)", data_dir.display());
-    println!("  readiness: curl {base}/readyz");
-    println!("  metrics:   curl {base}/metrics");
+    println!("  readiness: curl http://{ops}/readyz");
+    println!("  metrics:   curl http://{ops}/metrics   (the operations listener, AGENTD_OPS_ADDR)");
     println!();
     println!("  Point the official SDK at it:");
     println!("  ANTHROPIC_BASE_URL={base} ANTHROPIC_API_KEY={dev_key}");
@@ -186,10 +186,8 @@ pub async fn worker(settings: Settings) -> Result<()> {
     process.start_relay();
     process.start_consumer(Registry::from_env(false), false)?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
-    // A worker serves only the operations routes, on the ops address if given.
-    let addr = process.settings.ops_addr.unwrap_or_else(|| process.settings.http_addr());
-    let router = agentd_gateway::ops_app(process.backends.clone(), process.lifecycle.clone());
-    process.serve("ops", addr, router).await?;
+    // A worker serves only the operations listener.
+    process.serve_ops().await?;
     process.run_until_signal().await
 }
 
@@ -377,9 +375,23 @@ impl Process {
         Ok(())
     }
 
-    /// Serves the API (and the operations routes, unless they have their own
-    /// listener). Returns the bound API address.
-    async fn serve_api(&self, mcp: McpSettings, dev: bool) -> Result<SocketAddr> {
+    /// The operations routes' state: the drain token comes from the settings.
+    fn ops_state(&self) -> OpsState {
+        OpsState {
+            backends: self.backends.clone(),
+            lifecycle: self.lifecycle.clone(),
+            drain_token: self.settings.ops_token(),
+        }
+    }
+
+    /// Serves the operations listener (`AGENTD_OPS_ADDR`); returns its bound address.
+    async fn serve_ops(&self) -> Result<SocketAddr> {
+        self.serve("ops", self.settings.ops_addr(), agentd_gateway::ops_app(self.ops_state())).await
+    }
+
+    /// Serves the public API listener, then the operations listener. Returns both
+    /// bound addresses (API, operations).
+    async fn serve_api(&self, mcp: McpSettings, dev: bool) -> Result<(SocketAddr, SocketAddr)> {
         let limiter = self.limiter.clone().context("this role serves no API")?;
         let secrets = self.secrets.clone().context("this role serves no API")?;
         let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
@@ -407,14 +419,11 @@ impl Process {
             Some(cors) => router.layer(cors.clone()),
             None => router,
         };
-        match self.settings.ops_addr {
-            Some(ops_addr) => {
-                let ops = agentd_gateway::ops_app(self.backends.clone(), self.lifecycle.clone());
-                self.serve("ops", ops_addr, ops).await?;
-                self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::api_app(state))).await
-            }
-            None => self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::app(state))).await,
-        }
+        // The operations routes are never on the public listener (it keeps a bare
+        // /readyz), and never behind CORS.
+        let api = self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::app(state))).await?;
+        let ops = self.serve_ops().await?;
+        Ok((api, ops))
     }
 
     async fn serve(&self, name: &'static str, addr: SocketAddr, router: Router) -> Result<SocketAddr> {
@@ -449,11 +458,7 @@ impl Process {
             .with_context(|| format!("cannot listen on {addr} for gRPC health (check AGENTD_GRPC_ADDR)"))?;
         self.lifecycle.attach_health(health);
         self.track(task);
-        let monitor = ops::spawn_health_monitor(
-            OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() },
-            Duration::from_secs(2),
-            self.stop.clone(),
-        );
+        let monitor = ops::spawn_health_monitor(self.ops_state(), Duration::from_secs(2), self.stop.clone());
         self.track(monitor);
         info!(%bound, service, "grpc health listening");
         println!("agentd: grpc listening on {bound}");

@@ -4,6 +4,7 @@
 //! outbox in the same transaction, published right after. Nothing depends on which
 //! gateway or worker receives the request. Without a queue the routes fail closed (503).
 
+use agentd_schema::ids::{RunId, SessionId};
 use agentd_schema::{NewEvent, Run, RunStatus, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -93,7 +94,7 @@ fn render_run(run: &Run) -> Value {
 async fn submit_background(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -112,7 +113,7 @@ async fn submit_background(
 async fn cancel(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let run_id = run_id(&bytes)?;
@@ -142,7 +143,7 @@ async fn cancel(
 async fn dispatches(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
@@ -169,7 +170,7 @@ fn message(event: &StoredEvent) -> Option<Value> {
 async fn messages(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let query = agentd_schema::EventQuery {
@@ -187,7 +188,7 @@ async fn messages(
 async fn reconcile(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let messages = state.backends.store.republish_runnable(&thread).await?;
@@ -205,7 +206,7 @@ async fn reconcile(
 async fn quarantine(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
@@ -223,7 +224,7 @@ async fn quarantine(
 async fn dead_letters(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
@@ -236,7 +237,7 @@ async fn dead_letters(
 async fn requeue(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((thread_id, run_id)): Path<(String, String)>,
+    Path((thread_id, run_id)): Path<(SessionId, RunId)>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let Some(message) = state.backends.store.requeue_dead_letter(&thread, &run_id).await? else {
@@ -252,7 +253,7 @@ async fn requeue(
 async fn purge(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let purged = state.backends.store.purge_dead_letters(&thread).await?;
@@ -265,7 +266,7 @@ async fn purge(
 async fn supersede(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -290,7 +291,7 @@ async fn supersede(
 async fn superseded(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let thread = thread(&state, &tenant, &thread_id).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
@@ -305,7 +306,7 @@ async fn superseded(
 async fn deliver(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -347,7 +348,7 @@ async fn signal(state: &AppState, thread: &str, run_id: &str, kind: agentd_proto
 async fn pause(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -366,7 +367,7 @@ async fn pause(
 async fn resume(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -386,7 +387,7 @@ async fn resume(
 async fn wake(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(thread_id): Path<String>,
+    Path(thread_id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let run_id = run_id(&bytes)?;

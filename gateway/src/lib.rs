@@ -21,7 +21,7 @@ use tower::Layer;
 use tower_http::trace::TraceLayer;
 
 use crate::admission::limiter::Limiter;
-use crate::admission::{auth, limiter, request_id, workspace_path};
+use crate::admission::{auth, limiter, request_id, scope, workspace_path};
 use crate::error::ApiError;
 use crate::ops::{Backends, OpsState};
 
@@ -53,7 +53,7 @@ pub struct AppState {
 
 impl AppState {
     fn ops(&self) -> OpsState {
-        OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone() }
+        OpsState { backends: self.backends.clone(), lifecycle: self.lifecycle.clone(), drain_token: None }
     }
 }
 
@@ -65,10 +65,11 @@ pub fn api(state: AppState) -> Router {
     let managed = managed::router()
         .merge(durable::router())
         .merge(adapters_router())
-        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer));
-    // Authentication (and each credential's reach) covers unknown routes too: a
-    // request without a key is 401 wherever it goes, and a path outside a key's
-    // reach is 403 whether or not it exists.
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        // After routing: what the matched route acts on, by its decoded, typed ids.
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
+    // Authentication covers unknown routes too: a request without a key is 401
+    // wherever it goes.
     let v1 = Router::new()
         .merge(managed)
         .fallback(unknown_route)
@@ -81,6 +82,7 @@ pub fn api(state: AppState) -> Router {
     // `route_layer`: other paths outside `/v1` stay 404, not 401.
     let well_known = adapters::a2a::well_known_router()
         .route_layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
@@ -103,20 +105,17 @@ fn adapters_router() -> Router<AppState> {
         .merge(adapters::a2a::router())
 }
 
-/// The whole gateway: API plus operations routes on one listener.
+/// The public listener: the API (`/v1/…`, the MCP endpoint, the workspace agent card)
+/// and a bare `GET /readyz` for load balancers. `/metrics` and `/admin/*` are not
+/// served here (the managed 404): they live on [`ops_app`]'s own listener.
 pub fn app(state: AppState) -> Router {
-    let ops = ops::router(state.ops());
-    projected(layered(api(state).merge(ops)))
+    let readyz = ops::public_router(state.ops());
+    projected(layered(api(state).merge(readyz).fallback(unknown_route)))
 }
 
-/// Only the operations routes, for a separate listener (`AGENTD_OPS_ADDR`).
-pub fn ops_app(backends: Backends, lifecycle: Arc<Lifecycle>) -> Router {
-    layered(ops::router(OpsState { backends, lifecycle }))
-}
-
-/// Only the public API routes, for when operations live on their own listener.
-pub fn api_app(state: AppState) -> Router {
-    projected(layered(api(state)))
+/// The operations listener (`AGENTD_OPS_ADDR`): `/readyz`, `/metrics`, `/admin/drain`.
+pub fn ops_app(state: OpsState) -> Router {
+    layered(ops::router(state))
 }
 
 /// Serves `/v1/workspaces/{workspace}/{rest}` by the flat routes: the URI is rewritten
@@ -130,9 +129,28 @@ fn layered(router: Router) -> Router {
         // A handler that panics answers the managed 500 (and is logged) instead of
         // dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+        .layer(middleware::from_fn(close_after_refused_body))
         .layer(middleware::from_fn(telemetry::track_http))
         .layer(middleware::from_fn(request_id::layer))
         .layer(TraceLayer::new_for_http())
+}
+
+/// A request refused before its body was read (authentication, scope, limits) leaves
+/// that body unread on the connection, and the server closes it after answering; a
+/// client that reuses the connection meanwhile sees a reset instead of the next answer.
+/// Saying `Connection: close` on such answers makes the close expected.
+async fn close_after_refused_body(request: Request, next: Next) -> Response {
+    let has_body = request.headers().contains_key(axum::http::header::TRANSFER_ENCODING)
+        || request
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|length| length.trim() != "0");
+    let mut response = next.run(request).await;
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 fn panicked(cause: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
@@ -145,6 +163,10 @@ fn panicked(cause: Box<dyn std::any::Any + Send + 'static>) -> axum::response::R
 }
 
 async fn unknown_route(request: Request) -> ApiError {
+    let tenant = request.extensions().get::<admission::Tenant>();
+    if let Some(refused) = tenant.and_then(|t| scope::unrouted(&t.access, request.method(), request.uri().path())) {
+        return refused;
+    }
     ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()))
 }
 

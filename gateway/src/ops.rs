@@ -1,7 +1,11 @@
 //! Operations routes, outside `/v1` and without beta headers: `GET /readyz`,
-//! `GET /metrics`, `POST /admin/drain`. Served by every HTTP-serving role, on the main
-//! listener or on a separate one (`AGENTD_OPS_ADDR`). `/admin/drain` carries no
-//! credential of its own: protect it at the deployment boundary.
+//! `GET /metrics`, `POST /admin/drain`, served by every role on its own listener
+//! (`AGENTD_OPS_ADDR`, loopback unless configured), never on the public one. The spec
+//! puts drain's protection at the deployment boundary; the listener adds two checks of
+//! its own: a request carrying `Origin` (a browser, so possibly a cross-site form or a
+//! page a session opened) is refused, and `AGENTD_OPS_TOKEN`, when set, is required as
+//! `Authorization: Bearer <token>`. The public listener keeps a bare `GET /readyz` for
+//! load balancers ([`public_router`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +13,15 @@ use std::time::Duration;
 use agentd_proto::{Bus, Lifecycle, Queue};
 use agentd_schema::Store;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::error::ApiError;
 use crate::telemetry;
 
 /// How long one backend may take to answer a readiness check.
@@ -92,18 +98,43 @@ pub struct OpsState {
     pub backends: Backends,
     /// Drain state.
     pub lifecycle: Arc<Lifecycle>,
+    /// The bearer token `POST /admin/drain` requires (`AGENTD_OPS_TOKEN`); `None`: none.
+    pub drain_token: Option<Arc<str>>,
 }
 
-/// The operations routes.
+/// The operations listener's routes; anything else is the managed 404.
 pub fn router(state: OpsState) -> Router {
     Router::new()
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .route("/admin/drain", post(drain))
+        .fallback(unknown)
         .with_state(state)
 }
 
+/// What the public listener serves of operations: `GET /readyz` for load balancers,
+/// the status alone (backend names and errors are for the operations listener).
+pub fn public_router(state: OpsState) -> Router {
+    Router::new().route("/readyz", get(public_readyz)).with_state(state)
+}
+
+async fn unknown(request: axum::extract::Request) -> ApiError {
+    ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()))
+}
+
+async fn public_readyz(State(state): State<OpsState>) -> Response {
+    let (code, body) = readiness(&state).await;
+    (code, Json(json!({ "status": body["status"] }))).into_response()
+}
+
 async fn readyz(State(state): State<OpsState>) -> Response {
+    let (code, body) = readiness(&state).await;
+    (code, Json(body)).into_response()
+}
+
+/// Checks every backend, reports the result to the lifecycle (gRPC health), and
+/// answers 200 when ready, else 503; the body names each backend and any error.
+async fn readiness(state: &OpsState) -> (StatusCode, Value) {
     let checks = state.backends.check().await;
     let healthy = checks.iter().all(|check| check.error.is_none());
     state.lifecycle.report(healthy).await;
@@ -124,7 +155,7 @@ async fn readyz(State(state): State<OpsState>) -> Response {
         })
         .collect();
     let code = if status == "ready" { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (code, Json(json!({ "status": status, "backends": backends }))).into_response()
+    (code, json!({ "status": status, "backends": backends }))
 }
 
 async fn metrics_text() -> Response {
@@ -132,9 +163,44 @@ async fn metrics_text() -> Response {
         .into_response()
 }
 
-async fn drain(State(state): State<OpsState>) -> Response {
+async fn drain(State(state): State<OpsState>, headers: HeaderMap) -> Response {
+    if let Err(error) = may_drain(state.drain_token.as_deref(), &headers) {
+        return error.into_response();
+    }
     state.lifecycle.drain().await;
     (StatusCode::ACCEPTED, Json(json!({ "draining": true }))).into_response()
+}
+
+/// Browsers send `Origin` on every cross-origin POST (and on same-origin ones): no
+/// operator's tool needs one, so a request carrying it is refused whatever else it
+/// carries. Then the token, when configured.
+fn may_drain(token: Option<&str>, headers: &HeaderMap) -> Result<(), ApiError> {
+    if headers.contains_key(header::ORIGIN) {
+        return Err(ApiError::PermissionDenied(
+            "POST /admin/drain refuses requests that carry an Origin header (browsers); call it from an operator's tool"
+                .to_owned(),
+        ));
+    }
+    let Some(token) = token else { return Ok(()) };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, presented)| presented.trim());
+    match presented {
+        Some(presented) if same_secret(presented, token) => Ok(()),
+        _ => Err(ApiError::Unauthenticated(
+            "POST /admin/drain needs `Authorization: Bearer <AGENTD_OPS_TOKEN>`".to_owned(),
+        )),
+    }
+}
+
+/// Compares two secrets in time independent of where they differ (and of their
+/// lengths): both are hashed first, then every byte of the digests is compared.
+fn same_secret(presented: &str, expected: &str) -> bool {
+    let (a, b) = (Sha256::digest(presented.as_bytes()), Sha256::digest(expected.as_bytes()));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Keeps gRPC health and the `agentd_backend_up` gauges current between probes,

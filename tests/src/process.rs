@@ -30,7 +30,7 @@ pub struct Agentd {
     child: Child,
     /// Base URL of its HTTP listener (`http://127.0.0.1:port`).
     pub http: String,
-    /// Base URL of its operations listener, if separate; else the HTTP one.
+    /// Base URL of its operations listener (`/readyz`, `/metrics`, `/admin/drain`).
     pub ops: String,
     /// Its gRPC health address, if it serves one.
     pub grpc: Option<String>,
@@ -47,9 +47,13 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// `agentd <role>` listening on random loopback ports.
+    /// `agentd <role>` listening on random loopback ports: API, operations (so that
+    /// several processes share a host) and, except for dev, gRPC health.
     pub fn role(role: &str) -> Self {
-        let mut envs = vec![("AGENTD_HTTP_ADDR".to_owned(), "127.0.0.1:0".to_owned())];
+        let mut envs = vec![
+            ("AGENTD_HTTP_ADDR".to_owned(), "127.0.0.1:0".to_owned()),
+            ("AGENTD_OPS_ADDR".to_owned(), "127.0.0.1:0".to_owned()),
+        ];
         if role != "dev" {
             envs.push(("AGENTD_GRPC_ADDR".to_owned(), "127.0.0.1:0".to_owned()));
         }
@@ -126,8 +130,8 @@ impl Launch {
             }
         });
         let role = self.args[0].as_str();
-        let wants_http = role != "worker";
-        let wants_ops = role == "worker" || self.has_env("AGENTD_OPS_ADDR");
+        let wants_http = matches!(role, "dev" | "gateway");
+        let wants_ops = matches!(role, "dev" | "gateway" | "worker");
         let wants_grpc = self.has_env("AGENTD_GRPC_ADDR");
         let mut agentd = Agentd {
             child,
@@ -157,9 +161,7 @@ impl Launch {
                 agentd.grpc = Some(addr.trim().to_owned());
             }
         }
-        if agentd.ops.is_empty() {
-            agentd.ops = agentd.http.clone();
-        }
+        // A worker has no API: its one listener is the operations one.
         if agentd.http.is_empty() {
             agentd.http = agentd.ops.clone();
         }
@@ -194,7 +196,8 @@ impl Agentd {
             .expect("wait for agentd")
     }
 
-    /// Polls `GET {ops}/readyz` until it answers `want`, or panics after `within`.
+    /// Polls `GET {ops}/readyz` (the operations listener's, with backend details)
+    /// until it answers `want`, or panics after `within`.
     pub async fn wait_ready(&mut self, want: u16, within: Duration) -> serde_json::Value {
         let client = crate::http();
         let deadline = Instant::now() + within;

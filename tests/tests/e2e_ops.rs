@@ -38,7 +38,7 @@ async fn wait_grpc(addr: &str, service: &str, want: ServingStatus) {
 async fn dev_is_ready_within_two_seconds_with_no_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    // Only the listen port is set, so tests can run side by side; everything else is default.
+    // Only the listen ports are set, so tests can run side by side; everything else is default.
     let mut dev = Launch::role("dev").cwd(dir.path()).start().await;
     let body = dev.wait_ready(200, Duration::from_secs(10)).await;
     let elapsed = started.elapsed();
@@ -96,21 +96,38 @@ async fn metrics_parse_as_prometheus_text() {
 #[tokio::test]
 async fn dev_drain_turns_readyz_and_grpc_health_off() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = Launch::role("dev").cwd(dir.path()).env("AGENTD_GRPC_ADDR", "127.0.0.1:0").start().await;
+    let token = "ops-token-0123456789";
+    let mut dev = Launch::role("dev")
+        .cwd(dir.path())
+        .env("AGENTD_GRPC_ADDR", "127.0.0.1:0")
+        .env("AGENTD_OPS_TOKEN", token)
+        .start()
+        .await;
     dev.wait_ready(200, Duration::from_secs(10)).await;
     let grpc = dev.grpc.clone().expect("grpc address announced");
     wait_grpc(&grpc, "", ServingStatus::Serving).await;
-    let drained = agentd_tests::http().post(format!("{}/admin/drain", dev.ops)).send().await.unwrap();
+    let client = agentd_tests::http();
+    let drain = format!("{}/admin/drain", dev.ops);
+    // The token is required, and a browser's request is refused even with it.
+    assert_eq!(client.post(&drain).send().await.unwrap().status(), 401);
+    assert_eq!(client.post(&drain).bearer_auth("wrong").send().await.unwrap().status(), 401);
+    let from_a_page = client.post(&drain).bearer_auth(token).header("origin", "http://127.0.0.1:1").send().await;
+    assert_eq!(from_a_page.unwrap().status(), 403);
+    dev.wait_ready(200, Duration::from_secs(5)).await;
+    let drained = client.post(&drain).bearer_auth(token).send().await.unwrap();
     assert_eq!(drained.status(), 202);
     let body = dev.wait_ready(503, Duration::from_secs(5)).await;
     assert_eq!(body["status"], "draining");
     assert_eq!(grpc_status(&grpc, "").await, ServingStatus::NotServing);
     assert_eq!(grpc_status(&grpc, "liveness").await, ServingStatus::Serving, "liveness survives a drain");
-    // New API work is refused while draining.
-    let refused = agentd_tests::http().get(format!("{}/v1/anything", dev.http)).send().await.unwrap();
+    // New API work is refused while draining; the public readiness probe says why.
+    let refused = client.get(format!("{}/v1/anything", dev.http)).send().await.unwrap();
     assert_eq!(refused.status(), 503);
     let error: serde_json::Value = refused.json().await.unwrap();
     assert_eq!(error["error"]["type"], "api_error");
+    let public = client.get(format!("{}/readyz", dev.http)).send().await.unwrap();
+    assert_eq!(public.status(), 503);
+    assert_eq!(public.json::<serde_json::Value>().await.unwrap(), serde_json::json!({ "status": "draining" }));
 }
 
 /// A private Redis on its own port, so stopping it cannot disturb other tests.
@@ -266,13 +283,28 @@ async fn production_roles_refuse_to_start_without_their_dependencies() {
 }
 
 #[tokio::test]
-async fn operations_can_live_on_their_own_listener() {
+async fn operations_live_on_their_own_listener() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = Launch::role("dev").cwd(dir.path()).env("AGENTD_OPS_ADDR", "127.0.0.1:0").start().await;
+    let mut dev = Launch::role("dev").cwd(dir.path()).start().await;
     assert_ne!(dev.ops, dev.http);
     dev.wait_ready(200, Duration::from_secs(10)).await;
-    let on_api = agentd_tests::http().get(format!("{}/readyz", dev.http)).send().await.unwrap();
-    assert_eq!(on_api.status(), 404, "the API listener does not serve operations routes");
+    let client = agentd_tests::http();
+    // The public listener: a bare readiness probe for load balancers, no metrics, no drain.
+    let ready = client.get(format!("{}/readyz", dev.http)).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    assert_eq!(ready.json::<serde_json::Value>().await.unwrap(), serde_json::json!({ "status": "ready" }));
+    for response in [
+        client.get(format!("{}/metrics", dev.http)).send().await.unwrap(),
+        client.post(format!("{}/admin/drain", dev.http)).send().await.unwrap(),
+    ] {
+        assert_eq!(response.status(), 404, "{}", response.url());
+        let error: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["type"], "not_found_error");
+    }
+    dev.wait_ready(200, Duration::from_secs(5)).await;
+    // The operations listener serves no API.
+    assert_eq!(client.get(format!("{}/v1/agents", dev.ops)).send().await.unwrap().status(), 404);
+    assert_eq!(client.get(format!("{}/metrics", dev.ops)).send().await.unwrap().status(), 200);
 }
 
 #[tokio::test]

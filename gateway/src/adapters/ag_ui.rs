@@ -8,6 +8,7 @@
 //! `RUN_ERROR`, integer millisecond timestamps, no `null` optionals, `data: <json>\n\n`
 //! framing without `[DONE]`. A client that disconnects mid-run interrupts it.
 
+use agentd_schema::ids::AgentId;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -51,7 +52,7 @@ pub async fn run(
 pub async fn agent_run(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(agent): Path<String>,
+    Path(agent): Path<AgentId>,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     let input = body::object(&bytes)?;

@@ -7,6 +7,7 @@
 //! Chunks follow the order the client enforces, optional fields are omitted (never
 //! `null`), framing is `data: <json>\n\n` with a final `data: [DONE]`.
 
+use agentd_schema::ids::AgentId;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -57,7 +58,7 @@ pub async fn thread_run(
 pub async fn agent_run(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(agent): Path<String>,
+    Path(agent): Path<AgentId>,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     let request = body::object(&bytes)?;

@@ -10,7 +10,7 @@
 
 use agentd_schema::KeyKind;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method};
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -31,7 +31,7 @@ pub struct Tenant {
     pub access: Access,
 }
 
-/// What a credential may reach, checked per route by [`authorize`].
+/// What a credential may reach, checked per route by [`super::scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Access {
     /// An API key: the workspace, except `work.list` (environment keys only).
@@ -54,111 +54,26 @@ pub enum Access {
 /// Sessions tokens carry this prefix (they are minted with each offered work item).
 pub const SESSIONS_TOKEN_PREFIX: &str = "sk-agentd-wst";
 
+/// The presented key: a Bearer token, else `x-api-key`. An `Authorization` header of
+/// another scheme (a proxy's `Basic …`) is not ours and does not hide `x-api-key`.
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    if let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|value| {
         let (scheme, token) = value.trim().split_once(' ')?;
-        return scheme.eq_ignore_ascii_case("bearer").then_some(token.trim()).filter(|t| !t.is_empty());
-    }
-    headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty())
+        scheme.eq_ignore_ascii_case("bearer").then_some(token.trim()).filter(|t| !t.is_empty())
+    });
+    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty()))
 }
 
-/// Resolves the key and stores the [`Tenant`] in the request extensions.
+/// Resolves the key and stores the [`Tenant`] in the request extensions. What the
+/// credential may reach is checked after routing, by [`super::scope`].
 pub async fn layer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let path_workspace = request.extensions().get::<WorkspacePath>().map(|p| p.0.clone());
     let tenant = match authenticate(&state, request.headers().clone(), path_workspace).await {
         Ok(tenant) => tenant,
         Err(error) => return error.into_response(),
     };
-    if let Err(error) = authorize(&state, &tenant, request.method(), request.uri().path()).await {
-        return error.into_response();
-    }
     request.extensions_mut().insert(tenant);
     next.run(request).await
-}
-
-/// Checks that the credential reaches this route (`path` is relative to `/v1`).
-async fn authorize(state: &AppState, tenant: &Tenant, method: &Method, path: &str) -> Result<(), ApiError> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let denied = |message: &str| Err(ApiError::PermissionDenied(message.to_owned()));
-    let work_route = |environment: &str| match segments.as_slice() {
-        ["environments", e, "work"] | ["environments", e, "work", "poll" | "stats"] => {
-            *e == environment && method == Method::GET
-        }
-        ["environments", e, "work", _, "ack" | "heartbeat" | "stop"] => *e == environment && method == Method::POST,
-        _ => false,
-    };
-    match &tenant.access {
-        Access::Workspace => match segments.as_slice() {
-            ["environments", _, "work"] if method == Method::GET => {
-                denied("work.list accepts the environment key; it rejects an API key")
-            }
-            ["ext", "runner", ..] => denied("runner routes accept only a runner key"),
-            _ => Ok(()),
-        },
-        Access::Environment(_) | Access::Runner if segments.first() == Some(&"memory_stores") => {
-            denied("the memory_stores endpoints accept the per-item sessions token but reject the environment key")
-        }
-        Access::Environment(environment) => match segments.as_slice() {
-            _ if work_route(environment) => Ok(()),
-            ["environments", e] if e == environment && method == Method::GET => Ok(()),
-            ["sessions", session, ..] => session_in(state, tenant, session, |env| env == environment).await,
-            ["skills", ..] if method == Method::GET => Ok(()),
-            _ => denied("an environment key reaches only its environment's work queue and sessions"),
-        },
-        Access::Runner => match segments.as_slice() {
-            ["ext", "runner", "work", "poll"] => Ok(()),
-            ["environments", environment, ..] if work_route(environment) => {
-                cloud_environment(state, tenant, environment).await
-            }
-            ["environments", environment] if method == Method::GET => {
-                cloud_environment(state, tenant, environment).await
-            }
-            ["sessions", session, ..] => {
-                let Some(environment) = session_environment(state, tenant, session).await? else {
-                    return Ok(()); // the handler answers 404
-                };
-                cloud_environment(state, tenant, &environment).await
-            }
-            ["skills", ..] if method == Method::GET => Ok(()),
-            _ => denied("a runner key reaches only the work and sessions of cloud environments"),
-        },
-        Access::Session { session_id, work_id, environment_id } => match segments.as_slice() {
-            ["sessions", session, ..] if session == session_id => Ok(()),
-            ["environments", e, "work", w, "heartbeat" | "stop"] if e == environment_id && w == work_id => Ok(()),
-            ["skills", ..] if method == Method::GET => Ok(()),
-            ["memory_stores", ..] => Ok(()),
-            _ => denied("a sessions token reaches only its session, its work item and the session's skills and memory"),
-        },
-    }
-}
-
-/// The environment of a session of the caller's workspace, if it exists.
-async fn session_environment(state: &AppState, tenant: &Tenant, session: &str) -> Result<Option<String>, ApiError> {
-    let found = state.backends.store.get_session(&tenant.workspace_id, session).await?;
-    Ok(found.map(|s| s.body["environment_id"].as_str().unwrap_or_default().to_owned()))
-}
-
-async fn session_in(
-    state: &AppState,
-    tenant: &Tenant,
-    session: &str,
-    allowed: impl Fn(&str) -> bool,
-) -> Result<(), ApiError> {
-    match session_environment(state, tenant, session).await? {
-        Some(environment) if !allowed(&environment) => {
-            Err(ApiError::PermissionDenied("this environment key cannot act on sessions of other environments".into()))
-        }
-        _ => Ok(()),
-    }
-}
-
-async fn cloud_environment(state: &AppState, tenant: &Tenant, environment: &str) -> Result<(), ApiError> {
-    let found = state.backends.store.get_resource(&tenant.workspace_id, "environment", environment).await?;
-    match found {
-        Some(env) if env.body["config"]["type"] == "cloud" => Ok(()),
-        Some(_) => Err(ApiError::PermissionDenied("a runner key serves only cloud environments".into())),
-        None => Ok(()), // the handler answers 404
-    }
 }
 
 async fn authenticate(state: &AppState, headers: HeaderMap, path: Option<String>) -> Result<Tenant, ApiError> {

@@ -1,18 +1,23 @@
 //! Rate limiting: one token bucket per organization and operation class, refilled
 //! continuously. The Redis limiter is shared by every gateway replica (one atomic
 //! script per request); `agentd dev` uses the in-process one. A limiter that cannot
-//! answer fails closed with 503.
+//! answer fails closed with 503. Every surface is metered by one rule ([`classify`])
+//! and answers a refusal in its own error shape ([`Surface`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use serde_json::Value;
 
 use super::Tenant;
 use crate::AppState;
@@ -21,7 +26,7 @@ use crate::error::ApiError;
 /// Operation classes with separate buckets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OperationClass {
-    /// Creating a resource (POST to a collection or a nested create route).
+    /// Starting, steering or changing a run or a resource (every write).
     Create,
     /// Reading (GET, HEAD).
     Read,
@@ -201,65 +206,195 @@ impl Limiter for RedisLimiter {
     }
 }
 
-/// Managed collections whose POST creates a resource.
-const CREATE_COLLECTIONS: &[&str] = &[
-    "agents",
-    "sessions",
-    "environments",
-    "deployments",
-    "vaults",
-    "memory_stores",
-    "skills",
-    "user_profiles",
-    "dreams",
-    "files",
-    "tunnels",
+/// JSON-RPC methods that start, steer or change a run or a resource (A2A 1.0, A2A v0.3,
+/// MCP); every other method of a JSON-RPC endpoint reads.
+const RPC_WRITES: &[&str] = &[
+    "SendMessage",
+    "SendStreamingMessage",
+    "CancelTask",
+    "CreateTaskPushNotificationConfig",
+    "DeleteTaskPushNotificationConfig",
+    "message/send",
+    "message/stream",
+    "tasks/cancel",
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/delete",
+    "tools/call",
 ];
 
-/// Nested create routes: `/v1/{collection}/{id}/{child}`.
-const NESTED_CREATES: &[(&str, &str)] = &[
-    ("sessions", "resources"),
-    ("vaults", "credentials"),
-    ("memory_stores", "memories"),
-    ("skills", "versions"),
-    ("user_profiles", "enrollment_url"),
-    ("tunnels", "certificates"),
-];
+/// A request as the metering rule sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Operation<'a> {
+    /// The HTTP method.
+    pub method: &'a Method,
+    /// The flat path, with or without the `/v1` prefix.
+    pub path: &'a str,
+    /// The JSON-RPC methods of a call to a JSON-RPC endpoint (A2A, MCP) whose body
+    /// could be read; `None` for every other request.
+    pub rpc_methods: Option<&'a [String]>,
+}
 
-/// Which bucket a managed request draws from; `None` when it is not metered
-/// (updates, archive, events, deletes, extensions).
-pub fn classify(method: &Method, path: &str) -> Option<OperationClass> {
+/// Which bucket a request draws from. One rule for every surface (managed routes,
+/// extensions, durable run control and the four adapters):
+///
+/// 1. a JSON-RPC call is classed by its method: [`RPC_WRITES`] draw from `Create`,
+///    every other method (a batch: if none of its methods writes) from `Read`;
+/// 2. any other request by HTTP method: `GET` and `HEAD` read; every other method
+///    starts, steers or changes a run or a resource and draws from `Create` (spec §8
+///    names only the two buckets), including a JSON-RPC body too large to read;
+/// 3. two route shapes are the exceptions: A2A's `POST …/tasks/{id}:subscribe` is a
+///    read sent as POST, and the hands' lease upkeep (`POST
+///    /environments/{id}/work/{work_id}/heartbeat`) is not metered — it keeps alive a
+///    run whose input was metered, and a refused heartbeat would lose the lease.
+pub fn classify(operation: &Operation<'_>) -> Option<OperationClass> {
+    if let Some(methods) = operation.rpc_methods {
+        let writes = methods.iter().any(|method| RPC_WRITES.contains(&method.as_str()));
+        return Some(if writes { OperationClass::Create } else { OperationClass::Read });
+    }
+    let method = operation.method;
     if method == Method::GET || method == Method::HEAD {
         return Some(OperationClass::Read);
     }
-    if method != Method::POST {
-        return None;
-    }
     // Inside the `/v1` nest the prefix is already stripped; accept both forms.
-    let relative = path.strip_prefix("/v1").unwrap_or(path);
-    let segments: Vec<&str> = relative.trim_start_matches('/').trim_end_matches('/').split('/').collect();
+    let relative = operation.path.strip_prefix("/v1").unwrap_or(operation.path);
+    let segments: Vec<&str> = relative.trim_matches('/').split('/').collect();
     match segments.as_slice() {
-        [collection] if CREATE_COLLECTIONS.contains(collection) => Some(OperationClass::Create),
-        [collection, _, child] if NESTED_CREATES.contains(&(*collection, *child)) => Some(OperationClass::Create),
-        _ => None,
+        ["environments", _, "work", _, "heartbeat"] => None,
+        [.., last] if method == Method::POST && last.ends_with(":subscribe") => Some(OperationClass::Read),
+        _ => Some(OperationClass::Create),
     }
 }
 
-/// Meters the request against its organization's bucket (after authentication).
+/// The wire surface of a metered request: how its JSON-RPC method is found and how a
+/// refusal is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// Managed routes, extensions, durable run control, AI SDK and AG-UI: the managed
+    /// error envelope (the AI SDK and AG-UI clients show a non-2xx body as the error).
+    Managed,
+    /// A2A JSON-RPC (`POST /a2a`, `POST /a2a/agents/{id}`; 1.0 and v0.3 methods).
+    A2aJsonRpc,
+    /// A2A HTTP+JSON binding and agent cards.
+    A2aRest,
+    /// The MCP endpoint.
+    Mcp,
+}
+
+impl Surface {
+    /// The surface of a route served under `/v1` or of the workspace agent card.
+    fn of(method: &Method, path: &str) -> Self {
+        let relative = path.strip_prefix("/v1").unwrap_or(path);
+        let segments: Vec<&str> = relative.trim_matches('/').split('/').collect();
+        match segments.as_slice() {
+            ["a2a"] | ["a2a", "agents", _] if method == Method::POST => Surface::A2aJsonRpc,
+            ["a2a", ..] | [".well-known", "agent-card.json"] => Surface::A2aRest,
+            _ => Surface::Managed,
+        }
+    }
+
+    fn speaks_json_rpc(self) -> bool {
+        matches!(self, Surface::A2aJsonRpc | Surface::Mcp)
+    }
+
+    /// A refusal of admission (429, or 503 when the limiter cannot answer) in the
+    /// surface's own error shape; `id` is the JSON-RPC request id, when known.
+    fn refuse(self, error: ApiError, id: &Value) -> Response {
+        use crate::adapters::{a2a, mcp};
+        match self {
+            Surface::Managed => error.into_response(),
+            Surface::A2aJsonRpc => a2a::jsonrpc::error_response(id, &a2a::A2aError::from(error)),
+            Surface::A2aRest => a2a::rest::failure(&a2a::A2aError::from(error)),
+            Surface::Mcp => mcp::admission_error(id, error),
+        }
+    }
+}
+
+/// The JSON-RPC methods and the id of a call, read from its body.
+struct RpcCall {
+    methods: Vec<String>,
+    id: Value,
+}
+
+/// The most of a JSON-RPC body read to find its method (axum's default body limit: a
+/// larger body is refused by its handler anyway, and is metered as a write).
+const PEEK_LIMIT: usize = 2 << 20;
+
+/// Reads a JSON-RPC body to find its method(s) and id, and gives the request back
+/// with the same body. `None` when the body is larger than [`PEEK_LIMIT`], fails, or
+/// is not JSON-RPC.
+async fn peek_rpc(request: Request) -> (Request, Option<RpcCall>) {
+    let (parts, body) = request.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut buffer = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) => {
+                buffer.extend_from_slice(&chunk);
+                if buffer.len() > PEEK_LIMIT {
+                    let read = futures::stream::once(std::future::ready(Ok::<_, axum::Error>(buffer.freeze())));
+                    return (Request::from_parts(parts, Body::from_stream(read.chain(stream))), None);
+                }
+            }
+            Err(error) => {
+                let failed = futures::stream::once(std::future::ready(Err::<Bytes, _>(error)));
+                return (Request::from_parts(parts, Body::from_stream(failed)), None);
+            }
+        }
+    }
+    let bytes = buffer.freeze();
+    let call = serde_json::from_slice::<Value>(&bytes).ok().and_then(|value| {
+        let method = |message: &Value| message.get("method").and_then(Value::as_str).map(str::to_owned);
+        match &value {
+            Value::Object(_) => {
+                Some(RpcCall { methods: method(&value).into_iter().collect(), id: value["id"].clone() })
+            }
+            Value::Array(batch) => {
+                Some(RpcCall { methods: batch.iter().filter_map(method).collect(), id: Value::Null })
+            }
+            _ => None,
+        }
+    });
+    (Request::from_parts(parts, Body::from(bytes)), call)
+}
+
+/// Meters a request under `/v1` (and the workspace agent card) against its
+/// organization's bucket, after authentication.
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(class) = classify(request.method(), request.uri().path()) else {
+    let surface = Surface::of(request.method(), request.uri().path());
+    meter(&state, surface, request, next).await
+}
+
+/// Meters a request to the MCP endpoint (wherever `AGENTD_MCP_PATH` puts it).
+pub async fn mcp_layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    meter(&state, Surface::Mcp, request, next).await
+}
+
+async fn meter(state: &AppState, surface: Surface, request: Request, next: Next) -> Response {
+    let (request, call) = if surface.speaks_json_rpc() && request.method() == Method::POST {
+        peek_rpc(request).await
+    } else {
+        (request, None)
+    };
+    let operation = Operation {
+        method: request.method(),
+        path: request.uri().path(),
+        rpc_methods: call.as_ref().map(|call| call.methods.as_slice()),
+    };
+    let Some(class) = classify(&operation) else {
         return next.run(request).await;
     };
+    let id = call.map_or(Value::Null, |call| call.id);
     let Some(tenant) = request.extensions().get::<Tenant>().cloned() else {
         // Never meter by anything the caller sent: no trusted scope, no admission.
-        return ApiError::Unavailable("managed request has no trusted workspace scope".to_owned()).into_response();
+        let error = ApiError::Unavailable("managed request has no trusted workspace scope".to_owned());
+        return surface.refuse(error, &id);
     };
     let decision = match state.limiter.admit(&tenant.organization_id, class).await {
         Ok(decision) => decision,
         Err(error) => {
             tracing::warn!(%error, "rate limiter unavailable");
-            return ApiError::Unavailable("the rate limiter is unavailable; retry once it is back".to_owned())
-                .into_response();
+            let error = ApiError::Unavailable("the rate limiter is unavailable; retry once it is back".to_owned());
+            return surface.refuse(error, &id);
         }
     };
     metrics::counter!("agentd_admission_total", "class" => class.as_str(), "allowed" => decision.allowed.to_string())
@@ -267,11 +402,11 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     let mut response = if decision.allowed {
         next.run(request).await
     } else {
-        ApiError::RateLimited {
+        let error = ApiError::RateLimited {
             message: format!("rate limit exceeded for {} requests; retry later", class.as_str()),
             retry_after_secs: decision.retry_after_secs,
-        }
-        .into_response()
+        };
+        surface.refuse(error, &id)
     };
     let headers = response.headers_mut();
     headers.insert("anthropic-ratelimit-requests-limit", HeaderValue::from(decision.limit));
@@ -286,15 +421,70 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
 mod tests {
     use super::*;
 
+    fn class(method: Method, path: &str) -> Option<OperationClass> {
+        classify(&Operation { method: &method, path, rpc_methods: None })
+    }
+
+    fn rpc(methods: &[&str]) -> Option<OperationClass> {
+        let methods: Vec<String> = methods.iter().map(|m| (*m).to_owned()).collect();
+        classify(&Operation { method: &Method::POST, path: "/v1/a2a", rpc_methods: Some(&methods) })
+    }
+
     #[test]
-    fn classification_follows_the_collections() {
-        assert_eq!(classify(&Method::GET, "/v1/agents/agent_1"), Some(OperationClass::Read));
-        assert_eq!(classify(&Method::POST, "/v1/agents"), Some(OperationClass::Create));
-        assert_eq!(classify(&Method::POST, "/agents"), Some(OperationClass::Create), "as seen inside the /v1 nest");
-        assert_eq!(classify(&Method::POST, "/v1/vaults/vlt_1/credentials"), Some(OperationClass::Create));
-        assert_eq!(classify(&Method::POST, "/v1/agents/agent_1"), None, "updates are not metered");
-        assert_eq!(classify(&Method::POST, "/v1/agents/agent_1/archive"), None);
-        assert_eq!(classify(&Method::DELETE, "/v1/environments/env_1"), None);
+    fn reads_read_and_every_write_draws_from_create() {
+        use OperationClass::{Create, Read};
+        assert_eq!(class(Method::GET, "/v1/agents/agent_1"), Some(Read));
+        assert_eq!(class(Method::HEAD, "/v1/agents"), Some(Read));
+        assert_eq!(class(Method::POST, "/v1/agents"), Some(Create));
+        assert_eq!(class(Method::POST, "/agents"), Some(Create), "as seen inside the /v1 nest");
+        assert_eq!(class(Method::POST, "/v1/vaults/vlt_1/credentials"), Some(Create));
+        for (method, path) in [
+            (Method::POST, "/v1/agents/agent_1"),
+            (Method::POST, "/v1/agents/agent_1/archive"),
+            (Method::DELETE, "/v1/environments/env_1"),
+            (Method::POST, "/v1/sessions/sesn_1/events"),
+            (Method::DELETE, "/v1/sessions/sesn_1/resources/res_1"),
+            (Method::PUT, "/v1/ext/sessions/sesn_1/live-inbox/order"),
+            (Method::POST, "/v1/durable/threads/t/cancel"),
+            (Method::POST, "/v1/ai-sdk/chat"),
+            (Method::POST, "/v1/ai-sdk/threads/t/runs"),
+            (Method::POST, "/v1/ag-ui"),
+            (Method::POST, "/v1/a2a/message:send"),
+            (Method::POST, "/v1/a2a/agents/agent_1/tasks/t1:cancel"),
+            (Method::POST, "/v1/environments/env_1/work/w1/ack"),
+            (Method::DELETE, "/v1/mcp"),
+        ] {
+            assert_eq!(class(method.clone(), path), Some(Create), "{method} {path}");
+        }
+        assert_eq!(class(Method::POST, "/v1/a2a/tasks/t1:subscribe"), Some(Read), "a read sent as POST");
+        assert_eq!(class(Method::POST, "/v1/environments/env_1/work/w1/heartbeat"), None, "lease upkeep");
+    }
+
+    #[test]
+    fn json_rpc_calls_are_classed_by_method() {
+        use OperationClass::{Create, Read};
+        for write in ["SendMessage", "SendStreamingMessage", "CancelTask", "message/send", "tasks/cancel", "tools/call"]
+        {
+            assert_eq!(rpc(&[write]), Some(Create), "{write}");
+        }
+        for read in ["GetTask", "ListTasks", "tasks/get", "initialize", "tools/list", "ping", "nonsense"] {
+            assert_eq!(rpc(&[read]), Some(Read), "{read}");
+        }
+        assert_eq!(rpc(&["tools/list", "tools/call"]), Some(Create), "a batch with one write");
+        assert_eq!(rpc(&[]), Some(Read));
+        let unread = Operation { method: &Method::POST, path: "/v1/mcp", rpc_methods: None };
+        assert_eq!(classify(&unread), Some(Create), "a body too large to read is metered as a write");
+    }
+
+    #[test]
+    fn surfaces_follow_the_route() {
+        assert_eq!(Surface::of(&Method::POST, "/a2a"), Surface::A2aJsonRpc);
+        assert_eq!(Surface::of(&Method::POST, "/v1/a2a/agents/agent_1"), Surface::A2aJsonRpc);
+        assert_eq!(Surface::of(&Method::GET, "/a2a/agents/agent_1"), Surface::A2aRest, "the agent card");
+        assert_eq!(Surface::of(&Method::POST, "/a2a/message:send"), Surface::A2aRest);
+        assert_eq!(Surface::of(&Method::GET, "/.well-known/agent-card.json"), Surface::A2aRest);
+        assert_eq!(Surface::of(&Method::POST, "/ai-sdk/chat"), Surface::Managed);
+        assert_eq!(Surface::of(&Method::POST, "/sessions/sesn_1/events"), Surface::Managed);
     }
 
     #[tokio::test]

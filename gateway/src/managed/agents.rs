@@ -3,6 +3,7 @@
 //!
 //! The stored body is the rendered agent; every change is a new immutable version.
 
+use agentd_schema::ids::AgentId;
 use agentd_schema::{NewResource, Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -71,7 +72,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<AgentId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
@@ -93,7 +94,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<AgentId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -171,7 +172,7 @@ pub async fn list(
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<AgentId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
@@ -182,7 +183,7 @@ pub async fn archive(
 pub async fn disable(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<AgentId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     body::only_known(&body::object(&bytes)?, &[], "")?;
@@ -201,7 +202,7 @@ pub async fn disable(
 pub async fn versions(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<AgentId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);

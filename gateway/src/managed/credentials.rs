@@ -3,6 +3,7 @@
 //! [`SecretBox`](agentd_schema::secrets::SecretBox) into the stored row under
 //! [`SEALED`] and never rendered, logged or echoed in an error.
 
+use agentd_schema::ids::{CredentialId, VaultId};
 use agentd_schema::{ListQuery, Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -299,7 +300,7 @@ fn display_name(value: Option<&Value>) -> ApiResult<Value> {
 pub async fn create(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(vault_id): Path<String>,
+    Path(vault_id): Path<VaultId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -325,7 +326,7 @@ pub async fn create(
         "archived_at": null,
         SEALED: state.secrets.seal(&id, &Value::Object(secrets)),
     });
-    let resource = FAMILY.create(store, &tenant, id, Some(vault_id), credential, false).await?;
+    let resource = FAMILY.create(store, &tenant, id, Some(vault_id.into()), credential, false).await?;
     Ok(Json(render(&resource)))
 }
 
@@ -333,7 +334,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((vault_id, id)): Path<(String, String)>,
+    Path((vault_id, id)): Path<(VaultId, CredentialId)>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&load(state.backends.store.as_ref(), &tenant, &vault_id, &id).await?)))
 }
@@ -342,7 +343,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((vault_id, id)): Path<(String, String)>,
+    Path((vault_id, id)): Path<(VaultId, CredentialId)>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -381,19 +382,19 @@ pub async fn update(
 pub async fn list(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(vault_id): Path<String>,
+    Path(vault_id): Path<VaultId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let store = state.backends.store.as_ref();
     vaults::load(store, &tenant, &vault_id).await?;
-    Ok(Json(FAMILY.page(store, &tenant, &uri, Some(vault_id), false, render).await?))
+    Ok(Json(FAMILY.page(store, &tenant, &uri, Some(vault_id.into()), false, render).await?))
 }
 
 /// `POST /v1/vaults/{vault_id}/credentials/{credential_id}/archive`.
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((vault_id, id)): Path<(String, String)>,
+    Path((vault_id, id)): Path<(VaultId, CredentialId)>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, Some(&vault_id)).await?)))
 }
@@ -402,7 +403,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((vault_id, id)): Path<(String, String)>,
+    Path((vault_id, id)): Path<(VaultId, CredentialId)>,
 ) -> ApiResult<Json<Value>> {
     let store = state.backends.store.as_ref();
     load(store, &tenant, &vault_id, &id).await?;
@@ -487,7 +488,7 @@ async fn write_back(
 pub async fn mcp_oauth_validate(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((vault_id, id)): Path<(String, String)>,
+    Path((vault_id, id)): Path<(VaultId, CredentialId)>,
 ) -> ApiResult<Json<Value>> {
     let credential = load(state.backends.store.as_ref(), &tenant, &vault_id, &id).await?;
     let auth = &credential.body["auth"];

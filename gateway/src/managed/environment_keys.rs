@@ -2,6 +2,7 @@
 //! operators who do not run `agentd keys`. Only an API key of the workspace may manage
 //! them; a new key's secret is in the create response and never again.
 
+use agentd_schema::ids::{ApiKeyId, EnvironmentId};
 use agentd_schema::{ApiKeyInfo, KeyKind};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -45,7 +46,7 @@ async fn keys_of(state: &AppState, tenant: &Tenant, environment_id: &str) -> Api
 pub async fn create(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(environment_id): Path<String>,
+    Path(environment_id): Path<EnvironmentId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -53,7 +54,7 @@ pub async fn create(
     let name = body::optional_string(map.get("name"), "name", 64)?.unwrap_or_else(|| "api".to_owned());
     environment(&state, &tenant, &environment_id).await?;
     let secret = agentd_schema::ids::new_secret("sk-agentd-env");
-    let kind = KeyKind::Environment(environment_id.clone());
+    let kind = KeyKind::Environment(environment_id.to_string());
     let key = state.backends.store.insert_api_key(&tenant.workspace_id, &name, &secret, &kind).await?;
     let mut out = render(&key, &environment_id);
     out["secret"] = json!(secret);
@@ -64,7 +65,7 @@ pub async fn create(
 pub async fn list(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(environment_id): Path<String>,
+    Path(environment_id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     environment(&state, &tenant, &environment_id).await?;
     let keys = keys_of(&state, &tenant, &environment_id).await?;
@@ -75,7 +76,7 @@ pub async fn list(
 pub async fn revoke(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((environment_id, key_id)): Path<(String, String)>,
+    Path((environment_id, key_id)): Path<(EnvironmentId, ApiKeyId)>,
 ) -> ApiResult<Json<Value>> {
     environment(&state, &tenant, &environment_id).await?;
     let Some(key) = keys_of(&state, &tenant, &environment_id).await?.into_iter().find(|k| k.id == key_id) else {

@@ -2,6 +2,7 @@
 //! built-in runner, `self_hosted` ones by the customer's worker. `config.type` never
 //! changes after creation; archived environments cannot be updated or start sessions.
 
+use agentd_schema::ids::EnvironmentId;
 use agentd_schema::{Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -194,7 +195,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&load(state.backends.store.as_ref(), &tenant, &id).await?)))
 }
@@ -203,7 +204,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -258,7 +259,7 @@ pub async fn list(
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
@@ -267,7 +268,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     if !state.backends.store.delete_resource(&tenant.workspace_id, KIND, &id).await? {
         return Err(ApiError::NotFound(format!("environment not found: {id}")));

@@ -6,6 +6,7 @@
 //! de-duplicating by sequence number and filling any gap from the store. It works on
 //! any gateway replica, whichever worker commits.
 
+use agentd_schema::ids::{SessionId, ThreadId};
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::time::Duration;
@@ -216,7 +217,7 @@ async fn tool_ledger(state: &AppState, session_id: &str) -> ApiResult<ToolLedger
 pub async fn send(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -434,7 +435,7 @@ async fn list_events(
 pub async fn list(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
@@ -445,7 +446,7 @@ pub async fn list(
 pub async fn stream(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     uri: Uri,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
@@ -658,7 +659,7 @@ async fn load_thread(state: &AppState, tenant: &Tenant, session_id: &str, thread
 pub async fn threads(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
@@ -674,7 +675,7 @@ pub async fn threads(
 pub async fn thread(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, thread_id)): Path<(String, String)>,
+    Path((id, thread_id)): Path<(SessionId, ThreadId)>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(primary_thread(&load_thread(&state, &tenant, &id, &thread_id).await?)))
 }
@@ -683,7 +684,7 @@ pub async fn thread(
 pub async fn archive_thread(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, thread_id)): Path<(String, String)>,
+    Path((id, thread_id)): Path<(SessionId, ThreadId)>,
 ) -> ApiResult<Json<Value>> {
     load_thread(&state, &tenant, &id, &thread_id).await?;
     Err(ApiError::invalid(format!("thread {thread_id} is the session's primary thread; archive the session instead")))
@@ -693,20 +694,20 @@ pub async fn archive_thread(
 pub async fn thread_events(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, thread_id)): Path<(String, String)>,
+    Path((id, thread_id)): Path<(SessionId, ThreadId)>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let session = load_thread(&state, &tenant, &id, &thread_id).await?;
-    Ok(Json(list_events(&state, &session, Some(thread_id), &uri, false).await?))
+    Ok(Json(list_events(&state, &session, Some(thread_id.into()), &uri, false).await?))
 }
 
 /// `GET /v1/sessions/{session_id}/threads/{thread_id}/stream`.
 pub async fn thread_stream(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, thread_id)): Path<(String, String)>,
+    Path((id, thread_id)): Path<(SessionId, ThreadId)>,
     uri: Uri,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let session = load_thread(&state, &tenant, &id, &thread_id).await?;
-    open_stream(state, session, Some(thread_id), uri).await
+    open_stream(state, session, Some(thread_id.into()), uri).await
 }

@@ -5,6 +5,7 @@
 //! a reorder names the version it was computed from (409 when stale or not an exact
 //! permutation). See docs/api/live-inbox.md.
 
+use agentd_schema::ids::{InboxMessageId, SessionId};
 use agentd_schema::{InboxChange, InboxRefusal, InboxSnapshot};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -75,7 +76,7 @@ async fn apply(state: &AppState, session_id: &str, change: InboxChange) -> ApiRe
 pub async fn snapshot(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let session_id = session(&state, &tenant, &id).await?;
     Ok(Json(render(&state.backends.store.inbox(&session_id).await?)))
@@ -85,7 +86,7 @@ pub async fn snapshot(
 pub async fn enqueue(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -102,7 +103,7 @@ pub async fn enqueue(
 pub async fn reorder(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -124,22 +125,22 @@ pub async fn reorder(
 pub async fn replace(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, message)): Path<(String, String)>,
+    Path((id, message)): Path<(SessionId, InboxMessageId)>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
     body::only_known(&map, &["content"], "body")?;
     let content = content(&map)?;
     let session_id = session(&state, &tenant, &id).await?;
-    Ok(Json(render(&apply(&state, &session_id, InboxChange::Replace { id: message, content }).await?)))
+    Ok(Json(render(&apply(&state, &session_id, InboxChange::Replace { id: message.into(), content }).await?)))
 }
 
 /// `DELETE …/live-inbox/{message_id}`: withdrawn.
 pub async fn withdraw(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, message)): Path<(String, String)>,
+    Path((id, message)): Path<(SessionId, InboxMessageId)>,
 ) -> ApiResult<Json<Value>> {
     let session_id = session(&state, &tenant, &id).await?;
-    Ok(Json(render(&apply(&state, &session_id, InboxChange::Withdraw { id: message }).await?)))
+    Ok(Json(render(&apply(&state, &session_id, InboxChange::Withdraw { id: message.into() }).await?)))
 }

@@ -3,6 +3,7 @@
 //! edit the same list in the session body; every change bumps the resources revision
 //! (the manifest's `If-Match`). Tokens are sealed at rest and never rendered.
 
+use agentd_schema::ids::{SessionId, SessionResourceId};
 use agentd_schema::{IdempotencyBegin, Session};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -74,7 +75,7 @@ async fn write(
 pub async fn list(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
@@ -94,7 +95,7 @@ pub async fn list(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, resource)): Path<(String, String)>,
+    Path((id, resource)): Path<(SessionId, SessionResourceId)>,
 ) -> ApiResult<Json<Value>> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
     Ok(Json(rendered(find(&list_of(&session), &resource)?)))
@@ -104,7 +105,7 @@ pub async fn retrieve(
 pub async fn add(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -125,7 +126,7 @@ pub async fn add(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, resource)): Path<(String, String)>,
+    Path((id, resource)): Path<(SessionId, SessionResourceId)>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -149,7 +150,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((id, resource)): Path<(String, String)>,
+    Path((id, resource)): Path<(SessionId, SessionResourceId)>,
 ) -> ApiResult<Json<Value>> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
     let mut list = list_of(&session);
@@ -203,7 +204,7 @@ fn with_etag(body: Value) -> Response {
 pub async fn get_manifest(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Response> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
     Ok(with_etag(manifest(&state, &session).await?))
@@ -214,7 +215,7 @@ pub async fn get_manifest(
 pub async fn replace(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {

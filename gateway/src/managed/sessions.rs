@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use agentd_schema::ids::SessionId;
 use agentd_schema::{NewEvent, NewSession, Session, SessionQuery, Store, TimeBounds};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -346,7 +347,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(without_secrets(render(&load(state.backends.store.as_ref(), &tenant, &id).await?))))
 }
@@ -355,7 +356,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -582,7 +583,7 @@ async fn render_listed(store: &dyn Store, agents: &mut AgentCache, session: &Ses
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let session = state.backends.store.archive_session(&tenant.workspace_id, &id).await?;
     Ok(Json(without_secrets(render(&session))))
@@ -592,7 +593,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     if !state.backends.store.delete_session(&tenant.workspace_id, &id).await? {
         return Err(ApiError::NotFound(format!("session not found: {id}")));

@@ -1,6 +1,7 @@
 //! Vaults: named groups of credentials that sessions use to reach MCP servers and
 //! outbound APIs. See `credentials.rs` for the credentials themselves.
 
+use agentd_schema::ids::VaultId;
 use agentd_schema::{Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -57,7 +58,7 @@ pub async fn create(
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<VaultId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&load(state.backends.store.as_ref(), &tenant, &id).await?)))
 }
@@ -66,7 +67,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<VaultId>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
@@ -106,7 +107,7 @@ pub async fn list(
 pub async fn archive(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<VaultId>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&FAMILY.archive(state.backends.store.as_ref(), &tenant, &id, None).await?)))
 }
@@ -115,7 +116,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(id): Path<String>,
+    Path(id): Path<VaultId>,
 ) -> ApiResult<Json<Value>> {
     let store = state.backends.store.as_ref();
     load(store, &tenant, &id).await?;

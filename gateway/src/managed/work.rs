@@ -3,6 +3,7 @@
 //! wakes when work is announced (or re-checks after a short tick, so a lost
 //! announcement costs latency, never work).
 
+use agentd_schema::ids::{EnvironmentId, WorkId};
 use std::time::Duration;
 
 use agentd_schema::{Heartbeat, WorkItem, WorkSource, hands};
@@ -52,7 +53,7 @@ pub fn render(item: &WorkItem, secret: Option<&str>) -> Value {
 pub async fn poll(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(environment_id): Path<String>,
+    Path(environment_id): Path<EnvironmentId>,
     headers: HeaderMap,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
@@ -62,7 +63,7 @@ pub async fn poll(
         state.backends.store.note_work_poller(&environment_id, &worker).await?;
     }
     let channel = hands::environment_channel(&environment_id);
-    offer(&state, WorkSource::Environment(environment_id), &channel, &uri).await
+    offer(&state, WorkSource::Environment(environment_id.into()), &channel, &uri).await
 }
 
 /// `GET /v1/ext/runner/work/poll`: the runner's poll across every `cloud` environment
@@ -124,7 +125,7 @@ async fn item(state: &AppState, tenant: &Tenant, environment_id: &str, work_id: 
 pub async fn retrieve(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((environment_id, work_id)): Path<(String, String)>,
+    Path((environment_id, work_id)): Path<(EnvironmentId, WorkId)>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(render(&item(&state, &tenant, &environment_id, &work_id).await?, None)))
 }
@@ -133,7 +134,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((environment_id, work_id)): Path<(String, String)>,
+    Path((environment_id, work_id)): Path<(EnvironmentId, WorkId)>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -164,7 +165,7 @@ pub async fn update(
 pub async fn list(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(environment_id): Path<String>,
+    Path(environment_id): Path<EnvironmentId>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     ENVIRONMENTS.load(state.backends.store.as_ref(), &tenant, &environment_id, None).await?;
@@ -179,7 +180,7 @@ pub async fn list(
 pub async fn ack(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((environment_id, work_id)): Path<(String, String)>,
+    Path((environment_id, work_id)): Path<(EnvironmentId, WorkId)>,
 ) -> ApiResult<Json<Value>> {
     item(&state, &tenant, &environment_id, &work_id).await?;
     match state.backends.store.ack_work(&environment_id, &work_id).await? {
@@ -195,7 +196,7 @@ pub async fn ack(
 pub async fn heartbeat(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((environment_id, work_id)): Path<(String, String)>,
+    Path((environment_id, work_id)): Path<(EnvironmentId, WorkId)>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
@@ -240,7 +241,7 @@ pub async fn heartbeat(
 pub async fn stop(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path((environment_id, work_id)): Path<(String, String)>,
+    Path((environment_id, work_id)): Path<(EnvironmentId, WorkId)>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
@@ -258,7 +259,7 @@ pub async fn stop(
 pub async fn stats(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(environment_id): Path<String>,
+    Path(environment_id): Path<EnvironmentId>,
 ) -> ApiResult<Json<Value>> {
     ENVIRONMENTS.load(state.backends.store.as_ref(), &tenant, &environment_id, None).await?;
     let stats = state.backends.store.work_stats(&environment_id).await?;

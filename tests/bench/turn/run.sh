@@ -52,16 +52,20 @@ common_env=(
     AGENTD_RATE_LIMIT_READ=1000000
     AGENTD_MODEL_CATALOG="$WORK/catalog.json"
     AGENTD_HTTP_ADDR=127.0.0.1:0
+    AGENTD_OPS_ADDR=127.0.0.1:0
 )
 
-# start NAME ROLE [ENV…]: starts a role, waits for its listener line, sets $URL and $PID.
+# start NAME ROLE [ENV…]: starts a role, waits for its listener line (the API's; a
+# worker's operations listener), sets $URL and $PID.
 start() {
     local name="$1" role="$2"; shift 2
+    local listener=http
+    [ "$role" = worker ] && listener=ops
     env "${common_env[@]}" "$@" "$BIN" "$role" > "$WORK/$name.out" 2> "$WORK/$name.err" &
     PID=$!
     PIDS+=("$PID")
     for _ in $(seq 1 300); do
-        URL="$(sed -n 's/^agentd: \(http\|ops\) listening on //p' "$WORK/$name.out" | head -1)"
+        URL="$(sed -n "s/^agentd: $listener listening on //p" "$WORK/$name.out" | head -1)"
         [ -n "$URL" ] && return 0
         sleep 0.1
     done

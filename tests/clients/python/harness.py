@@ -181,6 +181,8 @@ class Process:
         self.stderr_seen: list[str] = []
         # The announced listener (http for gateway/dev, ops for a worker), once known.
         self.url: str | None = None
+        # The operations listener (/readyz with backend details, /metrics, /admin/drain).
+        self.ops_url: str | None = None
         self.proc = subprocess.Popen(
             argv,
             env=env,
@@ -237,6 +239,26 @@ class Process:
                 pytest.fail(f"{self.name} exited before printing {prefix!r}\n{self.output_tail()}")
             if line.startswith(prefix):
                 return line[len(prefix) :].strip()
+
+    def wait_for_lines(self, prefixes: list[str], timeout: float = ANNOUNCE_TIMEOUT) -> dict[str, str]:
+        """The rest of the first stdout line starting with each of `prefixes`, in any order."""
+        found: dict[str, str] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(prefixes):
+            left = deadline - time.monotonic()
+            missing = [p for p in prefixes if p not in found]
+            if left <= 0:
+                pytest.fail(f"{self.name} did not print {missing!r} within {timeout:.0f} s\n{self.output_tail()}")
+            try:
+                line = self.stdout_lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"{self.name} exited before printing {missing!r}\n{self.output_tail()}")
+            for prefix in missing:
+                if line.startswith(prefix):
+                    found[prefix] = line[len(prefix) :].strip()
+        return found
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -296,11 +318,14 @@ def start_role(role: str, env: dict[str, str], name: str | None = None, *, ready
     if not os.access(AGENTD_BIN, os.X_OK):
         pytest.fail(f"AGENTD_BIN={AGENTD_BIN} is not an executable: run `cargo build` first (scripts/test does)")
     process = Process(name or f"agentd {role}", [AGENTD_BIN, role], env)
-    prefix = "agentd: ops listening on " if role == "worker" else "agentd: http listening on "
-    url = process.wait_for_line(prefix).rstrip("/")
+    http, ops = "agentd: http listening on ", "agentd: ops listening on "
+    # Every role has its operations listener; a worker has no API.
+    announced = process.wait_for_lines([ops] if role == "worker" else [http, ops])
+    process.ops_url = announced[ops].rstrip("/")
+    url = announced.get(http, announced[ops]).rstrip("/")
     process.url = url
     if ready:
-        wait_ready(url, process)
+        wait_ready(process.ops_url, process)
     return process, url
 
 
@@ -792,6 +817,7 @@ def start_dev(
     key = new_secret_key()
     env = base_env(
         AGENTD_HTTP_ADDR="127.0.0.1:0",
+        AGENTD_OPS_ADDR="127.0.0.1:0",
         AGENTD_DATA_DIR=str(data_dir),
         AGENTD_BOOTSTRAP_API_KEY=key,
         AGENTD_RATE_LIMIT_CREATE=str(create_limit),
@@ -847,6 +873,7 @@ def start_prod(
         AGENTD_NATS_URL=nats_url,
         AGENTD_REDIS_URL=redis_url,
         AGENTD_HTTP_ADDR="127.0.0.1:0",
+        AGENTD_OPS_ADDR="127.0.0.1:0",
         AGENTD_GRPC_ADDR="127.0.0.1:0",
         AGENTD_NATS_STREAM=stream,
         AGENTD_NATS_CONSUMER=f"agentd-pytest-{suffix}",

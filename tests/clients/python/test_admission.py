@@ -292,19 +292,18 @@ def test_create_bucket_is_exhausted(launch: Callable[..., Deployment], mode: str
     remaining = [assert_ratelimit_headers(first.headers, 3)]
     agent = first.parse()
 
-    # Updates, archive-free reads and lists are not in the create class.
-    for i in range(4):
-        client.beta.agents.update(agent.id, description=f"edit {i}")
+    # Reads have their own bucket.
     client.beta.agents.retrieve(agent.id)
     collect(client.beta.agents.list())
+
+    # An update changes a resource: it draws from the create bucket too.
+    updated = client.beta.agents.with_raw_response.update(agent.id, description="edit 1")
+    remaining.append(assert_ratelimit_headers(updated.headers, 3))
 
     # Flat and workspace-path requests share one bucket.
     second = http.post("/v1/workspaces/default/agents", json=agent_body(model_id), headers=deployment.headers())
     assert second.is_success, second.text
     remaining.append(assert_ratelimit_headers(second.headers, 3))
-
-    third = client.beta.agents.with_raw_response.create(name=unique("rl"), model=model_id)
-    remaining.append(assert_ratelimit_headers(third.headers, 3))
     assert remaining == [2, 1, 0]
 
     with pytest.raises(anthropic.RateLimitError) as caught:
@@ -316,11 +315,17 @@ def test_create_bucket_is_exhausted(launch: Callable[..., Deployment], mode: str
     assert response.headers.get("anthropic-ratelimit-requests-limit") == "3"
     assert assert_ratelimit_headers(response.headers, 3) == 0
 
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        client.beta.agents.update(agent.id, description="edit 2")
+    assert_error_envelope(caught.value.response, 429, "rate_limit_error")
+
     again = http.post("/v1/workspaces/default/agents", json=agent_body(model_id), headers=deployment.headers())
     assert_error_envelope(again, 429, "rate_limit_error")
 
-    # Reads have their own bucket; rejected creates stored nothing.
-    assert len(collect(client.beta.agents.list())) == 3
+    # Reads still answer; rejected writes stored nothing.
+    listed = collect(client.beta.agents.list())
+    assert len(listed) == 2
+    assert client.beta.agents.retrieve(agent.id).description == "edit 1"
 
 
 def test_two_gateways_share_one_bucket(launch: Callable[..., Deployment]) -> None:

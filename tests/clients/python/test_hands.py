@@ -943,7 +943,8 @@ def test_environment_key_reaches_only_its_environment(turns: Deployment) -> None
     assert http.get(f"/v1/environments/{env_a}", headers=a).json()["id"] == env_a
     assert http.get(f"/v1/environments/{env_a}/work/stats", headers=a).json()["type"] == "work_queue_stats"
 
-    # Not environment B's.
+    # Not environment B's: out of reach answers exactly what a missing id answers (404),
+    # so the key learns nothing about what exists elsewhere.
     message = {"events": [user_message("from the wrong key")]}
     for method, path, body in [
         ("GET", f"/v1/sessions/{session_b.id}", None),
@@ -955,7 +956,9 @@ def test_environment_key_reaches_only_its_environment(turns: Deployment) -> None
         ("GET", f"/v1/environments/{env_b}/work", None),
     ]:
         response = http.request(method, path, json=body, headers=a)
-        assert_error_envelope(response, 403, "permission_error")
+        assert_error_envelope(response, 404, "not_found_error")
+        missing = path.replace(session_b.id, "sesn_" + "0" * 26).replace(env_b, "env_" + "0" * 26)
+        assert http.request(method, missing, json=body, headers=a).status_code == 404, missing
     assert not events_of(http, headers, session_b.id), "the refused message was not committed"
 
     # Nothing else of the workspace: no agents, no new sessions, no keys.
@@ -1007,8 +1010,12 @@ def test_runner_key_serves_only_cloud_environments(turns: Deployment) -> None:
     assert empty.status_code == 200 and empty.json() is None, empty.text[:500]
     assert http.get(f"/v1/environments/{cloud}", headers=r).status_code == 200
     assert http.get(f"/v1/environments/{cloud}/work/stats", headers=r).status_code == 200
-    for path in (f"/v1/environments/{self_hosted}", f"/v1/environments/{self_hosted}/work/poll", "/v1/agents"):
-        assert_error_envelope(http.get(path, headers=r), 403, "permission_error")
+    # A self-hosted environment is out of reach: the 404 of a missing one.
+    for path in (f"/v1/environments/{self_hosted}", f"/v1/environments/{self_hosted}/work/poll"):
+        assert_error_envelope(http.get(path, headers=r), 404, "not_found_error")
+    encoded = self_hosted.replace("_", "%5F")
+    assert_error_envelope(http.get(f"/v1/environments/{encoded}/work/poll", headers=r), 404, "not_found_error")
+    assert_error_envelope(http.get("/v1/agents", headers=r), 403, "permission_error")
     assert_error_envelope(http.get("/v1/ext/runner/work/poll", headers=auth(api_key)), 403, "permission_error")
 
 

@@ -208,8 +208,8 @@ def kill9(process: Process) -> None:
 
 def metric(process: Process, name: str) -> float:
     """Sum of a counter over its label sets, from a worker's ops /metrics."""
-    assert process.url, f"{process.name} announced no ops listener"
-    response = httpx.get(f"{process.url}/metrics", timeout=5.0, trust_env=False)
+    assert process.ops_url, f"{process.name} announced no ops listener"
+    response = httpx.get(f"{process.ops_url}/metrics", timeout=5.0, trust_env=False)
     assert response.status_code == 200, response.text[:300]
     total = 0.0
     for line in response.text.splitlines():

@@ -57,6 +57,13 @@ app.kubernetes.io/component: {{ .role }}
       name: {{ include "agentd.backendsSecret" $ }}
       key: {{ $key }}
 {{- end }}
+{{- if .Values.opsToken.existingSecret }}
+- name: AGENTD_OPS_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.opsToken.existingSecret }}
+      key: {{ .Values.opsToken.key }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}

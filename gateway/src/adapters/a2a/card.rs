@@ -6,6 +6,7 @@
 //! `ETag`.
 
 use agentd_schema::ListQuery;
+use agentd_schema::ids::AgentId;
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -156,7 +157,7 @@ pub async fn workspace_card(
 pub async fn agent_card(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(agent): Path<String>,
+    Path(agent): Path<AgentId>,
     headers: HeaderMap,
 ) -> Response {
     respond(&headers, build(&state, &tenant, &headers, Some(&agent)).await)

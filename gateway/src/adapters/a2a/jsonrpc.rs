@@ -3,6 +3,7 @@
 //! JSON-RPC error objects (HTTP 200) with the A2A code and an ErrorInfo in `data`;
 //! streams are SSE frames `data: <JSON-RPC response>\n\n`.
 
+use agentd_schema::ids::AgentId;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -35,11 +36,11 @@ pub async fn workspace(
 pub async fn agent(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
-    Path(agent): Path<String>,
+    Path(agent): Path<AgentId>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Response {
-    handle(&state, &tenant, &Endpoint { agent: Some(agent) }, &headers, &bytes).await
+    handle(&state, &tenant, &Endpoint { agent: Some(agent.into()) }, &headers, &bytes).await
 }
 
 /// A JSON-RPC error response: HTTP 200, or 429 with `Retry-After` when rate limited.

@@ -98,7 +98,8 @@ fn ok(result: Value) -> Response {
     ([(header::CONTENT_TYPE, "application/a2a+json")], result.to_string()).into_response()
 }
 
-fn failure(error: &A2aError) -> Response {
+/// An error response of this binding: the A2A error's HTTP status and body.
+pub fn failure(error: &A2aError) -> Response {
     let (status, body) = error.to_rest();
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     error.decorate((status, [(header::CONTENT_TYPE, "application/a2a+json")], body.to_string()).into_response())

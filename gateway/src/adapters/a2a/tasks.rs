@@ -446,13 +446,11 @@ async fn commit(
     bodies: Vec<Value>,
 ) -> A2aResult<i64> {
     let body = json!({ "events": bodies });
-    let sent = events::send(
-        State(state.clone()),
-        Extension(tenant.clone()),
-        Path(session_id.to_owned()),
-        Bytes::from(body.to_string()),
-    )
-    .await?;
+    let session = agentd_schema::ids::SessionId::parse(session_id)
+        .map_err(|_| crate::error::ApiError::Internal(format!("bound session id does not parse: {session_id}")))?;
+    let sent =
+        events::send(State(state.clone()), Extension(tenant.clone()), Path(session), Bytes::from(body.to_string()))
+            .await?;
     let ids: Vec<&str> = sent.0["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
     let query = EventQuery {
         after_seq: Some(before),

@@ -1,0 +1,290 @@
+//! Authorization: whether an authenticated credential reaches what the matched route
+//! acts on.
+//!
+//! It runs after routing, on the route's template and its *decoded* path parameters —
+//! the same values the handler's `Path` extractor will see — never on the raw path. Each
+//! parameter is parsed once into its typed id ([`agentd_schema::ids`]); one that does not
+//! parse is the route's 404, whoever asks. For a credential narrower than a workspace API
+//! key, the route must be one its kind may use (otherwise 403), and the resource it names
+//! must be inside the credential's reach: a session of its environment, its own work item.
+//! A resource outside the reach and one that does not exist answer the same 404, so a
+//! scoped key learns nothing about what it cannot reach; an unknown or unparsable id is
+//! refused, never waved through to the handler.
+//!
+//! [`check`] is the one scope check: the layer calls it for every route, and a service
+//! that acts on a resource a request did not name in its path calls it the same way.
+
+use agentd_schema::Store;
+use agentd_schema::ids::{
+    AgentId, ApiKeyId, CredentialId, EnvironmentId, InboxMessageId, RunId, SessionId, SessionResourceId, ThreadId,
+    VaultId, WorkId,
+};
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::auth::{Access, Tenant};
+use crate::AppState;
+use crate::error::ApiError;
+
+/// A resource a request acts on, as far as a scoped credential's reach is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// A session and everything under it (events, resources, threads).
+    Session(SessionId),
+    /// An environment (its record, its work queue).
+    Environment(EnvironmentId),
+    /// One work item of an environment.
+    Work(EnvironmentId, WorkId),
+    /// Nothing in particular (a poll across environments, a catalogue read).
+    Anything,
+}
+
+/// The path parameters of the matched route, each parsed into its typed id.
+#[derive(Debug, Default)]
+struct PathIds {
+    session: Option<SessionId>,
+    environment: Option<EnvironmentId>,
+    work: Option<WorkId>,
+}
+
+/// Checks the request against the tenant's reach (a `route_layer`: it needs the matched
+/// route). Answers 404 for an id that does not parse, 403 for a route the credential's
+/// kind never uses, 404 for a resource outside its reach.
+pub async fn layer(
+    State(state): State<AppState>,
+    matched: Option<MatchedPath>,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(tenant) = request.extensions().get::<Tenant>().cloned() else {
+        return ApiError::Unavailable("request has no trusted workspace scope".to_owned()).into_response();
+    };
+    let template = matched.as_ref().map_or("", MatchedPath::as_str);
+    let template = template.strip_prefix("/v1").unwrap_or(template);
+    let ids = match params {
+        Ok(params) => match parse(template, params.iter()) {
+            Ok(ids) => ids,
+            Err(error) => return error.into_response(),
+        },
+        // A parameter that is not UTF-8 once decoded names nothing.
+        Err(_) => return ApiError::NotFound("not found: the path names no resource".to_owned()).into_response(),
+    };
+    let reach = match route_reach(&tenant.access, request.method(), template, &ids) {
+        Ok(reach) => reach,
+        Err(error) => return error.into_response(),
+    };
+    if let Err(error) = check(state.backends.store.as_ref(), &tenant, &reach).await {
+        return error.into_response();
+    }
+    next.run(request).await
+}
+
+/// Parses every path parameter into its typed id. The id kind follows from the
+/// parameter's name; a name this table does not know fails closed.
+fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -> Result<PathIds, ApiError> {
+    fn typed<T>(value: &str, parse: fn(&str) -> Result<T, agentd_schema::ids::InvalidId>) -> Result<T, ApiError> {
+        parse(value).map_err(|invalid| not_found(invalid.kind, value))
+    }
+    let mut ids = PathIds::default();
+    for (name, value) in params {
+        match name {
+            // Durable run control addresses a session's primary thread.
+            "session_id" | "thread" => ids.session = Some(typed(value, SessionId::parse)?),
+            "environment_id" => ids.environment = Some(typed(value, EnvironmentId::parse)?),
+            "work_id" => ids.work = Some(typed(value, WorkId::parse)?),
+            "agent_id" => drop(typed(value, AgentId::parse)?),
+            "vault_id" => drop(typed(value, VaultId::parse)?),
+            "credential_id" => drop(typed(value, CredentialId::parse)?),
+            "resource_id" => drop(typed(value, SessionResourceId::parse)?),
+            "key_id" => drop(typed(value, ApiKeyId::parse)?),
+            "message_id" => drop(typed(value, InboxMessageId::parse)?),
+            "run_id" => drop(typed(value, RunId::parse)?),
+            "thread_id" if template.starts_with("/sessions/") => drop(typed(value, ThreadId::parse)?),
+            // Names the caller chose (adapter thread keys, chat ids, A2A push config ids),
+            // A2A task ids (UUIDs, as the protocol has them) and model names: text,
+            // looked up inside the caller's workspace by the handler.
+            "thread_id" | "chat_id" | "model_id" | "task" | "config" => {}
+            unknown => {
+                tracing::error!(route = template, parameter = unknown, "path parameter without an id kind");
+                return Err(ApiError::NotFound(format!("not found: {template}")));
+            }
+        }
+    }
+    Ok(ids)
+}
+
+fn not_found(kind: &str, value: &str) -> ApiError {
+    let shown: String = value.chars().take(64).collect();
+    ApiError::NotFound(format!("{kind} not found: {shown}"))
+}
+
+/// Which resource a route acts on for this credential, or 403 when the credential's
+/// kind never uses the route. Routes are named by their template, so what is checked is
+/// exactly the handler that will run.
+fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) -> Result<Reach, ApiError> {
+    let denied = |message: &str| Err(ApiError::PermissionDenied(message.to_owned()));
+    let segments: Vec<&str> = template.trim_matches('/').split('/').collect();
+    let get = method == Method::GET;
+    let post = method == Method::POST;
+    // The ids the template names (a template without them names no resource: 404).
+    let missing = || ApiError::NotFound(format!("not found: {template}"));
+    let environment = || ids.environment.clone().map(Reach::Environment).ok_or_else(missing);
+    let work = || match (&ids.environment, &ids.work) {
+        (Some(environment), Some(work)) => Ok(Reach::Work(environment.clone(), work.clone())),
+        _ => Err(missing()),
+    };
+    let session = || ids.session.clone().map(Reach::Session).ok_or_else(missing);
+    // The environment work protocol, shared by environment and runner keys.
+    let work_route = match segments.as_slice() {
+        ["environments", "{environment_id}", "work"] if get => Some(environment()),
+        ["environments", "{environment_id}", "work", "poll" | "stats"] if get => Some(environment()),
+        ["environments", "{environment_id}", "work", "{work_id}", "ack" | "heartbeat" | "stop"] if post => Some(work()),
+        _ => None,
+    };
+    match access {
+        Access::Workspace => match segments.as_slice() {
+            ["environments", "{environment_id}", "work"] if get => {
+                denied("work.list accepts the environment key; it rejects an API key")
+            }
+            ["ext", "runner", ..] => denied("runner routes accept only a runner key"),
+            _ => Ok(Reach::Anything),
+        },
+        Access::Environment(_) | Access::Runner if segments.first() == Some(&"memory_stores") => {
+            denied("the memory_stores endpoints accept the per-item sessions token but reject the environment key")
+        }
+        Access::Environment(_) => match segments.as_slice() {
+            _ if work_route.is_some() => work_route.expect("checked"),
+            ["environments", "{environment_id}"] if get => environment(),
+            ["sessions", "{session_id}", ..] => session(),
+            ["skills", ..] if get => Ok(Reach::Anything),
+            _ => denied("an environment key reaches only its environment's work queue and sessions"),
+        },
+        Access::Runner => match segments.as_slice() {
+            ["ext", "runner", "work", "poll"] => Ok(Reach::Anything),
+            _ if work_route.is_some() => work_route.expect("checked"),
+            ["environments", "{environment_id}"] if get => environment(),
+            ["sessions", "{session_id}", ..] => session(),
+            ["skills", ..] if get => Ok(Reach::Anything),
+            _ => denied("a runner key reaches only the work and sessions of cloud environments"),
+        },
+        Access::Session { .. } => match segments.as_slice() {
+            ["sessions", "{session_id}", ..] => session(),
+            ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
+            ["skills", ..] if get => Ok(Reach::Anything),
+            ["memory_stores", ..] => Ok(Reach::Anything),
+            _ => denied("a sessions token reaches only its session, its work item and the session's skills and memory"),
+        },
+    }
+}
+
+/// For a request no route matched: a credential narrower than an API key gets the 403
+/// of a route its kind never uses (as for any route outside its reach), so unknown and
+/// unreachable paths look alike to it; an API key gets `None` (the route's 404).
+pub fn unrouted(access: &Access, method: &Method, path: &str) -> Option<ApiError> {
+    if *access == Access::Workspace {
+        return None;
+    }
+    let relative = path.strip_prefix("/v1").unwrap_or(path);
+    // Raw segments never equal a `{…}` placeholder, so nothing here is reached.
+    route_reach(access, method, relative, &PathIds::default())
+        .err()
+        .filter(|e| matches!(e, ApiError::PermissionDenied(_)))
+}
+
+/// The scope check: `Ok` when the tenant's credential reaches `reach`, else the same 404
+/// a missing resource gets. A workspace API key reaches its whole workspace (handlers
+/// read and write inside it only).
+pub async fn check(store: &dyn Store, tenant: &Tenant, reach: &Reach) -> Result<(), ApiError> {
+    let workspace = tenant.workspace_id.as_str();
+    match (&tenant.access, reach) {
+        (Access::Workspace, _) | (_, Reach::Anything) => Ok(()),
+        (Access::Environment(own), Reach::Session(session)) => {
+            let environment = session_environment(store, workspace, session).await?;
+            if environment.as_deref() == Some(own.as_str()) { Ok(()) } else { Err(not_found("session", session)) }
+        }
+        (Access::Environment(own), Reach::Environment(environment) | Reach::Work(environment, _)) => {
+            if environment == own { Ok(()) } else { Err(not_found(EnvironmentId::KIND, environment)) }
+        }
+        (Access::Runner, Reach::Session(session)) => match session_environment(store, workspace, session).await? {
+            Some(environment) if is_cloud(store, workspace, &environment).await? => Ok(()),
+            _ => Err(not_found("session", session)),
+        },
+        (Access::Runner, Reach::Environment(environment) | Reach::Work(environment, _)) => {
+            if is_cloud(store, workspace, environment).await? {
+                Ok(())
+            } else {
+                Err(not_found(EnvironmentId::KIND, environment))
+            }
+        }
+        (Access::Session { session_id, .. }, Reach::Session(session)) => {
+            if session == session_id {
+                Ok(())
+            } else {
+                Err(not_found("session", session))
+            }
+        }
+        (Access::Session { work_id, environment_id, .. }, Reach::Work(environment, work)) => {
+            if environment == environment_id && work == work_id { Ok(()) } else { Err(not_found(WorkId::KIND, work)) }
+        }
+        (Access::Session { .. }, Reach::Environment(environment)) => Err(not_found(EnvironmentId::KIND, environment)),
+    }
+}
+
+/// The environment of a session of the workspace, if it exists.
+async fn session_environment(
+    store: &dyn Store,
+    workspace: &str,
+    session: &SessionId,
+) -> Result<Option<String>, ApiError> {
+    let found = store.get_session(workspace, session).await?;
+    Ok(found.and_then(|s| s.body["environment_id"].as_str().map(str::to_owned)))
+}
+
+/// Whether the workspace has this `cloud` environment (runner keys serve only those).
+async fn is_cloud(store: &dyn Store, workspace: &str, environment: &str) -> Result<bool, ApiError> {
+    let found = store.get_resource(workspace, "environment", environment).await?;
+    Ok(found.is_some_and(|env| env.body["config"]["type"] == "cloud"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(template: &str, params: &[(&str, &str)]) -> Result<PathIds, ApiError> {
+        parse(template, params.iter().copied())
+    }
+
+    #[test]
+    fn every_parameter_parses_into_its_kind() {
+        let session = agentd_schema::ids::new_id("sesn");
+        let parsed = ids("/sessions/{session_id}", &[("session_id", &session)]).unwrap();
+        assert_eq!(parsed.session.unwrap(), session);
+        let encoded = session.replace('_', "%5F");
+        assert!(matches!(ids("/sessions/{session_id}", &[("session_id", &encoded)]), Err(ApiError::NotFound(_))));
+        assert!(matches!(ids("/x/{mystery}", &[("mystery", "a")]), Err(ApiError::NotFound(_))), "fails closed");
+        assert!(ids("/ai-sdk/threads/{thread_id}/runs", &[("thread_id", "any chat key")]).is_ok());
+        assert!(matches!(
+            ids("/sessions/{session_id}/threads/{thread_id}", &[("session_id", &session), ("thread_id", "x")]),
+            Err(ApiError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn scoped_credentials_use_only_their_routes() {
+        let environment = agentd_schema::ids::new_id("env");
+        let parsed = ids("/environments/{environment_id}", &[("environment_id", &environment)]).unwrap();
+        let key = Access::Environment(environment.clone());
+        let reach = route_reach(&key, &Method::GET, "/environments/{environment_id}", &parsed).unwrap();
+        assert_eq!(reach, Reach::Environment(EnvironmentId::parse(&environment).unwrap()));
+        let update = route_reach(&key, &Method::POST, "/environments/{environment_id}", &parsed);
+        assert!(matches!(update, Err(ApiError::PermissionDenied(_))));
+        let agents = route_reach(&Access::Runner, &Method::GET, "/agents", &PathIds::default());
+        assert!(matches!(agents, Err(ApiError::PermissionDenied(_))));
+        let list = route_reach(&Access::Workspace, &Method::GET, "/environments/{environment_id}/work", &parsed);
+        assert!(matches!(list, Err(ApiError::PermissionDenied(_))), "work.list rejects an API key");
+    }
+}

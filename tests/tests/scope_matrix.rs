@@ -1,0 +1,441 @@
+//! The scope matrix: every route with a path id × spellings of that id × every kind of
+//! credential × {its own resource, another environment's, another workspace's, a missing
+//! one} → the status the credential must get. Driven through `app(state)` in process.
+//!
+//! What it pins down (docs/SECURITY.md): a scoped credential reaches only its own
+//! resources; out of reach and missing answer the same 404; an id spelled any other
+//! way than the id itself (double encoding, an encoded `/`, other case, look-alike
+//! letters, trailing `.` or `/`, `..`) names nothing; percent-encoding an allowed
+//! character is the same id and gets the same answer as the plain spelling.
+
+use agentd_schema::ids::new_id;
+use agentd_schema::{KeyKind, Store};
+use agentd_tests::gateway::TestGateway;
+use axum::http::StatusCode;
+use serde_json::json;
+
+/// What a route acts on, for choosing ids per target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    Session,
+    Environment,
+    Work,
+    Agent,
+    Vault,
+    /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
+    Text,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cred {
+    Api,
+    EnvironmentKey,
+    RunnerKey,
+    SessionsToken,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Own,
+    OtherEnvironment,
+    OtherWorkspace,
+    Missing,
+}
+
+/// (method, route relative to /v1, subject, destructive). Destructive routes are only
+/// sent where they must be refused, so the matrix never deletes what it checks next.
+const ROUTES: &[(&str, &str, Subject, bool)] = &[
+    ("GET", "/agents/{agent}", Subject::Agent, false),
+    ("POST", "/agents/{agent}", Subject::Agent, false),
+    ("POST", "/agents/{agent}/archive", Subject::Agent, true),
+    ("POST", "/agents/{agent}/disable", Subject::Agent, true),
+    ("GET", "/agents/{agent}/versions", Subject::Agent, false),
+    ("GET", "/environments/{env}", Subject::Environment, false),
+    ("POST", "/environments/{env}", Subject::Environment, false),
+    ("DELETE", "/environments/{env}", Subject::Environment, true),
+    ("POST", "/environments/{env}/archive", Subject::Environment, true),
+    ("GET", "/environments/{env}/work", Subject::Environment, false),
+    ("GET", "/environments/{env}/work/poll", Subject::Environment, false),
+    ("GET", "/environments/{env}/work/stats", Subject::Environment, false),
+    ("GET", "/environments/{env}/work/{work}", Subject::Work, false),
+    ("POST", "/environments/{env}/work/{work}", Subject::Work, false),
+    ("POST", "/environments/{env}/work/{work}/ack", Subject::Work, false),
+    ("POST", "/environments/{env}/work/{work}/heartbeat", Subject::Work, false),
+    ("POST", "/environments/{env}/work/{work}/stop", Subject::Work, true),
+    ("GET", "/sessions/{session}", Subject::Session, false),
+    ("POST", "/sessions/{session}", Subject::Session, false),
+    ("DELETE", "/sessions/{session}", Subject::Session, true),
+    ("POST", "/sessions/{session}/archive", Subject::Session, true),
+    ("GET", "/sessions/{session}/resources", Subject::Session, false),
+    ("POST", "/sessions/{session}/resources", Subject::Session, false),
+    ("GET", "/sessions/{session}/resources/{resource}", Subject::Session, false),
+    ("POST", "/sessions/{session}/resources/{resource}", Subject::Session, false),
+    ("DELETE", "/sessions/{session}/resources/{resource}", Subject::Session, true),
+    ("POST", "/sessions/{session}/events", Subject::Session, false),
+    ("GET", "/sessions/{session}/events", Subject::Session, false),
+    ("GET", "/sessions/{session}/events/stream", Subject::Session, false),
+    ("GET", "/sessions/{session}/threads", Subject::Session, false),
+    ("GET", "/sessions/{session}/threads/{session}", Subject::Session, false),
+    ("POST", "/sessions/{session}/threads/{session}/archive", Subject::Session, false),
+    ("GET", "/sessions/{session}/threads/{session}/events", Subject::Session, false),
+    ("GET", "/sessions/{session}/threads/{session}/stream", Subject::Session, false),
+    ("GET", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
+    ("POST", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
+    ("GET", "/ext/sessions/{session}/resources", Subject::Session, false),
+    ("PUT", "/ext/sessions/{session}/resources", Subject::Session, false),
+    ("PUT", "/ext/sessions/{session}/live-inbox/order", Subject::Session, false),
+    ("PUT", "/ext/sessions/{session}/live-inbox/{message}", Subject::Session, false),
+    ("DELETE", "/ext/sessions/{session}/live-inbox/{message}", Subject::Session, true),
+    ("POST", "/ext/environments/{env}/keys", Subject::Environment, false),
+    ("GET", "/ext/environments/{env}/keys", Subject::Environment, false),
+    ("POST", "/ext/environments/{env}/keys/{key}/revoke", Subject::Environment, true),
+    ("GET", "/vaults/{vault}", Subject::Vault, false),
+    ("POST", "/vaults/{vault}", Subject::Vault, false),
+    ("DELETE", "/vaults/{vault}", Subject::Vault, true),
+    ("POST", "/vaults/{vault}/archive", Subject::Vault, true),
+    ("GET", "/vaults/{vault}/credentials", Subject::Vault, false),
+    ("GET", "/vaults/{vault}/credentials/{credential}", Subject::Vault, false),
+    ("POST", "/vaults/{vault}/credentials/{credential}", Subject::Vault, false),
+    ("DELETE", "/vaults/{vault}/credentials/{credential}", Subject::Vault, true),
+    ("POST", "/vaults/{vault}/credentials/{credential}/archive", Subject::Vault, true),
+    ("POST", "/vaults/{vault}/credentials/{credential}/mcp_oauth_validate", Subject::Vault, false),
+    ("POST", "/durable/threads/{session}/cancel", Subject::Session, false),
+    ("GET", "/durable/threads/{session}/dispatches", Subject::Session, false),
+    ("GET", "/durable/threads/{session}/messages", Subject::Session, false),
+    ("GET", "/durable/threads/{session}/dead-letters", Subject::Session, false),
+    ("POST", "/durable/threads/{session}/dead-letters/{run}/requeue", Subject::Session, false),
+    ("GET", "/durable/threads/{session}/superseded", Subject::Session, false),
+    ("POST", "/ai-sdk/agents/{agent}/runs", Subject::Agent, false),
+    ("POST", "/ag-ui/agents/{agent}", Subject::Agent, false),
+    ("GET", "/a2a/agents/{agent}", Subject::Agent, false),
+    ("GET", "/a2a/agents/{agent}/.well-known/agent-card.json", Subject::Agent, false),
+    ("GET", "/a2a/tasks/{task}", Subject::Text, false),
+    ("POST", "/a2a/tasks/{task}/pushNotificationConfigs", Subject::Text, false),
+    ("GET", "/ai-sdk/threads/{chat}/messages", Subject::Text, false),
+    ("GET", "/ag-ui/threads/{chat}/messages", Subject::Text, false),
+];
+
+/// One environment's ids.
+#[derive(Debug, Clone)]
+struct Home {
+    environment: String,
+    session: String,
+    work: String,
+}
+
+/// One workspace's ids.
+#[derive(Debug, Clone)]
+struct Workspace {
+    agent: String,
+    vault: String,
+}
+
+/// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
+fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
+    let session_route = route.starts_with("/sessions/{session}");
+    let work_protocol = matches!(
+        (method, route),
+        ("GET", "/environments/{env}/work/poll" | "/environments/{env}/work/stats" | "/environments/{env}/work")
+            | (
+                "POST",
+                "/environments/{env}/work/{work}/ack"
+                    | "/environments/{env}/work/{work}/heartbeat"
+                    | "/environments/{env}/work/{work}/stop"
+            )
+    );
+    match cred {
+        Cred::Api => !(method == "GET" && route == "/environments/{env}/work"),
+        Cred::EnvironmentKey | Cred::RunnerKey => {
+            session_route || work_protocol || (method == "GET" && route == "/environments/{env}")
+        }
+        Cred::SessionsToken => {
+            session_route
+                || (method == "POST"
+                    && matches!(
+                        route,
+                        "/environments/{env}/work/{work}/heartbeat" | "/environments/{env}/work/{work}/stop"
+                    ))
+        }
+    }
+}
+
+/// Whether the target is inside the credential's reach (given that its kind uses the route).
+fn reaches(cred: Cred, target: Target) -> bool {
+    match cred {
+        // An API key reaches every environment of its own workspace.
+        Cred::Api => matches!(target, Target::Own | Target::OtherEnvironment),
+        _ => target == Target::Own,
+    }
+}
+
+/// The spellings of an id: (label, spelled, whether it is the same id).
+fn spellings(id: &str) -> Vec<(&'static str, String, bool)> {
+    let (prefix, rest) = id.split_once('_').expect("prefixed id");
+    // The prefix's first letter as its fullwidth form (`ｓesn_…`), percent-encoded.
+    let first = prefix.chars().next().expect("a prefix");
+    let fullwidth = char::from_u32(0xFF41 + (first as u32 - 'a' as u32)).expect("a fullwidth letter");
+    let lookalike: String =
+        fullwidth.to_string().bytes().map(|b| format!("%{b:02X}")).collect::<String>() + &prefix[1..];
+    vec![
+        ("plain", id.to_owned(), true),
+        ("%5F", format!("{prefix}%5F{rest}"), true),
+        ("%5f", format!("{prefix}%5f{rest}"), true),
+        ("double %255F", format!("{prefix}%255F{rest}"), false),
+        ("%2F inside", format!("{prefix}_{}%2F{}", &rest[..10], &rest[10..]), false),
+        ("upper case", id.to_uppercase(), false),
+        ("mixed case", mixed_case(prefix, rest), false),
+        ("look-alike", format!("{lookalike}_{rest}"), false),
+        ("fullwidth _", format!("{prefix}%EF%BC%BF{rest}"), false),
+        ("trailing .", format!("{id}."), false),
+        ("trailing /", format!("{id}/"), false),
+        ("..", "..".to_owned(), false),
+        ("%2E%2E", "%2E%2E".to_owned(), false),
+    ]
+}
+
+#[tokio::test]
+async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
+    let gateway = TestGateway::new().await;
+    let (ws1, api1) = gateway.workspace("scope-one").await;
+    let (_ws2, api2) = gateway.workspace("scope-two").await;
+
+    // Workspace one: environments A and B (self-hosted) and C (cloud), a session and a
+    // work item on each; workspace two: environment X with the same.
+    let make_workspace = async |key: &str| {
+        let agent = gateway.create(key, "/v1/agents", json!({"name": "a", "model": "claude-sonnet-4-5"})).await;
+        let vault = gateway.create(key, "/v1/vaults", json!({"display_name": "v"})).await;
+        Workspace { agent: agent["id"].as_str().unwrap().to_owned(), vault: vault["id"].as_str().unwrap().to_owned() }
+    };
+    let w1 = make_workspace(&api1).await;
+    let w2 = make_workspace(&api2).await;
+    let make_home = async |key: &str, workspace: &Workspace, kind: &str| {
+        let env = gateway.create(key, "/v1/environments", json!({"name": new_id("e"), "config": {"type": kind}})).await;
+        let environment = env["id"].as_str().unwrap().to_owned();
+        let session = gateway
+            .create(key, "/v1/sessions", json!({"agent": workspace.agent, "environment_id": environment}))
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let scope = gateway.store.store.resolve_api_key(key).await.unwrap().unwrap();
+        let work = gateway
+            .store
+            .store
+            .ensure_work_item(&scope.workspace_id, &environment, &session, "test")
+            .await
+            .unwrap()
+            .expect("a new work item")
+            .id;
+        Home { environment, session, work }
+    };
+    let a = make_home(&api1, &w1, "self_hosted").await;
+    let b = make_home(&api1, &w1, "self_hosted").await;
+    let c = make_home(&api1, &w1, "cloud").await;
+    let x = make_home(&api2, &w2, "self_hosted").await;
+
+    let environment_key = gateway.key(&ws1, KeyKind::Environment(a.environment.clone())).await;
+    let runner_key = gateway.key(&ws1, KeyKind::Runner).await;
+    // The sessions token comes with the work item offered on environment A.
+    let offered =
+        gateway.call(&environment_key, "GET", &format!("/v1/environments/{}/work/poll", a.environment), None).await;
+    assert_eq!(offered.status, StatusCode::OK, "{:?}", offered.body);
+    assert_eq!(offered.body["id"], a.work.as_str());
+    let secret = offered.body["secret"].as_str().expect("the offer carries its secret");
+    let decoded = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(secret).unwrap()
+    };
+    let sessions_token =
+        serde_json::from_slice::<serde_json::Value>(&decoded).unwrap()["sessions_token"].as_str().unwrap().to_owned();
+
+    let creds = [
+        (Cred::Api, api1.clone(), a.clone(), b.clone()),
+        (Cred::EnvironmentKey, environment_key, a.clone(), b.clone()),
+        // A runner key serves cloud environments: A is "another environment" to it.
+        (Cred::RunnerKey, runner_key, c.clone(), a.clone()),
+        (Cred::SessionsToken, sessions_token, a.clone(), b.clone()),
+    ];
+    let missing = Home { environment: new_id("env"), session: new_id("sesn"), work: new_id("work") };
+    let missing_workspace = Workspace { agent: new_id("agent"), vault: new_id("vlt") };
+
+    let mut failures = Vec::new();
+    let mut sent = 0;
+    for (cred, key, own, other) in &creds {
+        for &(method, route, subject, destructive) in ROUTES {
+            for target in [Target::Own, Target::OtherEnvironment, Target::OtherWorkspace, Target::Missing] {
+                let (home, workspace) = match target {
+                    Target::Own => (own, &w1),
+                    Target::OtherEnvironment => (other, &w1),
+                    Target::OtherWorkspace => (&x, &w2),
+                    Target::Missing => (&missing, &missing_workspace),
+                };
+                // Agents and vaults belong to a workspace, not an environment.
+                if matches!(subject, Subject::Agent | Subject::Vault | Subject::Text)
+                    && target == Target::OtherEnvironment
+                {
+                    continue;
+                }
+                let allowed = kind_uses(*cred, method, route) && reaches(*cred, target);
+                if destructive && allowed {
+                    continue;
+                }
+                let subject_id = match subject {
+                    Subject::Session => &home.session,
+                    Subject::Environment | Subject::Work => &home.environment,
+                    Subject::Agent => &workspace.agent,
+                    Subject::Vault => &workspace.vault,
+                    Subject::Text => &workspace.agent,
+                };
+                let spelled_ways = match subject {
+                    Subject::Text => vec![("plain", subject_id.clone(), true)],
+                    _ => spellings(subject_id),
+                };
+                for (label, spelled, same) in spelled_ways {
+                    let path = route
+                        .replace("{session}", &home.session)
+                        .replace("{env}", &home.environment)
+                        .replace("{work}", &home.work)
+                        .replace("{agent}", &workspace.agent)
+                        .replace("{vault}", &workspace.vault)
+                        .replace("{resource}", &new_id("sres"))
+                        .replace("{credential}", &new_id("vcrd"))
+                        .replace("{message}", &new_id("inbox"))
+                        .replace("{key}", &new_id("apikey"))
+                        .replace("{run}", &new_id("run"))
+                        .replace("{task}", "6f1c1c52-3b1e-4d5e-9a8f-2c1d7b9e4a10")
+                        .replace("{chat}", "chat-key-of-the-client")
+                        .replacen(subject_id.as_str(), &spelled, 1);
+                    let body = (method != "GET" && method != "DELETE").then(|| json!({}));
+                    let answer = gateway.call(key, method, &format!("/v1{path}"), body).await;
+                    sent += 1;
+                    let status = answer.status.as_u16();
+                    let expected = if label == "trailing /" && *cred != Cred::Api {
+                        // No route has the trailing slash: a scoped credential gets the
+                        // 403 of a path its kind never uses, whatever the id names.
+                        "403"
+                    } else if !same {
+                        "404"
+                    } else if !kind_uses(*cred, method, route) {
+                        "403"
+                    } else if allowed {
+                        "reached"
+                    } else if *cred == Cred::Api {
+                        // Another workspace's resource is missing to this key; its
+                        // handler may refuse the body before it looks (400).
+                        "missing"
+                    } else {
+                        "404"
+                    };
+                    let ok = match expected {
+                        "missing" => status == 404 || status == 400,
+                        // The handler ran: not refused, and not "not found" unless the
+                        // route names a second resource the matrix did not create.
+                        "reached" => ![401, 403].contains(&status) && (status != 404 || has_sub_id(route)),
+                        "403" => status == 403,
+                        _ => status == 404,
+                    };
+                    if !ok {
+                        failures.push(format!(
+                            "{cred:?} {method} {route} {target:?} [{label}] → {status}, expected {expected}: {}",
+                            answer.body
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {sent} requests answered wrongly:\n{}", failures.len(), failures.join("\n"));
+    assert!(sent > 2000, "the matrix is as large as it claims: {sent}");
+
+    // Nothing out of reach was changed: every session and environment is still there.
+    for home in [&a, &b, &c] {
+        let session = gateway.call(&api1, "GET", &format!("/v1/sessions/{}", home.session), None).await;
+        assert_eq!(session.status, StatusCode::OK, "{:?}", session.body);
+        assert!(session.body["archived_at"].is_null(), "{:?}", session.body);
+        let env = gateway.call(&api1, "GET", &format!("/v1/environments/{}", home.environment), None).await;
+        assert!(env.body["archived_at"].is_null(), "{:?}", env.body);
+    }
+    let session = gateway.call(&api2, "GET", &format!("/v1/sessions/{}", x.session), None).await;
+    assert!(session.status == StatusCode::OK && session.body["archived_at"].is_null(), "{:?}", session.body);
+    gateway.cleanup().await;
+}
+
+/// The id with its first letter (not digit) after the prefix in upper case.
+fn mixed_case(prefix: &str, rest: &str) -> String {
+    let at = rest.find(|c: char| c.is_ascii_alphabetic()).expect("a letter in 26 base32 characters");
+    format!("{prefix}_{}{}{}", &rest[..at], rest[at..=at].to_uppercase(), &rest[at + 1..])
+}
+
+/// Routes that name a second resource the matrix does not create (its handler answers 404).
+fn has_sub_id(route: &str) -> bool {
+    ["{resource}", "{credential}", "{message}", "{key}", "{run}", "{task}", "{chat}"]
+        .iter()
+        .any(|sub| route.contains(sub))
+}
+
+/// The two halves of the probe that found the hole, spelled as it was sent.
+#[tokio::test]
+async fn the_percent_encoded_probe_is_refused() {
+    let gateway = TestGateway::new().await;
+    let (ws, api) = gateway.workspace("probe").await;
+    let agent = gateway.create(&api, "/v1/agents", json!({"name": "a", "model": "claude-sonnet-4-5"})).await;
+    let mut envs = Vec::new();
+    for kind in ["self_hosted", "self_hosted"] {
+        let env =
+            gateway.create(&api, "/v1/environments", json!({"name": new_id("e"), "config": {"type": kind}})).await;
+        let session =
+            gateway.create(&api, "/v1/sessions", json!({"agent": agent["id"], "environment_id": env["id"]})).await;
+        envs.push((env["id"].as_str().unwrap().to_owned(), session["id"].as_str().unwrap().to_owned()));
+    }
+    let key_a = gateway.key(&ws, KeyKind::Environment(envs[0].0.clone())).await;
+    let other_session = envs[1].1.replace('_', "%5F");
+    for (method, suffix) in [("GET", ""), ("GET", "/events"), ("POST", ""), ("DELETE", "")] {
+        let body = (method == "POST").then(|| json!({"title": "mine now"}));
+        let answer = gateway.call(&key_a, method, &format!("/v1/sessions/{other_session}{suffix}"), body).await;
+        assert_eq!(answer.status, StatusCode::NOT_FOUND, "{method} {suffix}: {:?}", answer.body);
+        assert_eq!(answer.body["error"]["type"], "not_found_error");
+    }
+    let missing = gateway.call(&key_a, "GET", &format!("/v1/sessions/{}", new_id("sesn")), None).await;
+    let out_of_scope = gateway.call(&key_a, "GET", &format!("/v1/sessions/{}", envs[1].1), None).await;
+    assert_eq!(missing.status, out_of_scope.status, "no existence oracle");
+    assert_eq!(
+        missing.body["error"]["message"].as_str().unwrap().split(':').next(),
+        out_of_scope.body["error"]["message"].as_str().unwrap().split(':').next()
+    );
+    let runner = gateway.key(&ws, KeyKind::Runner).await;
+    gateway.store.store.ensure_work_item(&ws, &envs[0].0, &envs[0].1, "test").await.unwrap();
+    let poll = format!("/v1/environments/{}/work/poll", envs[0].0.replace('_', "%5F"));
+    let answer = gateway.call(&runner, "GET", &poll, None).await;
+    assert_eq!(
+        answer.status,
+        StatusCode::NOT_FOUND,
+        "a runner key never polls a self-hosted environment: {:?}",
+        answer.body
+    );
+    let still_queued = gateway.call(&key_a, "GET", &format!("/v1/environments/{}/work/stats", envs[0].0), None).await;
+    assert_eq!(still_queued.status, StatusCode::OK);
+    gateway.cleanup().await;
+}
+
+#[tokio::test]
+async fn x_api_key_authenticates_beside_a_proxy_basic_authorization() {
+    let gateway = TestGateway::new().await;
+    let (_ws, api) = gateway.workspace("basic").await;
+    let router = agentd_gateway::app(gateway.state.clone());
+    use tower::ServiceExt;
+    let request = axum::http::Request::get("/v1/agents")
+        .header("authorization", "Basic dXNlcjpwYXNz")
+        .header("x-api-key", &api)
+        .header("anthropic-beta", agentd_gateway::admission::beta::MANAGED_AGENTS)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let request = axum::http::Request::get("/v1/agents")
+        .header("authorization", "Basic dXNlcjpwYXNz")
+        .header("anthropic-beta", agentd_gateway::admission::beta::MANAGED_AGENTS)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(router.oneshot(request).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    gateway.cleanup().await;
+}
