@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::agent_config::{CONFIG_FIELDS, normalize};
 use super::body;
 use super::family::{Family, with_lifecycle};
-use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
+use super::query::{ChunkedPage, Query, decode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -207,11 +207,18 @@ pub async fn versions(
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
     let limit = query.int("limit", 1, 100)?.unwrap_or(20);
-    let after = match query.string("page").map(decode_cursor).transpose()? {
-        Some(cursor) => Some(cursor.parse::<i64>().map_err(|_| ApiError::invalid("page: invalid or expired cursor"))?),
-        None => None,
-    };
-    load(state.backends.store.as_ref(), &tenant, &id).await?;
-    let rows = state.backends.store.list_resource_versions(&id, after, limit + 1, true).await?;
-    Ok(Json(cursor_page(rows, limit, |(version, _)| version.to_string(), |(_, body)| body.clone())))
+    let after = query.string("page").map(decode_cursor).transpose()?;
+    if after.as_deref().is_some_and(|cursor| cursor.parse::<i64>().is_err()) {
+        return Err(ApiError::invalid("page: invalid or expired cursor"));
+    }
+    let store = state.backends.store.as_ref();
+    load(store, &tenant, &id).await?;
+    // Versions are up to 1 MiB each: a few rows at a time.
+    let mut page = ChunkedPage::new(after, limit, 8);
+    while let Some((after, n)) = page.next_fetch() {
+        let after = after.and_then(|version| version.parse::<i64>().ok());
+        let rows = store.list_resource_versions(&id, after, n, true).await?;
+        page.take(&rows, |(version, _)| version.to_string(), |(_, body)| body.clone());
+    }
+    Ok(Json(page.finish()))
 }

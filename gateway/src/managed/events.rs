@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use super::body;
 use super::content;
-use super::query::{Query, cursor_page, decode_cursor, rfc3339};
+use super::query::{ChunkedPage, Query, decode_cursor, rfc3339};
 use super::sessions::load;
 use crate::AppState;
 use crate::admission::{Access, Tenant};
@@ -420,15 +420,15 @@ async fn list_events(
         };
         descending = query.descending(false)?;
     }
-    let rows = state
-        .backends
-        .store
-        .query_events(
-            &session.id,
-            &EventQuery { thread_id: thread, types, processed, after_seq, limit: limit + 1, descending },
-        )
-        .await?;
-    Ok(cursor_page(rows, limit, |e| e.seq.to_string(), live::render))
+    let base = EventQuery { thread_id: thread, types, processed, after_seq: None, limit: 0, descending };
+    // An event can be large (a 2 MiB message): read them in chunks, not all at once.
+    let mut page = ChunkedPage::new(after_seq.map(|seq| seq.to_string()), limit, 32);
+    while let Some((after, n)) = page.next_fetch() {
+        let after_seq = after.and_then(|seq| seq.parse::<i64>().ok());
+        let chunk = EventQuery { after_seq, limit: n, ..base.clone() };
+        page.take(&state.backends.store.query_events(&session.id, &chunk).await?, |e| e.seq.to_string(), live::render);
+    }
+    Ok(page.finish())
 }
 
 /// `GET /v1/sessions/{session_id}/events`: ascending by default.

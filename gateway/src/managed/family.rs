@@ -6,7 +6,7 @@ use agentd_schema::{ListQuery, NewResource, Resource, Store};
 use axum::http::Uri;
 use serde_json::{Value, json};
 
-use super::query::{Query, cursor_page, decode_cursor, rfc3339};
+use super::query::{ChunkedPage, Query, decode_cursor, rfc3339};
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
@@ -67,16 +67,20 @@ impl Family {
         };
         let list = ListQuery {
             parent_id: parent,
-            after_id: query.string("page").map(decode_cursor).transpose()?,
-            limit: limit + 1,
             descending: true,
             include_archived: query.bool("include_archived")?.unwrap_or(false),
             created_gte_ms,
             created_lte_ms,
             ..ListQuery::default()
         };
-        let rows = store.list_resources(&tenant.workspace_id, self.kind, &list).await?;
-        Ok(cursor_page(rows, limit, |r| r.id.clone(), render))
+        let after = query.string("page").map(decode_cursor).transpose()?;
+        // Agents are up to 1 MiB each: a few rows at a time.
+        let mut page = ChunkedPage::new(after, limit, 8);
+        while let Some((after_id, n)) = page.next_fetch() {
+            let chunk = ListQuery { after_id, limit: n, ..list.clone() };
+            page.take(&store.list_resources(&tenant.workspace_id, self.kind, &chunk).await?, |r| r.id.clone(), render);
+        }
+        Ok(page.finish())
     }
 
     /// Stores a new resource of this family in the caller's workspace.

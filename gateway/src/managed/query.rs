@@ -116,6 +116,73 @@ pub fn cursor_page<T>(
     bounded_page(rows, limit, MAX_LIST_PAGE_BYTES, key, render)
 }
 
+/// Like [`cursor_page`], for lists whose items may be large (agents, events): rows are
+/// read `chunk` at a time after the cursor, so the rows held at once are a few, not
+/// `limit + 1`, and the page ends on its count or its byte bound. The caller reads what
+/// [`ChunkedPage::next_fetch`] asks for (up to `n` rows after the key `after`, in listing
+/// order) and hands them to [`ChunkedPage::take`] until it asks for nothing more.
+#[derive(Debug)]
+pub struct ChunkedPage {
+    after: Option<String>,
+    limit: usize,
+    chunk: usize,
+    max_bytes: usize,
+    data: Vec<serde_json::Value>,
+    bytes: usize,
+    last: Option<String>,
+    more: Option<bool>,
+}
+
+impl ChunkedPage {
+    /// A page of at most `limit` items after the cursor key `after`, read `chunk` rows at a time.
+    pub fn new(after: Option<String>, limit: i64, chunk: i64) -> Self {
+        Self::bounded(after, limit, chunk, MAX_LIST_PAGE_BYTES)
+    }
+
+    fn bounded(after: Option<String>, limit: i64, chunk: i64, max_bytes: usize) -> Self {
+        let (limit, chunk) = (limit.max(1) as usize, chunk.max(1) as usize);
+        Self { after, limit, chunk, max_bytes, data: Vec::new(), bytes: 0, last: None, more: None }
+    }
+
+    fn ask(&self) -> usize {
+        (self.limit - self.data.len()).min(self.chunk)
+    }
+
+    /// The next read, `(after, n)`: one row more than it can take, which says whether
+    /// the list goes on; `None` once the page is complete.
+    pub fn next_fetch(&self) -> Option<(Option<String>, i64)> {
+        self.more.is_none().then(|| (self.after.clone(), self.ask() as i64 + 1))
+    }
+
+    /// Takes the rows of the last read.
+    pub fn take<T>(&mut self, rows: &[T], key: impl Fn(&T) -> String, render: impl Fn(&T) -> serde_json::Value) {
+        let ask = self.ask();
+        for row in rows.iter().take(ask) {
+            if self.bytes > self.max_bytes {
+                self.more = Some(true);
+                return;
+            }
+            let item = render(row);
+            self.bytes += json_bytes(&item) + 1;
+            self.data.push(item);
+            self.last = Some(key(row));
+        }
+        if rows.len() <= ask {
+            self.more = Some(false);
+        } else if self.data.len() >= self.limit || self.bytes > self.max_bytes {
+            self.more = Some(true);
+        } else {
+            self.after = self.last.clone();
+        }
+    }
+
+    /// The `{"data":…,"next_page":…}` page.
+    pub fn finish(self) -> serde_json::Value {
+        let next_page = if self.more == Some(true) { self.last.map(|last| encode_cursor(&last)) } else { None };
+        serde_json::json!({ "data": self.data, "next_page": next_page })
+    }
+}
+
 fn bounded_page<T>(
     mut rows: Vec<T>,
     limit: i64,
@@ -175,6 +242,44 @@ mod tests {
         assert!(page["next_page"].is_null());
         let page = bounded_page(rows, 4, 1 << 20, |n| n.to_string(), item);
         assert_eq!(decode_cursor(page["next_page"].as_str().unwrap()).unwrap(), "4");
+    }
+
+    #[test]
+    fn chunked_pages_hold_a_few_rows_at_once_and_skip_nothing() {
+        let rows: Vec<i64> = (1..=30).collect();
+        let item = |n: &i64| serde_json::json!({ "n": n, "pad": "x".repeat(100) });
+        let mut largest_read = 0;
+        let mut page = |after: Option<&str>, limit: i64, max: usize| {
+            let mut page = ChunkedPage::bounded(after.map(str::to_owned), limit, 8, max);
+            while let Some((after, n)) = page.next_fetch() {
+                largest_read = largest_read.max(n);
+                let after: i64 = after.map_or(0, |a| a.parse().unwrap());
+                let read: Vec<i64> = rows.iter().copied().filter(|r| *r > after).take(n as usize).collect();
+                page.take(&read, |n| n.to_string(), item);
+            }
+            page.finish()
+        };
+        let ids = |page: &serde_json::Value| -> Vec<i64> {
+            page["data"].as_array().unwrap().iter().map(|i| i["n"].as_i64().unwrap()).collect()
+        };
+        // The count bound, across reads of at most 8 + 1 rows.
+        let first = page(None, 20, 1 << 20);
+        assert_eq!(ids(&first), (1..=20).collect::<Vec<_>>());
+        let cursor = decode_cursor(first["next_page"].as_str().unwrap()).unwrap();
+        let rest = page(Some(&cursor), 20, 1 << 20);
+        assert_eq!(ids(&rest), (21..=30).collect::<Vec<_>>());
+        assert!(rest["next_page"].is_null(), "the last page has no cursor");
+        // The byte bound: ~117 bytes an item, past 250 after the third.
+        let cut = page(None, 20, 250);
+        assert_eq!(ids(&cut), [1, 2, 3]);
+        assert_eq!(decode_cursor(cut["next_page"].as_str().unwrap()).unwrap(), "3");
+        // A page that ends exactly at the end of the list has no cursor; one before it has.
+        let exact = page(Some("22"), 8, 1 << 20);
+        assert_eq!(ids(&exact), (23..=30).collect::<Vec<_>>());
+        assert!(exact["next_page"].is_null());
+        let limited = page(Some("21"), 8, 1 << 20);
+        assert_eq!(decode_cursor(limited["next_page"].as_str().unwrap()).unwrap(), "29");
+        assert_eq!(largest_read, 9, "never more than a chunk and one row at once");
     }
 
     #[test]
