@@ -8,7 +8,15 @@
 //! session's history once and then follow its live stream, run allowed calls one at a
 //! time, and stop the item once the session has been idle (not awaiting anything) for
 //! `idle_stop`. A runner that is stopped abandons its items: their leases expire and
-//! another runner gets them (an item is never stopped with calls still open).
+//! another runner gets them (an item is never stopped with calls still open); it kills
+//! every sandbox's processes first. A session that is deleted, terminated or archived
+//! loses its sandbox: processes, workdir and all.
+//!
+//! The sandbox shell's environment carries the session's vault `environment_variable`
+//! credentials, read with the item's sessions token (`GET
+//! /v1/ext/sessions/{id}/sandbox-environment`); a credential whose `networking` is
+//! `limited` is injected only into a sandbox without network, since the runner cannot
+//! confine a value the shell holds to `allowed_hosts`.
 
 pub mod client;
 pub mod sandbox;
@@ -25,7 +33,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use client::{Api, Beat};
-use sandbox::{Networking, Sandbox, SandboxConfig};
+use sandbox::{Networking, Sandbox, SandboxConfig, SecretEnv};
 
 /// Runner settings.
 #[derive(Debug, Clone)]
@@ -34,7 +42,8 @@ pub struct RunnerConfig {
     pub gateway_url: String,
     /// A runner key (`agentd keys create --runner`).
     pub key: String,
-    /// Sandboxes (root, isolation, limits); networking comes from each environment.
+    /// Sandboxes (root, isolation, limits, uids); networking comes from each environment,
+    /// variables from each session's vaults.
     pub sandbox: SandboxConfig,
     /// Sessions served at once.
     pub max_sessions: usize,
@@ -52,7 +61,7 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else { return Ok(()) };
         let polled = tokio::select! {
-            () = stop.cancelled() => return Ok(()),
+            () = stop.cancelled() => break,
             polled = api.poll(&config.key) => polled,
         };
         let item = match polled {
@@ -75,6 +84,11 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
             drop(permit);
         });
     }
+    // Every item sees the stop and closes its sandbox, killing what runs there; wait for
+    // that (a bounded time) so no process outlives the runner.
+    let all = u32::try_from(config.max_sessions).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(Duration::from_secs(10), permits.acquire_many(all)).await;
+    Ok(())
 }
 
 /// Serves one work item to its end.
@@ -206,7 +220,8 @@ async fn tools_loop(
     stop: &CancellationToken,
 ) -> Result<()> {
     let networking = networking_of(&api.environment(&config.key, environment).await?);
-    let sandbox_config = SandboxConfig { networking, ..config.sandbox.clone() };
+    let variables = sandbox_variables(api.sandbox_environment(token, session).await?, &networking);
+    let sandbox_config = SandboxConfig { networking, environment: variables, ..config.sandbox.clone() };
     let mut sandbox: Result<Sandbox, String> = {
         let session = session.to_owned();
         tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
@@ -221,6 +236,7 @@ async fn tools_loop(
     }
     let mut buffer = String::new();
     let mut idle_since = tokio::time::Instant::now();
+    let mut checked = tokio::time::Instant::now();
     loop {
         while let Some((id, name, input)) = calls.next() {
             if lease.is_cancelled() || stop.is_cancelled() {
@@ -233,8 +249,18 @@ async fn tools_loop(
             answer(api, token, session, &id, &output).await?;
             calls.answered.insert(id);
         }
+        // Archiving commits no event: look at the session now and then.
+        if !calls.terminated && checked.elapsed() >= ARCHIVE_CHECK {
+            checked = tokio::time::Instant::now();
+            calls.terminated = gone_or_archived(api, token, session).await;
+        }
         if calls.terminated {
-            break;
+            if let Ok(sandbox) = sandbox {
+                if let Err(error) = sandbox.discard().await {
+                    tracing::warn!(%error, "cannot remove the workdir of a session that ended");
+                }
+            }
+            return Ok(());
         }
         if !calls.idle {
             idle_since = tokio::time::Instant::now();
@@ -280,6 +306,42 @@ async fn tools_loop(
     Ok(())
 }
 
+/// How often an open item checks whether its session was archived.
+const ARCHIVE_CHECK: Duration = Duration::from_secs(3);
+
+/// Whether the session is gone (404) or archived; a failed check is neither.
+async fn gone_or_archived(api: &Api, token: &str, session: &str) -> bool {
+    match api.session(token, session).await {
+        Ok(body) => !body["archived_at"].is_null(),
+        Err(error) => error.to_string().starts_with("HTTP 404"),
+    }
+}
+
+/// The variables a sandbox gets: every `unrestricted` credential, and `limited` ones only
+/// when the sandbox has no network at all. Names the sandbox sets itself are refused.
+fn sandbox_variables(variables: Vec<client::Variable>, networking: &Networking) -> SecretEnv {
+    let mut chosen: Vec<(String, String)> = Vec::new();
+    for variable in variables {
+        let why_not = if sandbox::RESERVED_VARIABLES.contains(&variable.name.as_str()) {
+            Some("the sandbox sets this variable itself")
+        } else if chosen.iter().any(|(name, _)| *name == variable.name) {
+            Some("an earlier credential of the session's vaults has the same name")
+        } else if !variable.unrestricted && !networking.is_cut_off() {
+            Some("its networking is limited, and the sandbox cannot confine a value it holds to allowed_hosts")
+        } else {
+            None
+        };
+        match why_not {
+            Some(reason) => tracing::warn!(
+                credential = %variable.credential_id, name = %variable.name, reason,
+                "a vault environment_variable credential is not injected into the sandbox"
+            ),
+            None => chosen.push((variable.name, variable.value)),
+        }
+    }
+    SecretEnv(chosen)
+}
+
 /// Posts a result, retrying transport failures for a while (duplicates are idempotent).
 async fn answer(api: &Api, token: &str, session: &str, id: &str, output: &tools::ToolOutput) -> Result<()> {
     let mut delay = Duration::from_millis(200);
@@ -302,7 +364,10 @@ fn networking_of(environment: &Value) -> Networking {
     let networking = &environment["config"]["networking"];
     if networking["type"] == "limited" {
         let hosts = networking["allowed_hosts"].as_array().into_iter().flatten();
-        Networking::Limited { allowed_hosts: hosts.filter_map(|h| h.as_str().map(str::to_owned)).collect() }
+        Networking::Limited {
+            allowed_hosts: hosts.filter_map(|h| h.as_str().map(str::to_owned)).collect(),
+            allow_package_managers: networking["allow_package_managers"] == true,
+        }
     } else {
         Networking::Unrestricted
     }
