@@ -508,6 +508,14 @@ fn bwrap_args(workdir: &Path, unshare_net: bool, scratch_bytes: u64) -> Vec<OsSt
         args.extend([OsString::from("--size"), scratch_bytes.to_string().into()]);
     }
     args.extend(["--tmpfs", "/tmp"].map(OsString::from));
+    // bubblewrap would copy the modes of the host's directories above the workdir (agentd's
+    // data directory is 0700): make them passable but not listable instead.
+    let mut ancestors: Vec<&Path> =
+        workdir.ancestors().skip(1).filter(|dir| !matches!(dir.to_str(), Some("/" | "/tmp"))).collect();
+    ancestors.reverse();
+    for dir in ancestors {
+        args.extend([OsString::from("--perms"), "0711".into(), "--dir".into(), dir.into()]);
+    }
     args.extend([OsString::from("--bind"), workdir.into(), workdir.into()]);
     args.extend([OsString::from("--chdir"), workdir.into()]);
     args
