@@ -255,10 +255,10 @@ async fn tools_loop(
             calls.terminated = gone_or_archived(api, token, session).await;
         }
         if calls.terminated {
-            if let Ok(sandbox) = sandbox {
-                if let Err(error) = sandbox.discard().await {
-                    tracing::warn!(%error, "cannot remove the workdir of a session that ended");
-                }
+            if let Ok(sandbox) = sandbox
+                && let Err(error) = sandbox.discard().await
+            {
+                tracing::warn!(%error, "cannot remove the workdir of a session that ended");
             }
             return Ok(());
         }

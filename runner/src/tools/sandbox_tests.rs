@@ -24,8 +24,13 @@ impl Root {
 
 impl Drop for Root {
     fn drop(&mut self) {
-        for entry in std::fs::read_dir(self.0.path()).into_iter().flatten().flatten() {
-            let _ = nix::mount::umount2(&entry.path(), nix::mount::MntFlags::MNT_DETACH);
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let below = mounts
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .filter(|m| m.starts_with(&*self.0.path().to_string_lossy()));
+        for mount in below.collect::<Vec<_>>() {
+            let _ = nix::mount::umount2(mount, nix::mount::MntFlags::MNT_DETACH);
         }
     }
 }
@@ -840,7 +845,7 @@ async fn sessions_cannot_reach_each_others_files(isolation: Isolation) {
         format!("ls {a_dir}"),
         format!("echo planted > {a_dir}/planted"),
         format!("cat {scratch}"),
-        format!("cat ../sess_alice/mine"),
+        "cat ../sess_alice/mine".to_owned(),
     ] {
         let out = bash(&mut b, &attempt).await;
         let body = text(&out);
@@ -993,7 +998,7 @@ async fn limited_networking_has_no_network(isolation: Isolation) {
 async fn agentd_paths_are_not_visible(isolation: Isolation) {
     use std::os::unix::fs::PermissionsExt;
     // agentd's data directory as `agentd dev` makes it: 0700, the database 0600.
-    let data = tempfile::tempdir().unwrap();
+    let data = Root::new();
     std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let db = data.path().join("agentd.db");
     std::fs::write(&db, "SQLite format 3 secret-history").unwrap();
@@ -1034,11 +1039,6 @@ async fn agentd_paths_are_not_visible(isolation: Isolation) {
         assert_eq!(assert_ok(&bash(&mut s, &format!("cd / && cd {workdir} && pwd")).await), workdir);
     }
     s.close().await;
-    let _ = std::fs::read_dir(&root).map(|entries| {
-        for entry in entries.flatten() {
-            let _ = nix::mount::umount2(&entry.path(), nix::mount::MntFlags::MNT_DETACH);
-        }
-    });
 }
 
 async fn vault_variables_reach_the_shell(isolation: Isolation) {
