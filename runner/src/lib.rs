@@ -56,6 +56,8 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
     let api = Api::new(&config.gateway_url)?;
     let config = Arc::new(config);
     let permits = Arc::new(Semaphore::new(config.max_sessions));
+    let sessions = Arc::new(Sessions::default());
+    tokio::spawn(sweep(api.clone(), config.clone(), sessions.clone(), stop.clone()));
     tracing::info!(gateway = %config.gateway_url, "runner polling cloud work");
     let mut backoff = Duration::from_millis(500);
     loop {
@@ -75,12 +77,15 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
             }
         };
         backoff = Duration::from_millis(500);
-        let (api, config, stop) = (api.clone(), config.clone(), stop.clone());
+        let (api, config, stop, sessions) = (api.clone(), config.clone(), stop.clone(), sessions.clone());
         tokio::spawn(async move {
             let work = item["id"].as_str().unwrap_or_default().to_owned();
+            let session = item["data"]["id"].as_str().unwrap_or_default().to_owned();
+            sessions.enter(&session);
             if let Err(error) = serve(&api, &config, &item, stop).await {
                 tracing::warn!(%work, %error, "work item ended with an error");
             }
+            sessions.leave(&session);
             drop(permit);
         });
     }
@@ -89,6 +94,72 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
     let all = u32::try_from(config.max_sessions).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(Duration::from_secs(10), permits.acquire_many(all)).await;
     Ok(())
+}
+
+/// The sessions this runner has served: those with an item open now, and those whose
+/// workdir stayed behind when their item stopped (idle), to remove once they are gone.
+#[derive(Default)]
+struct Sessions {
+    state: std::sync::Mutex<(std::collections::HashMap<String, usize>, HashSet<String>)>,
+}
+
+impl Sessions {
+    fn enter(&self, session: &str) {
+        if let Ok(mut state) = self.state.lock() {
+            *state.0.entry(session.to_owned()).or_default() += 1;
+        }
+    }
+
+    fn leave(&self, session: &str) {
+        if let Ok(mut state) = self.state.lock() {
+            let open = state.0.get_mut(session).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if open == Some(0) {
+                state.0.remove(session);
+            }
+            state.1.insert(session.to_owned());
+        }
+    }
+
+    /// Served sessions with no item open now.
+    fn idle(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .map(|state| state.1.iter().filter(|s| !state.0.contains_key(*s)).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn forget(&self, session: &str) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1.remove(session);
+        }
+    }
+}
+
+/// Removes the workdirs of served sessions that were deleted or archived after their item
+/// stopped (no item will come to tell): every `idle_stop`, at least every 5 s.
+async fn sweep(api: Api, config: Arc<RunnerConfig>, sessions: Arc<Sessions>, stop: CancellationToken) {
+    let every = config.idle_stop.max(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        for session in sessions.idle() {
+            if !gone_or_archived(&api, &config.key, &session).await {
+                continue;
+            }
+            let root = config.sandbox.root.clone();
+            let id = session.clone();
+            match tokio::task::spawn_blocking(move || sandbox::remove_workdir(&root, &id)).await {
+                Ok(Ok(())) => sessions.forget(&session),
+                Ok(Err(error)) => tracing::warn!(%session, %error, "cannot remove the workdir of a session that ended"),
+                Err(error) => tracing::warn!(%session, %error, "removing a workdir failed internally"),
+            }
+        }
+    }
 }
 
 /// Serves one work item to its end.

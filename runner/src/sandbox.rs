@@ -548,6 +548,23 @@ fn find_program(name: &str, host_path: bool) -> Option<PathBuf> {
     })
 }
 
+/// Removes the workdir of a session that is gone (deleted or archived) while no item of it
+/// was open; nothing when there is none.
+pub fn remove_workdir(root: &Path, session_id: &str) -> io::Result<()> {
+    validate_session_id(session_id).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let path = root.join(session_id);
+    let (Ok(root_meta), Ok(meta)) = (std::fs::metadata(root), std::fs::symlink_metadata(&path)) else {
+        return Ok(());
+    };
+    use std::os::unix::fs::MetadataExt;
+    workdir::remove(&path, meta.is_dir() && meta.dev() != root_meta.dev())
+}
+
+/// Whether the runner is root, so each session gets its own uid, pid namespace and quota.
+pub fn runner_is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// Whether bubblewrap is installed, so the default isolation level can be decided and
 /// logged at start-up.
 pub fn bubblewrap_available() -> bool {

@@ -124,6 +124,9 @@ async fn authorize(state: &AppState, tenant: &Tenant, method: &Method, path: &st
         },
         Access::Session { session_id, work_id, environment_id } => match segments.as_slice() {
             ["sessions", session, ..] if session == session_id => Ok(()),
+            ["ext", "sessions", session, "sandbox-environment"] if session == session_id && method == Method::GET => {
+                Ok(())
+            }
             ["environments", e, "work", w, "heartbeat" | "stop"] if e == environment_id && w == work_id => Ok(()),
             ["skills", ..] if method == Method::GET => Ok(()),
             ["memory_stores", ..] => Ok(()),
