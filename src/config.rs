@@ -295,7 +295,8 @@ impl Settings {
             base: self.sandbox_uid_base.unwrap_or(defaults.base),
             count: self.sandbox_uid_count.unwrap_or(defaults.count),
         };
-        uids.validate().map_err(|error| anyhow::anyhow!("AGENTD_SANDBOX_UID_BASE / AGENTD_SANDBOX_UID_COUNT: {error}"))?;
+        uids.validate()
+            .map_err(|error| anyhow::anyhow!("AGENTD_SANDBOX_UID_BASE / AGENTD_SANDBOX_UID_COUNT: {error}"))?;
         let mut limits = Limits::default();
         if let Some(quota) = self.sandbox_disk_quota.as_deref() {
             limits.disk_bytes = size("AGENTD_SANDBOX_DISK_QUOTA", quota)?;
@@ -464,7 +465,8 @@ fn size(setting: &str, value: &str) -> Result<u64> {
         "G" | "GiB" => 1 << 30,
         other => anyhow::bail!("{setting}: unknown unit {other:?} in {value:?} (use a byte count, KiB, MiB or GiB)"),
     };
-    let number: u64 = number.parse().map_err(|_| anyhow::anyhow!("{setting}: expected a size such as 512MiB, got {value:?}"))?;
+    let number: u64 =
+        number.parse().map_err(|_| anyhow::anyhow!("{setting}: expected a size such as 512MiB, got {value:?}"))?;
     number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
 }
 
