@@ -140,7 +140,14 @@ fn log_sandbox(sandbox: &agentd_runner::sandbox::SandboxConfig) {
             "sandbox isolation `namespace` needs bubblewrap, which is not installed: every built-in tool call will \
              fail until it is (apt-get install bubblewrap) or AGENTD_SANDBOX_ISOLATION=workdir opts into the weaker level"
         ),
-        Isolation::Namespace => info!(isolation, %root, per_session_uid = root_user, "sandbox isolation in force"),
+        Isolation::Namespace => match agentd_runner::sandbox::probe_bubblewrap() {
+            Ok(()) => info!(isolation, %root, per_session_uid = root_user, "sandbox isolation in force"),
+            Err(error) => tracing::error!(
+                isolation, %root, %error,
+                "sandbox isolation `namespace` is configured but bubblewrap cannot create namespaces here: built-in \
+                 tool calls will fail (run the hands as root, or allow user namespaces)"
+            ),
+        },
         Isolation::Workdir if root_user => warn!(
             isolation, %root,
             "sandbox isolation `workdir` (opted in): a uid, pid namespace and disk quota per session, but the host's \

@@ -565,6 +565,30 @@ pub fn runner_is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Starts bubblewrap once with the namespaces the sandbox uses, so a host (or container)
+/// that refuses them is reported at start-up, not at the first tool call.
+pub fn probe_bubblewrap() -> Result<(), String> {
+    let bwrap = find_program("bwrap", true).ok_or("bubblewrap (bwrap) is not installed")?;
+    let output = std::process::Command::new(&bwrap)
+        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--ro-bind", "/", "/"])
+        .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
+        .env_clear()
+        .env("PATH", SHELL_PATH)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed ({}): {}",
+            bwrap.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
 /// Whether bubblewrap is installed, so the default isolation level can be decided and
 /// logged at start-up.
 pub fn bubblewrap_available() -> bool {

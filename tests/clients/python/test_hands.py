@@ -1107,6 +1107,33 @@ def test_vault_environment_variables_reach_the_shell_and_nothing_else(
         assert value not in logged and value[::-1] not in logged, f"{process.name} logged the secret"
 
 
+def test_agentd_data_directory_is_private(turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic) -> None:
+    """`agentd dev`'s data directory is 0700 and its database, WAL and shared memory 0600
+    while it runs; a tool call can neither list nor read them."""
+    if turns.mode != "dev":
+        pytest.skip("only `agentd dev` keeps a data directory")
+    data_dir = Path(turns.cli_env["AGENTD_DATA_DIR"])
+    assert data_dir.stat().st_mode & 0o777 == 0o700, oct(data_dir.stat().st_mode)
+    files = sorted(p.name for p in data_dir.glob("agentd.db*"))
+    assert "agentd.db" in files and "agentd.db-wal" in files, files
+    for name in files:
+        mode = (data_dir / name).stat().st_mode & 0o777
+        assert mode == 0o600, f"{name} is {oct(mode)}"
+    client = cloud_hands.client
+    http = turns.http()
+    headers = turns.headers(cloud_hands.api_key)
+    key = unique("snoop")
+    command = f"ls {data_dir}; cat {data_dir}/agentd.db-wal | head -c 64 | od -c | head -2"
+    fake_anthropic.script(key, call("bash", {"command": command}), say("Tried."))
+    session = make_hands_session(client, make_environment(client, "cloud"))
+    client.beta.sessions.events.send(session.id, events=[user_message(f"look around {key}")])
+    events = wait_idles(http, headers, session.id, on_timeout=lambda: runner_tail(cloud_hands))
+    (result,) = of_type(events, "agent.tool_result")
+    text = result_text(result)
+    assert "agentd.db" not in text.replace(f"{data_dir}/agentd.db-wal", ""), text
+    assert "Permission denied" in text or "No such file" in text, text
+
+
 # ---------------------------------------------------------------------------------------
 # 6. What each credential reaches
 
