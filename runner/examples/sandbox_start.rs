@@ -18,7 +18,9 @@ fn percentile(samples: &mut [Duration], p: f64) -> f64 {
 async fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(50);
     println!("rounds per level: {rounds}; runner is root: {}", agentd_runner::sandbox::runner_is_root());
-    println!("| level | open p50 / p99 (ms) | first bash call p50 / p99 (ms) | warm call p50 (ms) | discard p50 (ms) |");
+    println!(
+        "| level | open p50 / p99 (ms) | first bash call p50 / p99 (ms) | warm call p50 (ms) | discard p50 (ms) |"
+    );
     println!("|---|---|---|---|---|");
     for isolation in [Isolation::Workdir, Isolation::Namespace] {
         let root = tempfile::tempdir().expect("a temporary sandbox root");
