@@ -1098,9 +1098,14 @@ def test_vault_environment_variables_reach_the_shell_and_nothing_else(
     resource = http.get(f"/v1/sessions/{session.id}", headers=headers)
     assert resource.status_code == 200 and value not in resource.text
     assert value not in json.dumps(events_of(http, headers, session.id))
-    # An API key (the workspace's widest credential) cannot read the variables.
-    refused = http.get(f"/v1/ext/sessions/{session.id}/sandbox-environment", headers=headers)
-    assert refused.status_code == 403 and value not in refused.text, refused.text
+    # Neither an API key (the workspace's widest credential) nor a runner key or an
+    # environment key reads the variables: only the work item's sessions token does.
+    others = [cloud_hands.api_key]
+    if turns.mode == "dev":  # the hands' workspace is "default" (prod: one of its own)
+        others += [turns.create_runner_key(), turns.create_environment_key(environment_id)]
+    for other_key in others:
+        refused = http.get(f"/v1/ext/sessions/{session.id}/sandbox-environment", headers=turns.headers(other_key))
+        assert refused.status_code == 403 and value not in refused.text, refused.text
     processes = list(turns.processes) + ([cloud_hands.runner] if cloud_hands.runner else [])
     for process in processes:
         logged = "\n".join(process.stdout_seen + process.stderr_seen)
