@@ -598,3 +598,7 @@ pub fn bubblewrap_available() -> bool {
 #[cfg(test)]
 #[path = "tools/sandbox_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tools/sandbox_escape_tests.rs"]
+mod escape_tests;
