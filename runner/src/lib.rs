@@ -291,13 +291,18 @@ async fn tools_loop(
     stop: &CancellationToken,
 ) -> Result<()> {
     let networking = networking_of(&api.environment(&config.key, environment).await?);
-    let variables = sandbox_variables(api.sandbox_environment(token, session).await?, &networking);
-    let sandbox_config = SandboxConfig { networking, environment: variables, ..config.sandbox.clone() };
-    let mut sandbox: Result<Sandbox, String> = {
-        let session = session.to_owned();
-        tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
-            .await?
-            .map_err(|error| error.to_string())
+    // Without its variables the session's tools would run in a different environment than
+    // configured: every call then fails, saying why.
+    let mut sandbox: Result<Sandbox, String> = match api.sandbox_environment(token, session).await {
+        Ok(variables) => {
+            let environment = sandbox_variables(variables, &networking);
+            let sandbox_config = SandboxConfig { networking, environment, ..config.sandbox.clone() };
+            let session = session.to_owned();
+            tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
+                .await?
+                .map_err(|error| error.to_string())
+        }
+        Err(error) => Err(format!("the session's vault variables cannot be read: {error}")),
     };
     // Stream first, then reconcile from history, so nothing falls between the two.
     let mut stream = api.stream(token, session).await?.bytes_stream();
