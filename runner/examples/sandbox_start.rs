@@ -22,6 +22,19 @@ async fn main() {
         "| level | open p50 / p99 (ms) | first bash call p50 / p99 (ms) | warm call p50 (ms) | discard p50 (ms) |"
     );
     println!("|---|---|---|---|---|");
+    // For scale: what starting a bare bash costs on this machine.
+    let mut bare = Vec::new();
+    for _ in 0..rounds {
+        let started = Instant::now();
+        let status = std::process::Command::new("bash").args(["--noprofile", "--norc", "-c", "true"]).status();
+        bare.push(started.elapsed());
+        assert!(status.is_ok_and(|s| s.success()));
+    }
+    println!(
+        "| (bare `bash -c true`, for scale) | — | {:.1} / {:.1} | — | — |",
+        percentile(&mut bare, 0.5),
+        percentile(&mut bare, 0.99)
+    );
     for isolation in [Isolation::Workdir, Isolation::Namespace] {
         let root = tempfile::tempdir().expect("a temporary sandbox root");
         let config = SandboxConfig {
