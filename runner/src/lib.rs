@@ -97,64 +97,83 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
 }
 
 /// The sessions this runner has served: those with an item open now, and those whose
-/// workdir stayed behind when their item stopped (idle), to remove once they are gone.
+/// workdir stayed behind when their item stopped, to remove if they go away.
 #[derive(Default)]
 struct Sessions {
-    state: std::sync::Mutex<(std::collections::HashMap<String, usize>, HashSet<String>)>,
+    state: std::sync::Mutex<SessionsState>,
 }
+
+#[derive(Default)]
+struct SessionsState {
+    /// Items open per session.
+    open: std::collections::HashMap<String, usize>,
+    /// Sessions whose last item ended, and when; oldest checked first.
+    left: std::collections::VecDeque<(String, tokio::time::Instant)>,
+}
+
+/// How long after its last item a session's workdir is still watched for removal; a
+/// session deleted later keeps its workdir until an operator clears it.
+const SWEEP_HORIZON: Duration = Duration::from_secs(3600);
+/// Sessions checked per sweep, so a runner that served many stays far below the read limit.
+const SWEEP_BATCH: usize = 8;
 
 impl Sessions {
     fn enter(&self, session: &str) {
         if let Ok(mut state) = self.state.lock() {
-            *state.0.entry(session.to_owned()).or_default() += 1;
+            *state.open.entry(session.to_owned()).or_default() += 1;
+            state.left.retain(|(s, _)| s != session);
         }
     }
 
     fn leave(&self, session: &str) {
         if let Ok(mut state) = self.state.lock() {
-            let open = state.0.get_mut(session).map(|n| {
+            let open = state.open.get_mut(session).map(|n| {
                 *n -= 1;
                 *n
             });
             if open == Some(0) {
-                state.0.remove(session);
+                state.open.remove(session);
+                state.left.push_back((session.to_owned(), tokio::time::Instant::now()));
             }
-            state.1.insert(session.to_owned());
         }
     }
 
-    /// Served sessions with no item open now.
-    fn idle(&self) -> Vec<String> {
-        self.state
-            .lock()
-            .map(|state| state.1.iter().filter(|s| !state.0.contains_key(*s)).cloned().collect())
-            .unwrap_or_default()
+    /// The next few sessions to check (taken off the list; [`Sessions::keep`] puts one back).
+    fn next_batch(&self) -> Vec<(String, tokio::time::Instant)> {
+        let Ok(mut state) = self.state.lock() else { return Vec::new() };
+        state.left.retain(|(_, since)| since.elapsed() < SWEEP_HORIZON);
+        let take = state.left.len().min(SWEEP_BATCH);
+        state.left.drain(..take).collect()
     }
 
-    fn forget(&self, session: &str) {
-        if let Ok(mut state) = self.state.lock() {
-            state.1.remove(session);
+    /// Puts a session that still exists back at the end of the list.
+    fn keep(&self, session: String, since: tokio::time::Instant) {
+        if let Ok(mut state) = self.state.lock()
+            && !state.open.contains_key(&session)
+        {
+            state.left.push_back((session, since));
         }
     }
 }
 
 /// Removes the workdirs of served sessions that were deleted or archived after their item
-/// stopped (no item will come to tell): every `idle_stop`, at least every 5 s.
+/// stopped (no item will come to tell), a few sessions every `idle_stop` (at least 10 s).
 async fn sweep(api: Api, config: Arc<RunnerConfig>, sessions: Arc<Sessions>, stop: CancellationToken) {
-    let every = config.idle_stop.max(Duration::from_secs(5));
+    let every = config.idle_stop.max(Duration::from_secs(10));
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        for session in sessions.idle() {
+        for (session, since) in sessions.next_batch() {
             if !gone_or_archived(&api, &config.key, &session).await {
+                sessions.keep(session, since);
                 continue;
             }
             let root = config.sandbox.root.clone();
             let id = session.clone();
             match tokio::task::spawn_blocking(move || sandbox::remove_workdir(&root, &id)).await {
-                Ok(Ok(())) => sessions.forget(&session),
+                Ok(Ok(())) => {}
                 Ok(Err(error)) => tracing::warn!(%session, %error, "cannot remove the workdir of a session that ended"),
                 Err(error) => tracing::warn!(%session, %error, "removing a workdir failed internally"),
             }
@@ -382,8 +401,8 @@ async fn tools_loop(
     Ok(())
 }
 
-/// How often an open item checks whether its session was archived.
-const ARCHIVE_CHECK: Duration = Duration::from_secs(3);
+/// How often an open item checks whether its session was archived (between calls).
+const ARCHIVE_CHECK: Duration = Duration::from_secs(10);
 
 /// Whether the session is gone (404) or archived; a failed check is neither.
 async fn gone_or_archived(api: &Api, token: &str, session: &str) -> bool {
