@@ -798,6 +798,14 @@ def test_runner_killed_mid_tool_is_replaced(
     assert heartbeat(http, environment_id, item["id"], env_key, beat["last_heartbeat"]).status_code == 412
     os.kill(doomed.pid, signal.SIGKILL)
     doomed.proc.wait(timeout=10)
+    if os.geteuid() == 0:
+        # Nothing the session started outlives the runner that started it (the `sleep 10`).
+        uid = workdir_uid(sandbox_root / session.id)
+        assert uid is not None
+        deadline = time.monotonic() + 10
+        while uid_processes(uid):
+            assert time.monotonic() < deadline, f"{uid_processes(uid)} sandbox processes outlived the killed runner"
+            time.sleep(0.1)
     wait_work_state(http, headers, environment_id, item["id"], "queued", timeout=LEASE_WAIT)
     assert not of_type(events_of(http, headers, session.id), "agent.tool_result"), "the killed runner answered nothing"
 
