@@ -52,11 +52,8 @@ pub async fn run(settings: Settings, command: KeysCommand) -> Result<()> {
     let url = match settings.database_url.clone() {
         Some(url) => url,
         None => {
-            let data_dir = settings.data_dir();
-            std::fs::create_dir_all(&data_dir).with_context(|| {
-                format!("cannot create the data directory {} (check AGENTD_DATA_DIR)", data_dir.display())
-            })?;
-            let url = format!("sqlite://{}", data_dir.join("agentd.db").display());
+            let database = crate::data_dir::prepare(&settings.data_dir())?;
+            let url = format!("sqlite://{}", database.display());
             eprintln!("agentd keys: no AGENTD_DATABASE_URL; using the dev database {url}");
             url
         }
