@@ -147,7 +147,7 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     // A session's vault variables are for its sandbox: only its sessions token reads them.
     let sandbox_environment = route == "/ext/sessions/{session}/sandbox-environment";
     match cred {
-        Cred::Api => !(method == "GET" && route == "/environments/{env}/work") && !sandbox_environment,
+        Cred::Api => !(sandbox_environment || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey => {
             session_route || work_protocol || (method == "GET" && route == "/environments/{env}")
         }
