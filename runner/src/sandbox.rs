@@ -2,7 +2,7 @@
 //!
 //! Each session gets a workdir `<root>/<session_id>` and, on its first `bash` call, one
 //! persistent bash process. What confines that shell depends on the isolation level
-//! (`docs/security-sandbox.md` lists what each stops and what it does not):
+//! (`docs/SECURITY.md` lists what each stops and what it does not):
 //!
 //! - [`Isolation::Namespace`] (the default): the shell runs under bubblewrap in fresh pid,
 //!   ipc, uts and mount namespaces (and a network namespace when networking is `limited`),
