@@ -9,6 +9,8 @@ pub mod error;
 pub mod managed;
 pub mod ops;
 pub mod telemetry;
+#[cfg(test)]
+mod test_rig;
 
 use std::sync::Arc;
 

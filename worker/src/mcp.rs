@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use agentd_schema::egress::{self, Target};
+use agentd_schema::scrub::Scrubber;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -227,7 +228,8 @@ impl McpTools {
                 // A JSON-RPC error from the server is the tool's failure, not the connection's.
                 Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                     "MCP error {}: {}",
-                    error.code.0, error.message
+                    error.code.0,
+                    scrubber(connection.bearer.as_ref()).scrub(&error.message)
                 ))]))
             }
             Ok(Err(error)) => Err(failure(server, &error, connection.bearer.as_ref())),
@@ -237,6 +239,11 @@ impl McpTools {
                 message: format!("the tool call did not finish within {} s", CALL_TIMEOUT.as_secs()),
             }),
         }
+    }
+
+    /// The scrubber of what `server` says: every spelling of the token sent to it.
+    pub fn scrubber(&self, server: &str) -> Scrubber {
+        scrubber(self.connections.get(server).and_then(|c| c.bearer.as_ref()))
     }
 
     /// Closes every connection (the MCP session is deleted where the server supports it).
@@ -312,6 +319,11 @@ async fn connect_once(server: &str, target: &Target, bearer: Option<&Bearer>) ->
     }
 }
 
+/// The scrubber of what a server said, for the credential sent to it.
+fn scrubber(bearer: Option<&Bearer>) -> Scrubber {
+    bearer.map(Bearer::scrubber).unwrap_or_default()
+}
+
 /// Classifies an rmcp error: a 401/403 from the server is an authentication failure.
 fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Option<&Bearer>) -> McpFailure {
     let mut authentication = false;
@@ -341,10 +353,7 @@ fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Opti
         }
         source = current.source();
     }
-    let mut message = error.to_string();
-    if let Some(bearer) = bearer.filter(|b| !b.token.is_empty()) {
-        message = message.replace(&bearer.token, "[redacted]");
-    }
+    let mut message = scrubber(bearer).scrub(&error.to_string());
     if authentication {
         message = format!("the MCP server refused the credentials: {message}");
     }
