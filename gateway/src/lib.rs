@@ -5,6 +5,7 @@
 pub mod adapters;
 pub mod admission;
 pub mod durable;
+pub mod envelope;
 pub mod error;
 pub mod managed;
 pub mod ops;
@@ -85,7 +86,15 @@ pub fn api(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
     // copy of the admission layers.
-    Router::new().nest("/v1", v1).merge(well_known).merge(adapters::mcp::routes(&state)).with_state(state)
+    // Outermost: rejections made below any handler answer in their surface's envelope.
+    Router::new()
+        .nest("/v1", v1)
+        .merge(well_known)
+        .merge(adapters::mcp::routes(&state))
+        // Paths outside every route: the managed 404 (unauthenticated, as before).
+        .fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(state.clone(), envelope::layer))
+        .with_state(state)
 }
 
 /// The application adapters' routes, relative to `/v1` (no beta selector).
