@@ -12,6 +12,7 @@ pub mod ids;
 pub mod live;
 pub mod oauth;
 pub mod outbox;
+pub mod rotation;
 pub mod scrub;
 pub mod secrets;
 pub mod sql;
