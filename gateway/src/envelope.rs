@@ -133,6 +133,33 @@ fn jsonrpc(status: StatusCode, message: String) -> Response {
     response
 }
 
+/// Refuses a request body labelled with a content type the API does not read (every
+/// `/v1` route reads JSON: `application/json` or an `application/…+json` type) with a
+/// bare 415 that [`layer`] renders in the surface's shape. A body without a content type
+/// is read as JSON, as before; an empty body (body-less POSTs) passes whatever its label.
+pub async fn json_bodies(request: Request, next: Next) -> Response {
+    let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
+        || request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|length| length > 0);
+    let label = request.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("?").to_owned());
+    match label {
+        Some(label) if has_body && !is_json(&label) => {
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("content-type: expected application/json, got {label:?}"))
+                .into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 fn with_allow(mut response: Response, allow: Option<HeaderValue>) -> Response {
     if let Some(allow) = allow {
         response.headers_mut().insert(header::ALLOW, allow);
@@ -206,6 +233,34 @@ mod tests {
         assert!(answer.status.is_client_error(), "{}", answer.text);
         assert_eq!(answer.body["type"], "error", "{}", answer.text);
         assert!(answer.body["request_id"].is_string(), "{}", answer.text);
+    }
+
+    #[tokio::test]
+    async fn a_body_labelled_with_another_content_type_is_a_415_in_the_surfaces_shape() {
+        let rig = Rig::new().await;
+        let labelled = |method: &str, path: &str, body: &str, content_type: &str| {
+            let mut request = rig.request(method, path, body.to_owned());
+            request.headers_mut().insert("content-type", content_type.parse().unwrap());
+            request.headers_mut().insert("content-length", body.len().to_string().parse().unwrap());
+            request
+        };
+        for content_type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+            let answer = rig.send(labelled("POST", "/v1/agents", "{\"name\":\"a\"}", content_type)).await;
+            assert_managed(&answer, StatusCode::UNSUPPORTED_MEDIA_TYPE, "invalid_request_error");
+            let answer = rig.send(labelled("POST", "/v1/ai-sdk/chat", "{}", content_type)).await;
+            assert_managed(&answer, StatusCode::UNSUPPORTED_MEDIA_TYPE, "invalid_request_error");
+            let answer = rig.send(labelled("POST", "/v1/a2a", "{}", content_type)).await;
+            assert_eq!(answer.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{}", answer.text);
+            assert_eq!(answer.body["error"]["code"], -32600, "{}", answer.text);
+        }
+        // JSON by any of its names is read (here: refused for its content, not its label).
+        for content_type in ["application/json; charset=utf-8", "application/a2a+json", "Application/JSON"] {
+            let answer = rig.send(labelled("POST", "/v1/agents", "{\"name\":1}", content_type)).await;
+            assert_managed(&answer, StatusCode::BAD_REQUEST, "invalid_request_error");
+        }
+        // A body-less POST passes whatever its label.
+        let answer = rig.send(labelled("POST", "/v1/agents/agent_missing/archive", "", "text/plain")).await;
+        assert_managed(&answer, StatusCode::NOT_FOUND, "not_found_error");
     }
 
     #[tokio::test]

@@ -68,6 +68,7 @@ pub fn api(state: AppState) -> Router {
     let managed = managed::router()
         .merge(durable::router())
         .merge(adapters_router())
+        .layer(middleware::from_fn(envelope::json_bodies))
         .layer(middleware::from_fn_with_state(state.clone(), limiter::layer));
     // Authentication (and each credential's reach) covers unknown routes too: a
     // request without a key is 401 wherever it goes, and a path outside a key's
