@@ -128,6 +128,13 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
 
+    /// The key (or comma-separated keys) AGENTD_SECRET_KEY replaced: still opens secrets
+    /// sealed before the rotation, never seals. Set it on every process, with the new
+    /// AGENTD_SECRET_KEY, before `agentd keys rotate-secret`; remove it once that reports
+    /// the rotation complete (ADR 0004). Never logged.
+    #[arg(long, global = true, env = "AGENTD_SECRET_KEY_PREVIOUS", value_name = "KEYS", hide_env_values = true)]
+    pub secret_key_previous: Option<String>,
+
     /// The agent (id) AI SDK and AG-UI threads start with when a request names none.
     #[arg(long, global = true, env = "AGENTD_ADAPTER_DEFAULT_AGENT", value_name = "AGENT_ID")]
     pub adapter_default_agent: Option<String>,
@@ -255,7 +262,27 @@ impl Settings {
             rate_limit_read: self.rate_limit_read.or(file.rate_limit_read),
             bootstrap_api_key: self.bootstrap_api_key.or(file.bootstrap_api_key),
             secret_key: self.secret_key.or(file.secret_key),
+            secret_key_previous: self.secret_key_previous.or(file.secret_key_previous),
             model_catalog: self.model_catalog.or(file.model_catalog),
+        }
+    }
+
+    /// The box sealing secrets at rest: AGENTD_SECRET_KEY, opening with
+    /// AGENTD_SECRET_KEY_PREVIOUS too; `None` without a key.
+    pub fn secret_box(&self) -> Result<Option<agentd_schema::secrets::SecretBox>> {
+        let Some(key) = self.secret_key.as_deref() else { return Ok(None) };
+        let secrets = agentd_schema::secrets::SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?;
+        Ok(Some(self.with_previous_keys(secrets)?))
+    }
+
+    /// `secrets` also opening with AGENTD_SECRET_KEY_PREVIOUS.
+    pub fn with_previous_keys(
+        &self,
+        secrets: agentd_schema::secrets::SecretBox,
+    ) -> Result<agentd_schema::secrets::SecretBox> {
+        match self.secret_key_previous.as_deref().filter(|keys| !keys.trim().is_empty()) {
+            Some(keys) => secrets.with_previous(keys).context("AGENTD_SECRET_KEY_PREVIOUS"),
+            None => Ok(secrets),
         }
     }
 

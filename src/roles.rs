@@ -67,9 +67,9 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let dev_key = dev_api_key(store.as_ref(), &data_dir).await?;
     bootstrap_key(store.as_ref(), &settings).await?;
     let limiter: Arc<dyn Limiter> = Arc::new(MemoryLimiter::new(settings.limits()?));
-    let secrets = match settings.secret_key.as_deref() {
-        Some(key) => SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?,
-        None => dev_secret_box(&data_dir)?,
+    let secrets = match settings.secret_box()? {
+        Some(secrets) => secrets,
+        None => settings.with_previous_keys(dev_secret_box(&data_dir)?)?,
     };
     let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
     process.secrets = Some(Arc::new(secrets));
@@ -199,12 +199,11 @@ pub async fn gateway(settings: Settings) -> Result<()> {
         RedisLimiter::connect(&redis_url, &settings.redis_prefix(), settings.limits()?).await.with_context(|| {
             format!("cannot use Redis at {} for rate limits (check AGENTD_REDIS_URL)", redact_url(&redis_url))
         })?;
-    let Some(secret_key) = settings.secret_key.as_deref() else {
+    let Some(secrets) = settings.secret_box()? else {
         bail!(
             "agentd gateway needs a key for secrets at rest: set AGENTD_SECRET_KEY to 32 random bytes, base64 (e.g. `openssl rand -base64 32`)"
         );
     };
-    let secrets = SecretBox::from_encoded(secret_key).context("AGENTD_SECRET_KEY")?;
     // Handshake-era MCP sessions are shared by every gateway through Redis (ADR 0008).
     let mcp_sessions = RedisSessions::connect(&redis_url, &settings.redis_prefix()).await.with_context(|| {
         format!("cannot use Redis at {} for MCP sessions (check AGENTD_REDIS_URL)", redact_url(&redis_url))
@@ -227,10 +226,7 @@ fn mcp_settings(settings: &Settings, dev: bool, sessions: Option<Arc<RedisSessio
 pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
     // The gateway's key opens vault credentials for remote tools (MCP, A2A).
-    let secrets = match settings.secret_key.as_deref() {
-        Some(key) => Some(Arc::new(SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?)),
-        None => None,
-    };
+    let secrets = settings.secret_box()?.map(Arc::new);
     let mut process = Process::new(settings, store, Some(queue), Some(bus), None);
     process.secrets = secrets;
     process.start_relay();
