@@ -128,6 +128,13 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
 
+    /// The key (or comma-separated keys) AGENTD_SECRET_KEY replaced: still opens secrets
+    /// sealed before the rotation, never seals. Set it on every process, with the new
+    /// AGENTD_SECRET_KEY, before `agentd keys rotate-secret`; remove it once that reports
+    /// the rotation complete (ADR 0004). Never logged.
+    #[arg(long, global = true, env = "AGENTD_SECRET_KEY_PREVIOUS", value_name = "KEYS", hide_env_values = true)]
+    pub secret_key_previous: Option<String>,
+
     /// The agent (id) AI SDK and AG-UI threads start with when a request names none.
     #[arg(long, global = true, env = "AGENTD_ADAPTER_DEFAULT_AGENT", value_name = "AGENT_ID")]
     pub adapter_default_agent: Option<String>,
@@ -170,13 +177,29 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_RUNNER_KEY", value_name = "KEY", hide_env_values = true)]
     pub runner_key: Option<String>,
 
-    /// Directory holding one workdir per session [default: <data dir>/sandboxes].
+    /// Directory holding one workdir per session [default: <data dir>/sandboxes; at the
+    /// workdir level, which cannot pass through the 0700 data dir, <data dir>-sandboxes].
     #[arg(long, global = true, env = "AGENTD_SANDBOX_ROOT", value_name = "DIR")]
     pub sandbox_root: Option<PathBuf>,
 
-    /// Sandbox isolation: workdir or namespace (bubblewrap) [default: workdir].
+    /// Sandbox isolation: namespace (bubblewrap) or workdir, an explicit opt-in
+    /// [default: namespace].
     #[arg(long, global = true, env = "AGENTD_SANDBOX_ISOLATION", value_name = "LEVEL")]
     pub sandbox_isolation: Option<String>,
+
+    /// First uid (and gid) of the range a root runner gives sessions, one each
+    /// [default: 1500000000].
+    #[arg(long, global = true, env = "AGENTD_SANDBOX_UID_BASE", value_name = "UID")]
+    pub sandbox_uid_base: Option<u32>,
+
+    /// How many uids that range holds [default: 1000000].
+    #[arg(long, global = true, env = "AGENTD_SANDBOX_UID_COUNT", value_name = "N")]
+    pub sandbox_uid_count: Option<u32>,
+
+    /// Each session's disk quota: the size of its workdir tmpfs and of each private scratch
+    /// directory (`/tmp`…), e.g. 512MiB; 0 = none [default: 1GiB].
+    #[arg(long, global = true, env = "AGENTD_SANDBOX_DISK_QUOTA", value_name = "SIZE")]
+    pub sandbox_disk_quota: Option<String>,
 
     /// How long a session may idle before the runner stops its work item [default: 10s].
     #[arg(long, global = true, env = "AGENTD_RUNNER_IDLE_STOP", value_name = "DURATION")]
@@ -219,6 +242,9 @@ impl Settings {
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),
+            sandbox_uid_base: self.sandbox_uid_base.or(file.sandbox_uid_base),
+            sandbox_uid_count: self.sandbox_uid_count.or(file.sandbox_uid_count),
+            sandbox_disk_quota: self.sandbox_disk_quota.or(file.sandbox_disk_quota),
             runner_idle_stop: self.runner_idle_stop.or(file.runner_idle_stop),
             dev_no_runner: self.dev_no_runner || file.dev_no_runner,
             nats_url: self.nats_url.or(file.nats_url),
@@ -236,7 +262,27 @@ impl Settings {
             rate_limit_read: self.rate_limit_read.or(file.rate_limit_read),
             bootstrap_api_key: self.bootstrap_api_key.or(file.bootstrap_api_key),
             secret_key: self.secret_key.or(file.secret_key),
+            secret_key_previous: self.secret_key_previous.or(file.secret_key_previous),
             model_catalog: self.model_catalog.or(file.model_catalog),
+        }
+    }
+
+    /// The box sealing secrets at rest: AGENTD_SECRET_KEY, opening with
+    /// AGENTD_SECRET_KEY_PREVIOUS too; `None` without a key.
+    pub fn secret_box(&self) -> Result<Option<agentd_schema::secrets::SecretBox>> {
+        let Some(key) = self.secret_key.as_deref() else { return Ok(None) };
+        let secrets = agentd_schema::secrets::SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?;
+        Ok(Some(self.with_previous_keys(secrets)?))
+    }
+
+    /// `secrets` also opening with AGENTD_SECRET_KEY_PREVIOUS.
+    pub fn with_previous_keys(
+        &self,
+        secrets: agentd_schema::secrets::SecretBox,
+    ) -> Result<agentd_schema::secrets::SecretBox> {
+        match self.secret_key_previous.as_deref().filter(|keys| !keys.trim().is_empty()) {
+            Some(keys) => secrets.with_previous(keys).context("AGENTD_SECRET_KEY_PREVIOUS"),
+            None => Ok(secrets),
         }
     }
 
@@ -272,18 +318,51 @@ impl Settings {
         self.log_format.unwrap_or(LogFormat::Text)
     }
 
-    /// The drain deadline.
-    /// The runner's sandbox settings (networking comes from each environment).
+    /// The runner's sandbox settings (networking comes from each environment, variables
+    /// from each session's vaults). No level configured means `namespace`, also when
+    /// bubblewrap is missing: tool calls then fail naming the fix (ADR 0011).
     pub fn sandbox(&self) -> Result<agentd_runner::sandbox::SandboxConfig> {
-        use agentd_runner::sandbox::{Isolation, Limits, Networking, SandboxConfig};
+        use agentd_runner::sandbox::{Isolation, Limits, Networking, SandboxConfig, SecretEnv, UidRange};
+        for replaced in ["AGENTD_SANDBOX_UID", "AGENTD_SANDBOX_GID"] {
+            anyhow::ensure!(
+                std::env::var_os(replaced).is_none(),
+                "{replaced} is no longer read: every session runs as its own uid from AGENTD_SANDBOX_UID_BASE \
+                 (and AGENTD_SANDBOX_UID_COUNT); unset it"
+            );
+        }
         let isolation: Isolation = self
             .sandbox_isolation
             .as_deref()
-            .unwrap_or("workdir")
+            .unwrap_or("namespace")
             .parse()
             .map_err(|error: String| anyhow::anyhow!("AGENTD_SANDBOX_ISOLATION: {error}"))?;
-        let root = self.sandbox_root.clone().unwrap_or_else(|| self.data_dir().join("sandboxes"));
-        Ok(SandboxConfig { root, isolation, limits: Limits::default(), networking: Networking::Unrestricted })
+        let defaults = UidRange::default();
+        let uids = UidRange {
+            base: self.sandbox_uid_base.unwrap_or(defaults.base),
+            count: self.sandbox_uid_count.unwrap_or(defaults.count),
+        };
+        uids.validate()
+            .map_err(|error| anyhow::anyhow!("AGENTD_SANDBOX_UID_BASE / AGENTD_SANDBOX_UID_COUNT: {error}"))?;
+        let mut limits = Limits::default();
+        if let Some(quota) = self.sandbox_disk_quota.as_deref() {
+            limits.disk_bytes = size("AGENTD_SANDBOX_DISK_QUOTA", quota)?;
+        }
+        let root = self.sandbox_root.clone().unwrap_or_else(|| match isolation {
+            Isolation::Namespace => self.data_dir().join("sandboxes"),
+            Isolation::Workdir => {
+                let mut sibling = self.data_dir().into_os_string();
+                sibling.push("-sandboxes");
+                PathBuf::from(sibling)
+            }
+        });
+        Ok(SandboxConfig {
+            root,
+            isolation,
+            limits,
+            networking: Networking::Unrestricted,
+            uids,
+            environment: SecretEnv::default(),
+        })
     }
 
     /// The configured CORS origins.
@@ -353,6 +432,7 @@ impl Settings {
         duration("AGENTD_RUNNER_IDLE_STOP", self.runner_idle_stop.as_deref(), Duration::from_secs(10))
     }
 
+    /// The drain deadline.
     pub fn drain_timeout(&self) -> Result<Duration> {
         duration("AGENTD_DRAIN_TIMEOUT", self.drain_timeout.as_deref(), Duration::from_secs(30))
     }
@@ -419,6 +499,23 @@ fn load_file(path: &Path) -> Result<Settings> {
 }
 
 /// Parses `30s`, `1500ms`, `2m` (or a bare number of seconds).
+/// A size in bytes: a bare number, or with a `KiB`/`MiB`/`GiB` (or `K`/`M`/`G`) suffix.
+fn size(setting: &str, value: &str) -> Result<u64> {
+    let value = value.trim();
+    let digits = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let (number, unit) = value.split_at(digits);
+    let scale: u64 = match unit.trim() {
+        "" => 1,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        other => anyhow::bail!("{setting}: unknown unit {other:?} in {value:?} (use a byte count, KiB, MiB or GiB)"),
+    };
+    let number: u64 =
+        number.parse().map_err(|_| anyhow::anyhow!("{setting}: expected a size such as 512MiB, got {value:?}"))?;
+    number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
+}
+
 fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
     let Some(value) = value else {
         return Ok(default);
@@ -486,6 +583,16 @@ mod tests {
     #[test]
     fn unknown_file_keys_are_rejected() {
         assert!(toml::from_str::<Settings>("htp_addr = \"127.0.0.1:1\"").is_err());
+    }
+
+    #[test]
+    fn sizes_accept_binary_units() {
+        assert_eq!(size("X", "0").unwrap(), 0);
+        assert_eq!(size("X", "4096").unwrap(), 4096);
+        assert_eq!(size("X", "512MiB").unwrap(), 512 << 20);
+        assert_eq!(size("X", "2G").unwrap(), 2 << 30);
+        assert!(size("X", "1TB").unwrap_err().to_string().contains("unknown unit"));
+        assert!(size("X", "MiB").is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `agentd keys …`: API key management for operators. Keys are stored hashed; a new
-//! key is printed once, alone on stdout, and never again.
+//! key is printed once, alone on stdout, and never again. `rotate-secret` re-seals the
+//! secrets stored at rest under a new `AGENTD_SECRET_KEY` (ADR 0004).
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
@@ -44,6 +45,22 @@ pub enum KeysCommand {
         /// The key id.
         key_id: String,
     },
+    /// Re-seal every stored secret (vault credentials, session resource tokens, A2A
+    /// push credentials) under AGENTD_SECRET_KEY, opening old values with
+    /// AGENTD_SECRET_KEY_PREVIOUS. Safe to interrupt and to run again; drop the previous
+    /// key only after it reports the rotation complete.
+    RotateSecret {
+        /// Rows read per batch.
+        #[arg(long, default_value_t = agentd_schema::rotation::DEFAULT_BATCH)]
+        batch: i64,
+        /// Stop after re-sealing this many values (run again to continue).
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Only count the values still sealed with a previous key; write nothing. Exits
+        /// non-zero while any remain.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 /// Runs a keys command against AGENTD_DATABASE_URL, or the `agentd dev` database in
@@ -52,11 +69,8 @@ pub async fn run(settings: Settings, command: KeysCommand) -> Result<()> {
     let url = match settings.database_url.clone() {
         Some(url) => url,
         None => {
-            let data_dir = settings.data_dir();
-            std::fs::create_dir_all(&data_dir).with_context(|| {
-                format!("cannot create the data directory {} (check AGENTD_DATA_DIR)", data_dir.display())
-            })?;
-            let url = format!("sqlite://{}", data_dir.join("agentd.db").display());
+            let database = crate::data_dir::prepare(&settings.data_dir())?;
+            let url = format!("sqlite://{}", database.display());
             eprintln!("agentd keys: no AGENTD_DATABASE_URL; using the dev database {url}");
             url
         }
@@ -138,6 +152,37 @@ pub async fn run(settings: Settings, command: KeysCommand) -> Result<()> {
                 bail!("no active key {key_id}");
             }
             eprintln!("revoked {key_id}");
+        }
+        KeysCommand::RotateSecret { batch, limit, check } => {
+            let Some(secrets) = settings.secret_box()? else {
+                bail!(
+                    "rotate-secret re-seals under AGENTD_SECRET_KEY (the new key), opening old values with AGENTD_SECRET_KEY_PREVIOUS: set both"
+                );
+            };
+            if !secrets.has_previous() {
+                eprintln!(
+                    "agentd keys rotate-secret: no AGENTD_SECRET_KEY_PREVIOUS; only checking that every secret opens"
+                );
+            }
+            if check {
+                let pending = agentd_schema::rotation::pending(store, &secrets).await?;
+                eprintln!("{pending} sealed values still open only with a previous key");
+                if pending > 0 {
+                    bail!("the rotation is not complete; run `agentd keys rotate-secret`");
+                }
+                return Ok(());
+            }
+            let options = agentd_schema::rotation::Options { batch, limit };
+            let report = agentd_schema::rotation::rotate(store, &secrets, options).await?;
+            eprintln!(
+                "re-sealed {} values ({} already current, {} rows changed concurrently and revisited) in {} passes",
+                report.resealed, report.current, report.raced, report.passes
+            );
+            if report.complete {
+                eprintln!("rotation complete: AGENTD_SECRET_KEY_PREVIOUS may now be removed from every process");
+            } else {
+                eprintln!("stopped at --limit: run `agentd keys rotate-secret` again to continue");
+            }
         }
     }
     Ok(())

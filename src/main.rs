@@ -2,6 +2,7 @@
 //! signals, and runs one role. The roles themselves live in the library crates.
 
 mod config;
+mod data_dir;
 mod keys;
 mod logging;
 mod roles;

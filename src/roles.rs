@@ -52,10 +52,8 @@ pub async fn migrate(settings: Settings) -> Result<()> {
 /// `agentd dev`: everything in one process on embedded backends.
 pub async fn dev(settings: Settings) -> Result<()> {
     let data_dir = settings.data_dir();
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create the data directory {} (check AGENTD_DATA_DIR)", data_dir.display()))?;
-    let url =
-        settings.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", data_dir.join("agentd.db").display()));
+    let database = crate::data_dir::prepare(&data_dir)?;
+    let url = settings.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", database.display()));
     let store = connect_store(&url).await?;
     store.migrate().await.context("migrating the embedded database failed")?;
     let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::new(settings.queue_config()?));
@@ -69,9 +67,9 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let dev_key = dev_api_key(store.as_ref(), &data_dir).await?;
     bootstrap_key(store.as_ref(), &settings).await?;
     let limiter: Arc<dyn Limiter> = Arc::new(MemoryLimiter::new(settings.limits()?));
-    let secrets = match settings.secret_key.as_deref() {
-        Some(key) => SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?,
-        None => dev_secret_box(&data_dir)?,
+    let secrets = match settings.secret_box()? {
+        Some(secrets) => secrets,
+        None => settings.with_previous_keys(dev_secret_box(&data_dir)?)?,
     };
     let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
     process.secrets = Some(Arc::new(secrets));
@@ -87,12 +85,14 @@ pub async fn dev(settings: Settings) -> Result<()> {
     }
     let base = format!("http://{bound}");
     // The hands of cloud environments, in process, over the same HTTP protocol.
+    let mut sandbox_line = None;
     if !process.settings.dev_no_runner {
         let key = agentd_schema::ids::new_secret("sk-agentd-runner");
         let workspace = process.backends.store.ensure_workspace("default", "default").await?;
         let kind = agentd_schema::KeyKind::Runner;
         process.backends.store.insert_api_key(&workspace.id, "dev-runner", &key, &kind).await?;
         let config = runner_config(&process.settings, base.clone(), key)?;
+        sandbox_line = Some(sandbox_summary(&config.sandbox));
         let stop = process.stop.clone();
         tokio::spawn(async move {
             if let Err(error) = agentd_runner::run(config, stop).await {
@@ -103,6 +103,9 @@ pub async fn dev(settings: Settings) -> Result<()> {
     println!();
     println!("  agentd dev is running at {base}");
     println!("  data:      {} (SQLite; in-process queue and bus)", data_dir.display());
+    if let Some(line) = sandbox_line {
+        println!("  sandbox:   {line}");
+    }
     println!("  readiness: curl http://{ops}/readyz");
     println!("  metrics:   curl http://{ops}/metrics   (the operations listener, AGENTD_OPS_ADDR)");
     println!();
@@ -113,13 +116,60 @@ pub async fn dev(settings: Settings) -> Result<()> {
 }
 
 fn runner_config(settings: &Settings, gateway_url: String, key: String) -> Result<agentd_runner::RunnerConfig> {
+    let sandbox = settings.sandbox()?;
+    log_sandbox(&sandbox);
     Ok(agentd_runner::RunnerConfig {
         gateway_url,
         key,
-        sandbox: settings.sandbox()?,
+        sandbox,
         max_sessions: 64,
         idle_stop: settings.runner_idle_stop()?,
     })
+}
+
+/// Says at start-up which isolation level the built-in tools run under, and what is
+/// missing for it (ADR 0011: a missing bubblewrap is not papered over).
+fn log_sandbox(sandbox: &agentd_runner::sandbox::SandboxConfig) {
+    use agentd_runner::sandbox::{Isolation, bubblewrap_available, runner_is_root};
+    let root_user = runner_is_root();
+    let isolation = sandbox.isolation.as_str();
+    let root = sandbox.root.display().to_string();
+    match sandbox.isolation {
+        Isolation::Namespace if !bubblewrap_available() => tracing::error!(
+            isolation, %root,
+            "sandbox isolation `namespace` needs bubblewrap, which is not installed: every built-in tool call will \
+             fail until it is (apt-get install bubblewrap) or AGENTD_SANDBOX_ISOLATION=workdir opts into the weaker level"
+        ),
+        Isolation::Namespace => match agentd_runner::sandbox::probe_bubblewrap() {
+            Ok(()) => info!(isolation, %root, per_session_uid = root_user, "sandbox isolation in force"),
+            Err(error) => tracing::error!(
+                isolation, %root, %error,
+                "sandbox isolation `namespace` is configured but bubblewrap cannot create namespaces here: built-in \
+                 tool calls will fail (run the hands as root, or allow user namespaces)"
+            ),
+        },
+        Isolation::Workdir if root_user => warn!(
+            isolation, %root,
+            "sandbox isolation `workdir` (opted in): a uid, pid namespace and disk quota per session, but the host's \
+             world-readable files are visible to tool calls"
+        ),
+        Isolation::Workdir => warn!(
+            isolation, %root,
+            "sandbox isolation `workdir` without root: sessions share the runner's uid, process limit and host \
+             directories; this level guards against accidents only"
+        ),
+    }
+}
+
+/// The `agentd dev` banner's sandbox line.
+fn sandbox_summary(sandbox: &agentd_runner::sandbox::SandboxConfig) -> String {
+    use agentd_runner::sandbox::{Isolation, bubblewrap_available};
+    let level = match sandbox.isolation {
+        Isolation::Namespace if !bubblewrap_available() => "namespace — bubblewrap MISSING, tool calls fail",
+        Isolation::Namespace => "namespace (bubblewrap)",
+        Isolation::Workdir => "workdir (opted in)",
+    };
+    format!("{level}; workdirs in {}", sandbox.root.display())
 }
 
 /// `agentd runner`: polls cloud work through a gateway until SIGTERM/SIGINT.
@@ -149,12 +199,11 @@ pub async fn gateway(settings: Settings) -> Result<()> {
         RedisLimiter::connect(&redis_url, &settings.redis_prefix(), settings.limits()?).await.with_context(|| {
             format!("cannot use Redis at {} for rate limits (check AGENTD_REDIS_URL)", redact_url(&redis_url))
         })?;
-    let Some(secret_key) = settings.secret_key.as_deref() else {
+    let Some(secrets) = settings.secret_box()? else {
         bail!(
             "agentd gateway needs a key for secrets at rest: set AGENTD_SECRET_KEY to 32 random bytes, base64 (e.g. `openssl rand -base64 32`)"
         );
     };
-    let secrets = SecretBox::from_encoded(secret_key).context("AGENTD_SECRET_KEY")?;
     // Handshake-era MCP sessions are shared by every gateway through Redis (ADR 0008).
     let mcp_sessions = RedisSessions::connect(&redis_url, &settings.redis_prefix()).await.with_context(|| {
         format!("cannot use Redis at {} for MCP sessions (check AGENTD_REDIS_URL)", redact_url(&redis_url))
@@ -177,10 +226,7 @@ fn mcp_settings(settings: &Settings, dev: bool, sessions: Option<Arc<RedisSessio
 pub async fn worker(settings: Settings) -> Result<()> {
     let (store, queue, bus) = production_backends(&settings, "worker").await?;
     // The gateway's key opens vault credentials for remote tools (MCP, A2A).
-    let secrets = match settings.secret_key.as_deref() {
-        Some(key) => Some(Arc::new(SecretBox::from_encoded(key).context("AGENTD_SECRET_KEY")?)),
-        None => None,
-    };
+    let secrets = settings.secret_box()?.map(Arc::new);
     let mut process = Process::new(settings, store, Some(queue), Some(bus), None);
     process.secrets = secrets;
     process.start_relay();

@@ -48,6 +48,20 @@ pub enum ApiError {
     /// 410 `invalid_request_error`: the target no longer takes the change.
     #[error("{0}")]
     Gone(String),
+    /// 405 `invalid_request_error` with `allow`: the route exists, not for this method.
+    #[error("{message}")]
+    MethodNotAllowed {
+        /// Names the method and the path.
+        message: String,
+        /// The methods the route serves (the `allow` header).
+        allow: Option<HeaderValue>,
+    },
+    /// 413 `request_too_large`: the body is larger than the route accepts.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 415 `invalid_request_error`: the body's content type is not one the route reads.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// 429 `rate_limit_error` with `retry-after`.
     #[error("{message}")]
     RateLimited {
@@ -85,6 +99,9 @@ impl ApiError {
             ApiError::Conflict(_) => Code::Conflict,
             ApiError::PreconditionFailed { .. } => Code::PreconditionFailed,
             ApiError::Gone(_) => Code::Gone,
+            ApiError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
+            ApiError::PayloadTooLarge(_) => Code::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => Code::UnsupportedMediaType,
             ApiError::RateLimited { .. } => Code::RateLimited,
             ApiError::Unavailable(_) => Code::Unavailable,
             ApiError::Internal(_) => Code::Internal,
@@ -94,9 +111,12 @@ impl ApiError {
     /// The wire `error.type`.
     pub fn wire_type(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest { .. } | ApiError::PreconditionFailed { .. } | ApiError::Gone(_) => {
-                "invalid_request_error"
-            }
+            ApiError::InvalidRequest { .. }
+            | ApiError::PreconditionFailed { .. }
+            | ApiError::Gone(_)
+            | ApiError::MethodNotAllowed { .. }
+            | ApiError::UnsupportedMediaType(_) => "invalid_request_error",
+            ApiError::PayloadTooLarge(_) => "request_too_large",
             ApiError::Unauthenticated(_) => "authentication_error",
             ApiError::PermissionDenied(_) => "permission_error",
             ApiError::NotFound(_) => "not_found_error",
@@ -146,6 +166,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::RateLimited { retry_after_secs, .. } => {
                 headers.insert("retry-after", HeaderValue::from(*retry_after_secs));
+            }
+            ApiError::MethodNotAllowed { allow: Some(allow), .. } => {
+                headers.insert("allow", allow.clone());
             }
             _ => {}
         }

@@ -5,10 +5,13 @@
 pub mod adapters;
 pub mod admission;
 pub mod durable;
+pub mod envelope;
 pub mod error;
 pub mod managed;
 pub mod ops;
 pub mod telemetry;
+#[cfg(test)]
+mod test_rig;
 
 use std::sync::Arc;
 
@@ -65,6 +68,7 @@ pub fn api(state: AppState) -> Router {
     let managed = managed::router()
         .merge(durable::router())
         .merge(adapters_router())
+        .layer(middleware::from_fn(envelope::json_bodies))
         .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
         // After routing: what the matched route acts on, by its decoded, typed ids.
         .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
@@ -87,7 +91,15 @@ pub fn api(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
     // copy of the admission layers.
-    Router::new().nest("/v1", v1).merge(well_known).merge(adapters::mcp::routes(&state)).with_state(state)
+    // Outermost: rejections made below any handler answer in their surface's envelope.
+    Router::new()
+        .nest("/v1", v1)
+        .merge(well_known)
+        .merge(adapters::mcp::routes(&state))
+        // Paths outside every route: the managed 404 (unauthenticated, as before).
+        .fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(state.clone(), envelope::layer))
+        .with_state(state)
 }
 
 /// The application adapters' routes, relative to `/v1` (no beta selector).

@@ -20,6 +20,10 @@ pub enum Code {
     Gone,
     /// The request body is larger than the route accepts.
     PayloadTooLarge,
+    /// The route exists but not for this HTTP method.
+    MethodNotAllowed,
+    /// The body's content type is not one the route reads.
+    UnsupportedMediaType,
     /// The caller's request bucket is empty.
     RateLimited,
     /// A dependency (store, queue, bus, limiter) cannot be reached; fail closed.
@@ -40,6 +44,8 @@ impl Code {
             Code::PreconditionFailed => 412,
             Code::Gone => 410,
             Code::PayloadTooLarge => 413,
+            Code::MethodNotAllowed => 405,
+            Code::UnsupportedMediaType => 415,
             Code::RateLimited => 429,
             Code::Internal => 500,
             Code::Unavailable => 503,
@@ -56,6 +62,8 @@ impl Code {
             Code::Conflict => tonic::Code::Aborted,
             Code::PreconditionFailed | Code::Gone => tonic::Code::FailedPrecondition,
             Code::PayloadTooLarge => tonic::Code::OutOfRange,
+            Code::MethodNotAllowed => tonic::Code::Unimplemented,
+            Code::UnsupportedMediaType => tonic::Code::InvalidArgument,
             Code::RateLimited => tonic::Code::ResourceExhausted,
             Code::Internal => tonic::Code::Internal,
             Code::Unavailable => tonic::Code::Unavailable,

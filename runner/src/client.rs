@@ -107,6 +107,23 @@ impl Api {
         Self::json(self.request(reqwest::Method::GET, &format!("/v1/sessions/{session}"), token).send().await?).await
     }
 
+    /// The session's sandbox variables: the `environment_variable` credentials of its
+    /// vaults, values included. Only the work item's sessions token may read them.
+    pub async fn sandbox_environment(&self, token: &str, session: &str) -> Result<Vec<Variable>> {
+        let path = format!("/v1/ext/sessions/{session}/sandbox-environment");
+        let body = Self::json(self.request(reqwest::Method::GET, &path, token).send().await?).await?;
+        let variables = body["variables"].as_array().context("the sandbox environment has no `variables` list")?;
+        Ok(variables
+            .iter()
+            .map(|v| Variable {
+                name: v["name"].as_str().unwrap_or_default().to_owned(),
+                value: v["value"].as_str().unwrap_or_default().to_owned(),
+                credential_id: v["credential_id"].as_str().unwrap_or_default().to_owned(),
+                unrestricted: v["networking"]["type"] == "unrestricted",
+            })
+            .collect())
+    }
+
     /// An environment (its networking policy).
     pub async fn environment(&self, key: &str, environment: &str) -> Result<Value> {
         let path = format!("/v1/environments/{environment}");
@@ -161,6 +178,24 @@ impl Api {
         let response =
             self.request(reqwest::Method::POST, &path, token).json(&json!({ "events": [event] })).send().await?;
         Self::json(response).await.map(drop)
+    }
+}
+
+/// One `environment_variable` credential of a session's vaults.
+pub struct Variable {
+    /// The variable's name (`auth.secret_name`).
+    pub name: String,
+    /// The secret. Never logged.
+    pub value: String,
+    /// The credential it comes from.
+    pub credential_id: String,
+    /// Whether the credential may be used toward any host (`auth.networking.type`).
+    pub unrestricted: bool,
+}
+
+impl std::fmt::Debug for Variable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Variable").field("name", &self.name).field("credential_id", &self.credential_id).finish()
     }
 }
 

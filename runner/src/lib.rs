@@ -8,7 +8,15 @@
 //! session's history once and then follow its live stream, run allowed calls one at a
 //! time, and stop the item once the session has been idle (not awaiting anything) for
 //! `idle_stop`. A runner that is stopped abandons its items: their leases expire and
-//! another runner gets them (an item is never stopped with calls still open).
+//! another runner gets them (an item is never stopped with calls still open); it kills
+//! every sandbox's processes first. A session that is deleted, terminated or archived
+//! loses its sandbox: processes, workdir and all.
+//!
+//! The sandbox shell's environment carries the session's vault `environment_variable`
+//! credentials, read with the item's sessions token (`GET
+//! /v1/ext/sessions/{id}/sandbox-environment`); a credential whose `networking` is
+//! `limited` is injected only into a sandbox without network, since the runner cannot
+//! confine a value the shell holds to `allowed_hosts`.
 
 pub mod client;
 pub mod sandbox;
@@ -25,7 +33,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use client::{Api, Beat};
-use sandbox::{Networking, Sandbox, SandboxConfig};
+use sandbox::{Networking, Sandbox, SandboxConfig, SecretEnv};
 
 /// Runner settings.
 #[derive(Debug, Clone)]
@@ -34,7 +42,8 @@ pub struct RunnerConfig {
     pub gateway_url: String,
     /// A runner key (`agentd keys create --runner`).
     pub key: String,
-    /// Sandboxes (root, isolation, limits); networking comes from each environment.
+    /// Sandboxes (root, isolation, limits, uids); networking comes from each environment,
+    /// variables from each session's vaults.
     pub sandbox: SandboxConfig,
     /// Sessions served at once.
     pub max_sessions: usize,
@@ -47,12 +56,14 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
     let api = Api::new(&config.gateway_url)?;
     let config = Arc::new(config);
     let permits = Arc::new(Semaphore::new(config.max_sessions));
+    let sessions = Arc::new(Sessions::default());
+    tokio::spawn(sweep(api.clone(), config.clone(), sessions.clone(), stop.clone()));
     tracing::info!(gateway = %config.gateway_url, "runner polling cloud work");
     let mut backoff = Duration::from_millis(500);
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else { return Ok(()) };
         let polled = tokio::select! {
-            () = stop.cancelled() => return Ok(()),
+            () = stop.cancelled() => break,
             polled = api.poll(&config.key) => polled,
         };
         let item = match polled {
@@ -66,14 +77,107 @@ pub async fn run(config: RunnerConfig, stop: CancellationToken) -> Result<()> {
             }
         };
         backoff = Duration::from_millis(500);
-        let (api, config, stop) = (api.clone(), config.clone(), stop.clone());
+        let (api, config, stop, sessions) = (api.clone(), config.clone(), stop.clone(), sessions.clone());
         tokio::spawn(async move {
             let work = item["id"].as_str().unwrap_or_default().to_owned();
+            let session = item["data"]["id"].as_str().unwrap_or_default().to_owned();
+            sessions.enter(&session);
             if let Err(error) = serve(&api, &config, &item, stop).await {
                 tracing::warn!(%work, %error, "work item ended with an error");
             }
+            sessions.leave(&session);
             drop(permit);
         });
+    }
+    // Every item sees the stop and closes its sandbox, killing what runs there; wait for
+    // that (a bounded time) so no process outlives the runner.
+    let all = u32::try_from(config.max_sessions).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(Duration::from_secs(10), permits.acquire_many(all)).await;
+    Ok(())
+}
+
+/// The sessions this runner has served: those with an item open now, and those whose
+/// workdir stayed behind when their item stopped, to remove if they go away.
+#[derive(Default)]
+struct Sessions {
+    state: std::sync::Mutex<SessionsState>,
+}
+
+#[derive(Default)]
+struct SessionsState {
+    /// Items open per session.
+    open: std::collections::HashMap<String, usize>,
+    /// Sessions whose last item ended, and when; oldest checked first.
+    left: std::collections::VecDeque<(String, tokio::time::Instant)>,
+}
+
+/// How long after its last item a session's workdir is still watched for removal; a
+/// session deleted later keeps its workdir until an operator clears it.
+const SWEEP_HORIZON: Duration = Duration::from_secs(3600);
+/// Sessions checked per sweep, so a runner that served many stays far below the read limit.
+const SWEEP_BATCH: usize = 8;
+
+impl Sessions {
+    fn enter(&self, session: &str) {
+        if let Ok(mut state) = self.state.lock() {
+            *state.open.entry(session.to_owned()).or_default() += 1;
+            state.left.retain(|(s, _)| s != session);
+        }
+    }
+
+    fn leave(&self, session: &str) {
+        if let Ok(mut state) = self.state.lock() {
+            let open = state.open.get_mut(session).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if open == Some(0) {
+                state.open.remove(session);
+                state.left.push_back((session.to_owned(), tokio::time::Instant::now()));
+            }
+        }
+    }
+
+    /// The next few sessions to check (taken off the list; [`Sessions::keep`] puts one back).
+    fn next_batch(&self) -> Vec<(String, tokio::time::Instant)> {
+        let Ok(mut state) = self.state.lock() else { return Vec::new() };
+        state.left.retain(|(_, since)| since.elapsed() < SWEEP_HORIZON);
+        let take = state.left.len().min(SWEEP_BATCH);
+        state.left.drain(..take).collect()
+    }
+
+    /// Puts a session that still exists back at the end of the list.
+    fn keep(&self, session: String, since: tokio::time::Instant) {
+        if let Ok(mut state) = self.state.lock()
+            && !state.open.contains_key(&session)
+        {
+            state.left.push_back((session, since));
+        }
+    }
+}
+
+/// Removes the workdirs of served sessions that were deleted or archived after their item
+/// stopped (no item will come to tell), a few sessions every `idle_stop` (at least 10 s).
+async fn sweep(api: Api, config: Arc<RunnerConfig>, sessions: Arc<Sessions>, stop: CancellationToken) {
+    let every = config.idle_stop.max(Duration::from_secs(10));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        for (session, since) in sessions.next_batch() {
+            if !gone_or_archived(&api, &config.key, &session).await {
+                sessions.keep(session, since);
+                continue;
+            }
+            let root = config.sandbox.root.clone();
+            let id = session.clone();
+            match tokio::task::spawn_blocking(move || sandbox::remove_workdir(&root, &id)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(%session, %error, "cannot remove the workdir of a session that ended"),
+                Err(error) => tracing::warn!(%session, %error, "removing a workdir failed internally"),
+            }
+        }
     }
 }
 
@@ -206,12 +310,18 @@ async fn tools_loop(
     stop: &CancellationToken,
 ) -> Result<()> {
     let networking = networking_of(&api.environment(&config.key, environment).await?);
-    let sandbox_config = SandboxConfig { networking, ..config.sandbox.clone() };
-    let mut sandbox: Result<Sandbox, String> = {
-        let session = session.to_owned();
-        tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
-            .await?
-            .map_err(|error| error.to_string())
+    // Without its variables the session's tools would run in a different environment than
+    // configured: every call then fails, saying why.
+    let mut sandbox: Result<Sandbox, String> = match api.sandbox_environment(token, session).await {
+        Ok(variables) => {
+            let environment = sandbox_variables(variables, &networking);
+            let sandbox_config = SandboxConfig { networking, environment, ..config.sandbox.clone() };
+            let session = session.to_owned();
+            tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
+                .await?
+                .map_err(|error| error.to_string())
+        }
+        Err(error) => Err(format!("the session's vault variables cannot be read: {error}")),
     };
     // Stream first, then reconcile from history, so nothing falls between the two.
     let mut stream = api.stream(token, session).await?.bytes_stream();
@@ -221,6 +331,7 @@ async fn tools_loop(
     }
     let mut buffer = String::new();
     let mut idle_since = tokio::time::Instant::now();
+    let mut checked = tokio::time::Instant::now();
     loop {
         while let Some((id, name, input)) = calls.next() {
             if lease.is_cancelled() || stop.is_cancelled() {
@@ -233,8 +344,18 @@ async fn tools_loop(
             answer(api, token, session, &id, &output).await?;
             calls.answered.insert(id);
         }
+        // Archiving commits no event: look at the session now and then.
+        if !calls.terminated && checked.elapsed() >= ARCHIVE_CHECK {
+            checked = tokio::time::Instant::now();
+            calls.terminated = gone_or_archived(api, token, session).await;
+        }
         if calls.terminated {
-            break;
+            if let Ok(sandbox) = sandbox
+                && let Err(error) = sandbox.discard().await
+            {
+                tracing::warn!(%error, "cannot remove the workdir of a session that ended");
+            }
+            return Ok(());
         }
         if !calls.idle {
             idle_since = tokio::time::Instant::now();
@@ -280,6 +401,42 @@ async fn tools_loop(
     Ok(())
 }
 
+/// How often an open item checks whether its session was archived (between calls).
+const ARCHIVE_CHECK: Duration = Duration::from_secs(10);
+
+/// Whether the session is gone (404) or archived; a failed check is neither.
+async fn gone_or_archived(api: &Api, token: &str, session: &str) -> bool {
+    match api.session(token, session).await {
+        Ok(body) => !body["archived_at"].is_null(),
+        Err(error) => error.to_string().starts_with("HTTP 404"),
+    }
+}
+
+/// The variables a sandbox gets: every `unrestricted` credential, and `limited` ones only
+/// when the sandbox has no network at all. Names the sandbox sets itself are refused.
+fn sandbox_variables(variables: Vec<client::Variable>, networking: &Networking) -> SecretEnv {
+    let mut chosen: Vec<(String, String)> = Vec::new();
+    for variable in variables {
+        let why_not = if sandbox::RESERVED_VARIABLES.contains(&variable.name.as_str()) {
+            Some("the sandbox sets this variable itself")
+        } else if chosen.iter().any(|(name, _)| *name == variable.name) {
+            Some("an earlier credential of the session's vaults has the same name")
+        } else if !variable.unrestricted && !networking.is_cut_off() {
+            Some("its networking is limited, and the sandbox cannot confine a value it holds to allowed_hosts")
+        } else {
+            None
+        };
+        match why_not {
+            Some(reason) => tracing::warn!(
+                credential = %variable.credential_id, name = %variable.name, reason,
+                "a vault environment_variable credential is not injected into the sandbox"
+            ),
+            None => chosen.push((variable.name, variable.value)),
+        }
+    }
+    SecretEnv(chosen)
+}
+
 /// Posts a result, retrying transport failures for a while (duplicates are idempotent).
 async fn answer(api: &Api, token: &str, session: &str, id: &str, output: &tools::ToolOutput) -> Result<()> {
     let mut delay = Duration::from_millis(200);
@@ -302,7 +459,10 @@ fn networking_of(environment: &Value) -> Networking {
     let networking = &environment["config"]["networking"];
     if networking["type"] == "limited" {
         let hosts = networking["allowed_hosts"].as_array().into_iter().flatten();
-        Networking::Limited { allowed_hosts: hosts.filter_map(|h| h.as_str().map(str::to_owned)).collect() }
+        Networking::Limited {
+            allowed_hosts: hosts.filter_map(|h| h.as_str().map(str::to_owned)).collect(),
+            allow_package_managers: networking["allow_package_managers"] == true,
+        }
     } else {
         Networking::Unrestricted
     }

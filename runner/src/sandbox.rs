@@ -1,23 +1,32 @@
 //! Per-session sandboxes for the built-in tools.
 //!
 //! Each session gets a workdir `<root>/<session_id>` and, on its first `bash` call, one
-//! persistent bash process. What confines that shell depends on the isolation level:
+//! persistent bash process. What confines that shell depends on the isolation level
+//! (`docs/SECURITY.md` lists what each stops and what it does not):
 //!
-//! - [`Isolation::Workdir`]: the shell starts in the workdir with a scrubbed environment,
-//!   `ulimit` resource limits applied before anything else, and — when the runner is root — a
-//!   dropped uid/gid (`AGENTD_SANDBOX_UID`/`AGENTD_SANDBOX_GID`, default 65534) with no
-//!   capabilities and `no_new_privs`, via `setpriv`. Nothing stops it from reading
-//!   world-readable host files, using the network, or touching other sessions' workdirs,
-//!   which run under the same uid; the process limit is likewise shared by all sessions.
-//!   Processes that leave the shell's process group (`setsid`) survive a timeout kill.
-//!   Treat this level as a guard against accidents, not against a hostile model.
-//! - [`Isolation::Namespace`]: the shell additionally runs under bubblewrap in fresh pid, ipc
-//!   and uts namespaces (and a network namespace when networking is cut off), sees the host's
-//!   `/usr` and libraries read-only, a private `/tmp`, and only its own workdir.
+//! - [`Isolation::Namespace`] (the default): the shell runs under bubblewrap in fresh pid,
+//!   ipc, uts and mount namespaces (and a network namespace when networking is `limited`),
+//!   sees the host's `/usr` and a few files of `/etc` read-only, a private size-limited
+//!   `/tmp`, and only its own workdir: no other session's and no path of agentd's own.
+//! - [`Isolation::Workdir`] (opt-in): no mount namespace, so the host's world-readable files
+//!   are visible; when the runner is root the shell still gets its own pid namespace (and
+//!   network namespace for `limited`), private `/tmp`, `/var/tmp`, `/dev/shm` and
+//!   `/run/lock`, through `unshare`. A non-root runner can do none of that: its sandboxes
+//!   share the runner's uid, so there it is a guard against accidents only.
+//!
+//! At both levels, when the runner is root: each session runs as its own uid
+//! ([`workdir::UidRange`]), so workdirs (`0700`) are private and the process limit
+//! (`RLIMIT_NPROC`, per real uid) is per session; the workdir is a tmpfs of the disk quota;
+//! capabilities are dropped and `no_new_privs` set (`setpriv`); `ulimit` limits and
+//! `umask 077` apply before anything else; and every process the session started dies with
+//! the pid namespace when the shell is killed (timeout, close, session gone) or the runner
+//! dies (parent-death signal), `setsid` or not.
 //!
 //! The file tools never go through the shell; [`crate::tools`] confines them to the workdir.
 //! Whatever cannot be honoured on this host makes [`Sandbox::open`] fail: nothing is silently
 //! weakened.
+
+pub mod workdir;
 
 use std::ffi::OsString;
 use std::io;
@@ -26,21 +35,28 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+pub use self::workdir::UidRange;
 use crate::tools::bash::{self, Launch, SHELL_PATH, Shell};
 use crate::tools::path::Confinement;
 use crate::tools::{ToolOutput, files, search};
 
-/// Uid and gid the sandbox shell runs as when the runner is root, unless overridden by
-/// `AGENTD_SANDBOX_UID` / `AGENTD_SANDBOX_GID`.
-pub const DEFAULT_SANDBOX_ID: u32 = 65534;
-
 /// How strongly the sandbox shell is separated from the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// Own workdir, resource limits and (when root) an unprivileged uid.
+    /// Own workdir and uid, resource limits; pid namespace when root. Explicit opt-in.
     Workdir,
-    /// [`Isolation::Workdir`] plus Linux namespaces via bubblewrap.
+    /// [`Isolation::Workdir`] plus mount, pid, ipc and uts namespaces via bubblewrap.
     Namespace,
+}
+
+impl Isolation {
+    /// The name used in settings and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Workdir => "workdir",
+            Isolation::Namespace => "namespace",
+        }
+    }
 }
 
 impl std::str::FromStr for Isolation {
@@ -62,10 +78,12 @@ pub struct Limits {
     pub cpu_seconds: u64,
     /// Address space per process (`RLIMIT_AS`), in bytes.
     pub memory_bytes: u64,
-    /// Processes of the sandbox uid (`RLIMIT_NPROC`).
+    /// Processes of the session's uid (`RLIMIT_NPROC`): per session when the runner is root.
     pub processes: u64,
     /// Largest file a process may write (`RLIMIT_FSIZE`), in bytes; `write` and `edit` obey it too.
     pub file_size_bytes: u64,
+    /// Size of the workdir (and of each private scratch directory such as `/tmp`), in bytes.
+    pub disk_bytes: u64,
 }
 
 impl Default for Limits {
@@ -75,6 +93,7 @@ impl Default for Limits {
             memory_bytes: 2 * 1024 * 1024 * 1024,
             processes: 256,
             file_size_bytes: 64 * 1024 * 1024,
+            disk_bytes: 1024 * 1024 * 1024,
         }
     }
 }
@@ -84,19 +103,50 @@ impl Default for Limits {
 pub enum Networking {
     /// Whatever the host can reach.
     Unrestricted,
-    /// Only the listed hosts; an empty list means no network at all.
-    Limited { allowed_hosts: Vec<String> },
+    /// Only the listed hosts (and package registries when allowed); nothing else.
+    Limited {
+        /// Hosts the sandbox may reach.
+        allowed_hosts: Vec<String>,
+        /// Whether public package registries are allowed too.
+        allow_package_managers: bool,
+    },
 }
 
-/// Settings shared by every session's sandbox on this runner.
+impl Networking {
+    /// Whether the sandbox gets no network at all.
+    pub fn is_cut_off(&self) -> bool {
+        matches!(self, Networking::Limited { allowed_hosts, allow_package_managers: false } if allowed_hosts.is_empty())
+    }
+}
+
+/// Extra variables of the sandbox shell (a session's vault `environment_variable`
+/// credentials). Their values never appear in `Debug` output.
+#[derive(Clone, Default)]
+pub struct SecretEnv(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for SecretEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(name, _)| name)).finish()
+    }
+}
+
+/// Names the sandbox sets itself; a credential cannot replace them.
+pub const RESERVED_VARIABLES: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
+
+/// Settings of one session's sandbox: the runner's, plus the environment's networking and
+/// the session's variables.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
     /// Parent of all workdirs. When the runner is root, `open` adds search (not read)
-    /// permission for others to it so the sandbox uid can reach its workdir.
+    /// permission for others to it so each session's uid can reach its workdir.
     pub root: PathBuf,
     pub isolation: Isolation,
     pub limits: Limits,
     pub networking: Networking,
+    /// The uids sessions run as when the runner is root.
+    pub uids: UidRange,
+    /// Variables added to the shell's scrubbed environment.
+    pub environment: SecretEnv,
 }
 
 /// Why a sandbox could not be opened.
@@ -115,6 +165,7 @@ pub struct Sandbox {
     limits: Limits,
     launch: Launch,
     shell: Option<Shell>,
+    mounted: bool,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -132,49 +183,29 @@ impl Sandbox {
     /// honoured on this host. `session_id` may contain only `[A-Za-z0-9_-]`.
     pub fn open(config: &SandboxConfig, session_id: &str) -> Result<Sandbox, SandboxError> {
         validate_session_id(session_id)?;
-        let owner = sandbox_owner()?;
+        let root_user = nix::unistd::geteuid().is_root();
+        if root_user {
+            config.uids.validate().map_err(SandboxError::Unavailable)?;
+        }
         // Work out how the shell will be started before touching the disk, so an unsupported
         // configuration leaves nothing behind.
-        let plan = plan_launch(config, owner)?;
-
-        std::fs::create_dir_all(&config.root)?;
-        let workdir = config.root.join(session_id);
-        match std::fs::symlink_metadata(&workdir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("workdir {} exists and is not a directory", workdir.display()),
-                )
-                .into());
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::create_dir(&workdir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e.into()),
-            },
-            Err(e) => return Err(e.into()),
+        let plan = plan_launch(config, root_user)?;
+        if root_user && config.isolation == Isolation::Workdir {
+            reachable_by_others(&config.root)?;
         }
-        std::fs::set_permissions(&workdir, std::fs::Permissions::from_mode(0o700))?;
-        let workdir = std::fs::canonicalize(&workdir)?;
-        if let Some((uid, gid)) = owner {
-            chown_tree(&workdir, uid, gid)?;
-            let root = std::fs::canonicalize(&config.root)?;
-            let mode = std::fs::metadata(&root)?.permissions().mode();
-            if mode & 0o001 == 0 {
-                std::fs::set_permissions(&root, std::fs::Permissions::from_mode((mode & 0o7777) | 0o001))?;
-            }
-        }
-        let confinement = Confinement::new(workdir.clone(), owner).map_err(|e| match e.kind() {
+        let prepared =
+            workdir::prepare(&config.root, session_id, root_user.then_some(config.uids), config.limits.disk_bytes)?;
+        let confinement = Confinement::new(prepared.path.clone(), prepared.owner).map_err(|e| match e.kind() {
             io::ErrorKind::Unsupported => SandboxError::Unavailable(e.to_string()),
             _ => SandboxError::Io(e),
         })?;
-        let launch = plan.into_launch(&workdir, &config.limits);
+        let launch = plan.into_launch(&prepared.path, &config.limits, prepared.owner, &config.environment);
         Ok(Sandbox {
             confinement: std::sync::Arc::new(confinement),
             limits: config.limits.clone(),
             launch,
             shell: None,
+            mounted: prepared.mounted,
         })
     }
 
@@ -202,17 +233,32 @@ impl Sandbox {
         };
         let confinement = self.confinement.clone();
         let input = input.clone();
-        match tokio::task::spawn_blocking(move || blocking(&confinement, file_size, &input)).await {
+        let (mounted, quota, is_write) = (self.mounted, self.limits.disk_bytes, name == "write");
+        let run = move || {
+            if is_write && let Some(message) = over_quota(&confinement, mounted, quota, &input) {
+                return ToolOutput::error(message);
+            }
+            blocking(&confinement, file_size, &input)
+        };
+        match tokio::task::spawn_blocking(run).await {
             Ok(output) => output,
             Err(e) => ToolOutput::error(format!("tool '{name}' failed internally: {e}")),
         }
     }
 
-    /// Kills the persistent shell and its process group/children.
+    /// Kills the persistent shell and every process the session started.
     pub async fn close(&mut self) {
         if let Some(shell) = self.shell.take() {
             shell.kill().await;
         }
+    }
+
+    /// Closes the sandbox and removes its workdir (the session was deleted or archived).
+    pub async fn discard(mut self) -> io::Result<()> {
+        self.close().await;
+        let (path, mounted) = (self.workdir().to_path_buf(), self.mounted);
+        drop(self);
+        tokio::task::spawn_blocking(move || workdir::remove(&path, mounted)).await.map_err(io::Error::other)?
     }
 }
 
@@ -231,93 +277,145 @@ fn validate_session_id(session_id: &str) -> Result<(), SandboxError> {
     }
 }
 
-/// The uid/gid to drop to, when the runner is root; `None` when it is not.
-fn sandbox_owner() -> Result<Option<(u32, u32)>, SandboxError> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let read = |var: &str| -> Result<u32, SandboxError> {
-        match std::env::var(var) {
-            Err(_) => Ok(DEFAULT_SANDBOX_ID),
-            Ok(value) => match value.trim().parse::<u32>() {
-                Ok(0) => {
-                    Err(SandboxError::Unavailable(format!("{var} is 0, but the sandbox shell must not run as root")))
-                }
-                Ok(id) => Ok(id),
-                Err(_) => Err(SandboxError::Unavailable(format!("{var} must be a numeric id, got {value:?}"))),
-            },
+/// At the `workdir` level the session's uid reaches its workdir through the host's
+/// directories, so every directory above the root must be searchable by others. agentd's
+/// own data directory is `0700`: a root inside it is refused with the fix.
+fn reachable_by_others(root: &Path) -> Result<(), SandboxError> {
+    let mut dir = std::path::absolute(root)?;
+    while dir.pop() {
+        if let Ok(meta) = std::fs::metadata(&dir)
+            && meta.permissions().mode() & 0o001 == 0
+        {
+            return Err(SandboxError::Unavailable(format!(
+                "at the workdir isolation level every session's uid must pass through {} to reach its workdir, but \
+                 it is not searchable by others (agentd's data directory is 0700); set AGENTD_SANDBOX_ROOT outside \
+                 it, or use namespace isolation",
+                dir.display()
+            )));
         }
-    };
-    Ok(Some((read("AGENTD_SANDBOX_UID")?, read("AGENTD_SANDBOX_GID")?)))
+    }
+    Ok(())
+}
+
+/// A `write` whose content does not fit in what is left of the disk quota (the file it
+/// replaces counts as free).
+fn over_quota(confinement: &Confinement, mounted: bool, quota: u64, input: &Value) -> Option<String> {
+    let content = input["content"].as_str()?;
+    let given = input["file_path"].as_str()?;
+    let room = workdir::room(confinement.root(), mounted, quota)?;
+    let replaced = confinement
+        .resolve(given)
+        .ok()
+        .and_then(|path| std::fs::symlink_metadata(&path.abs).ok())
+        .filter(std::fs::Metadata::is_file)
+        .map_or(0, |meta| meta.len());
+    (content.len() as u64 > room.saturating_add(replaced)).then(|| {
+        format!(
+            "cannot write {given}: {} bytes do not fit in the session's disk quota of {quota} bytes ({room} bytes free)",
+            content.len()
+        )
+    })
 }
 
 /// The programs that will start the shell, found before anything is created.
 struct LaunchPlan {
     bash: PathBuf,
-    setpriv: Option<(PathBuf, u32, u32)>,
+    /// `setpriv`, when the runner is root (drops to the session's uid).
+    setpriv: Option<PathBuf>,
+    /// Namespace level: bubblewrap, and whether to cut the network.
     bwrap: Option<(PathBuf, bool)>,
+    /// Workdir level as root: `unshare` and `sh` (pid + mount namespaces), and whether to
+    /// cut the network.
+    unshare: Option<(PathBuf, PathBuf, bool)>,
 }
 
-fn plan_launch(config: &SandboxConfig, owner: Option<(u32, u32)>) -> Result<LaunchPlan, SandboxError> {
-    let unshare_net = match (&config.networking, config.isolation) {
-        (Networking::Unrestricted, _) => false,
-        (Networking::Limited { .. }, Isolation::Workdir) => {
-            return Err(SandboxError::Unavailable(
-                "networking `limited` needs namespace isolation; at the `workdir` level the sandbox shares the \
-                 host network"
-                    .into(),
-            ));
-        }
-        (Networking::Limited { allowed_hosts }, Isolation::Namespace) if !allowed_hosts.is_empty() => {
+fn plan_launch(config: &SandboxConfig, root_user: bool) -> Result<LaunchPlan, SandboxError> {
+    let unshare_net = match &config.networking {
+        Networking::Unrestricted => false,
+        networking if networking.is_cut_off() => true,
+        Networking::Limited { allowed_hosts, allow_package_managers } => {
             return Err(SandboxError::Unavailable(format!(
-                "networking `limited` with allowed_hosts {allowed_hosts:?} cannot be enforced: namespace isolation can \
-                 only cut the network off entirely (an empty allowed_hosts list)"
+                "networking `limited` with allowed_hosts {allowed_hosts:?} and allow_package_managers \
+                 {allow_package_managers} cannot be enforced: the sandbox can only cut the network off entirely \
+                 (an empty allowed_hosts list, no package managers)"
             )));
         }
-        (Networking::Limited { .. }, Isolation::Namespace) => true,
     };
-    let bwrap = match config.isolation {
-        Isolation::Workdir => None,
+    let setpriv = if root_user {
+        Some(find_program("setpriv", true).ok_or_else(|| {
+            SandboxError::Unavailable(
+                "the runner runs as root, and dropping privileges for the sandbox shell needs setpriv (util-linux), \
+                 which is not installed on this host"
+                    .into(),
+            )
+        })?)
+    } else {
+        None
+    };
+    let (bwrap, unshare) = match config.isolation {
         Isolation::Namespace => match find_program("bwrap", true) {
-            Some(path) => Some((path, unshare_net)),
+            Some(path) => (Some((path, unshare_net)), None),
             None => {
                 return Err(SandboxError::Unavailable(
-                    "namespace isolation needs bubblewrap (bwrap), which is not installed on this host".into(),
-                ));
-            }
-        },
-    };
-    let setpriv = match owner {
-        None => None,
-        Some((uid, gid)) => match find_program("setpriv", true) {
-            Some(path) => Some((path, uid, gid)),
-            None => {
-                return Err(SandboxError::Unavailable(
-                    "the runner runs as root, and dropping privileges for the sandbox shell needs setpriv \
-                     (util-linux), which is not installed on this host"
+                    "namespace isolation needs bubblewrap (bwrap), which is not installed on this host: install it \
+                     (Debian: apt-get install bubblewrap) or set AGENTD_SANDBOX_ISOLATION=workdir"
                         .into(),
                 ));
             }
         },
+        Isolation::Workdir if root_user => {
+            let found = find_program("unshare", true).zip(find_program("sh", false));
+            let Some((unshare, sh)) = found else {
+                return Err(SandboxError::Unavailable(
+                    "workdir isolation as root needs unshare (util-linux) and sh for the session's pid namespace"
+                        .into(),
+                ));
+            };
+            (None, Some((unshare, sh, unshare_net)))
+        }
+        Isolation::Workdir if unshare_net => {
+            return Err(SandboxError::Unavailable(
+                "networking `limited` needs namespace isolation, or a root runner at the `workdir` level; this \
+                 sandbox would share the host network"
+                    .into(),
+            ));
+        }
+        Isolation::Workdir => (None, None),
     };
     let bash = find_program("bash", false)
         .ok_or_else(|| SandboxError::Unavailable(format!("bash is not installed in {SHELL_PATH}")))?;
-    Ok(LaunchPlan { bash, setpriv, bwrap })
+    Ok(LaunchPlan { bash, setpriv, bwrap, unshare })
 }
 
 impl LaunchPlan {
-    /// The command line: `[bwrap ... --] [setpriv ... --] bash --noprofile --norc`.
-    fn into_launch(self, workdir: &Path, limits: &Limits) -> Launch {
+    /// The command line: `[bwrap … -- | setpriv --pdeathsig KILL -- unshare … -- sh -c …]
+    /// [setpriv … --] bash --noprofile --norc`.
+    fn into_launch(self, workdir: &Path, limits: &Limits, owner: Option<(u32, u32)>, env: &SecretEnv) -> Launch {
         let mut argv: Vec<OsString> = Vec::new();
         if let Some((bwrap, unshare_net)) = &self.bwrap {
             argv.push(bwrap.clone().into());
-            argv.extend(bwrap_args(workdir, *unshare_net));
+            argv.extend(bwrap_args(workdir, *unshare_net, limits.disk_bytes));
             argv.push("--".into());
         }
-        if let Some((setpriv, uid, gid)) = &self.setpriv {
+        if let (Some((unshare, sh, unshare_net)), Some(setpriv)) = (&self.unshare, &self.setpriv) {
+            // The runner's death kills unshare (parent-death signal, kept across exec), whose
+            // death kills the namespace's first process (--kill-child), whose death ends the
+            // namespace. `sh` mounts the private scratch directories, then execs the rest.
+            argv.extend([setpriv.clone().into(), "--pdeathsig".into(), "KILL".into(), "--".into()]);
+            argv.push(unshare.clone().into());
+            argv.extend(["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private"].map(OsString::from));
+            if *unshare_net {
+                argv.push("--net".into());
+            }
+            argv.extend(["--".into(), sh.clone().into(), "-c".into(), scratch_script(limits.disk_bytes).into()]);
+            argv.push("sh".into());
+        }
+        if let (Some(setpriv), Some((uid, gid))) = (&self.setpriv, owner) {
             argv.push(setpriv.clone().into());
             argv.extend(
                 [
+                    // Changing uid clears the parent-death signal; set it again after.
+                    "--pdeathsig=KILL".into(),
                     format!("--reuid={uid}"),
                     format!("--regid={gid}"),
                     "--clear-groups".into(),
@@ -332,13 +430,35 @@ impl LaunchPlan {
         argv.push(self.bash.into());
         argv.extend(["--noprofile", "--norc"].map(OsString::from));
         let program = PathBuf::from(argv.remove(0));
-        Launch { program, args: argv, workdir: workdir.to_path_buf(), setup: ulimit_script(limits) }
+        Launch {
+            program,
+            args: argv,
+            workdir: workdir.to_path_buf(),
+            setup: setup_script(limits),
+            env: SecretEnv(
+                env.0.iter().filter(|(name, _)| !RESERVED_VARIABLES.contains(&name.as_str())).cloned().collect(),
+            ),
+        }
     }
 }
 
+/// Directories every user may write to on a Debian host; at the `workdir` level each gets
+/// a private tmpfs of the disk quota, so they are neither shared between sessions nor on
+/// the host's disk.
+const SCRATCH_DIRS: [&str; 4] = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock"];
+
+fn scratch_script(size: u64) -> String {
+    let size = if size == 0 { String::new() } else { format!("size={size},") };
+    format!(
+        "for d in {}; do [ -d \"$d\" ] && mount -t tmpfs -o {size}mode=1777,nosuid,nodev agentd-scratch \"$d\"; \
+         done; exec \"$@\"",
+        SCRATCH_DIRS.join(" ")
+    )
+}
+
 /// bubblewrap flags for [`Isolation::Namespace`]: a read-only view of the system, a private
-/// `/tmp`, and the workdir as the only writable host directory.
-fn bwrap_args(workdir: &Path, unshare_net: bool) -> Vec<OsString> {
+/// size-limited `/tmp`, and the workdir as the only writable host directory.
+fn bwrap_args(workdir: &Path, unshare_net: bool, scratch_bytes: u64) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--unshare-pid",
         "--unshare-ipc",
@@ -383,13 +503,30 @@ fn bwrap_args(workdir: &Path, unshare_net: bool) -> Vec<OsString> {
     ] {
         args.extend(["--ro-bind-try", etc, etc].map(OsString::from));
     }
-    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(OsString::from));
+    args.extend(["--proc", "/proc", "--dev", "/dev", "--perms", "1777"].map(OsString::from));
+    if scratch_bytes > 0 {
+        args.extend([OsString::from("--size"), scratch_bytes.to_string().into()]);
+    }
+    args.extend(["--tmpfs", "/tmp"].map(OsString::from));
+    // bubblewrap would copy the modes of the host's directories above the workdir (agentd's
+    // data directory is 0700): make them passable but not listable instead.
+    let mut ancestors: Vec<&Path> =
+        workdir.ancestors().skip(1).filter(|dir| !matches!(dir.to_str(), Some("/" | "/tmp"))).collect();
+    ancestors.reverse();
+    for dir in ancestors {
+        args.extend([OsString::from("--perms"), "0711".into(), "--dir".into(), dir.into()]);
+    }
     args.extend([OsString::from("--bind"), workdir.into(), workdir.into()]);
     args.extend([OsString::from("--chdir"), workdir.into()]);
     args
 }
 
-/// The shell's first command: hard and soft limits at once, before any user command runs.
+/// The shell's first command: hard and soft limits at once, before any user command runs,
+/// and files private to the session unless it says otherwise.
+pub(crate) fn setup_script(limits: &Limits) -> String {
+    format!("{} && umask 077", ulimit_script(limits))
+}
+
 /// bash counts `-v` and `-f` in KiB (see `help ulimit`); rounding down keeps within the limit.
 pub(crate) fn ulimit_script(limits: &Limits) -> String {
     let value = |v: u64| if v == 0 { "unlimited".to_owned() } else { v.to_string() };
@@ -411,15 +548,57 @@ fn find_program(name: &str, host_path: bool) -> Option<PathBuf> {
     })
 }
 
-/// Gives the sandbox uid everything in the workdir, without following symlinks.
-fn chown_tree(workdir: &Path, uid: u32, gid: u32) -> io::Result<()> {
-    for entry in walkdir::WalkDir::new(workdir).follow_links(false) {
-        let entry = entry.map_err(io::Error::other)?;
-        std::os::unix::fs::lchown(entry.path(), Some(uid), Some(gid))?;
+/// Removes the workdir of a session that is gone (deleted or archived) while no item of it
+/// was open; nothing when there is none.
+pub fn remove_workdir(root: &Path, session_id: &str) -> io::Result<()> {
+    validate_session_id(session_id).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let path = root.join(session_id);
+    let (Ok(root_meta), Ok(meta)) = (std::fs::metadata(root), std::fs::symlink_metadata(&path)) else {
+        return Ok(());
+    };
+    use std::os::unix::fs::MetadataExt;
+    workdir::remove(&path, meta.is_dir() && meta.dev() != root_meta.dev())
+}
+
+/// Whether the runner is root, so each session gets its own uid, pid namespace and quota.
+pub fn runner_is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Starts bubblewrap once with the namespaces the sandbox uses, so a host (or container)
+/// that refuses them is reported at start-up, not at the first tool call.
+pub fn probe_bubblewrap() -> Result<(), String> {
+    let bwrap = find_program("bwrap", true).ok_or("bubblewrap (bwrap) is not installed")?;
+    let output = std::process::Command::new(&bwrap)
+        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--ro-bind", "/", "/"])
+        .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
+        .env_clear()
+        .env("PATH", SHELL_PATH)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed ({}): {}",
+            bwrap.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
     }
-    Ok(())
+}
+
+/// Whether bubblewrap is installed, so the default isolation level can be decided and
+/// logged at start-up.
+pub fn bubblewrap_available() -> bool {
+    find_program("bwrap", true).is_some()
 }
 
 #[cfg(test)]
 #[path = "tools/sandbox_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tools/sandbox_escape_tests.rs"]
+mod escape_tests;

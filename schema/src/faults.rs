@@ -6,6 +6,7 @@
 //!   not sent (the database rolls the transaction back when the connection drops);
 //! - `commit.after` / `settle.after`: `COMMIT` succeeded, nothing after it ran (no live
 //!   publish, no queue ack).
+//! - `rotate_secret.row`: `agentd keys rotate-secret` has just re-sealed one row.
 //!
 //! Unset (the only production setting), a crash point is one relaxed atomic load.
 

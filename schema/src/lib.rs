@@ -12,6 +12,8 @@ pub mod ids;
 pub mod live;
 pub mod oauth;
 pub mod outbox;
+pub mod rotation;
+pub mod scrub;
 pub mod secrets;
 pub mod sql;
 pub mod store;

@@ -1,11 +1,13 @@
 //! The OAuth refresh-token grant of `mcp_oauth` vault credentials, shared by the
 //! gateway (`mcp_oauth_validate`) and the worker (refreshing before an MCP call).
-//! Nothing secret is ever returned in an error: response bodies are scrubbed of every
-//! spelling of the secrets sent.
+//! Nothing secret is ever returned in an error: response bodies pass the one
+//! [`Scrubber`] of upstream text, built from the secrets sent.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+
+use crate::scrub::Scrubber;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BODY: usize = 2048;
@@ -49,27 +51,8 @@ pub async fn client_for(url: &str, allow_private: bool) -> Result<reqwest::Clien
         .map_err(|error| error.to_string())
 }
 
-/// Every spelling in which a secret we sent could come back in a response body: as
-/// sent, percent-encoded (form bodies), and base64 (Basic credentials, alone or as
-/// `client_id:secret`).
-pub fn spellings(secrets: &[&str], client_id: &str) -> Vec<String> {
-    use base64::Engine;
-    use base64::engine::general_purpose::STANDARD;
-    let mut out = Vec::new();
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        out.push((*secret).to_owned());
-        out.push(form_urlencoded::byte_serialize(secret.as_bytes()).collect());
-        out.push(STANDARD.encode(secret));
-        out.push(STANDARD.encode(format!("{client_id}:{secret}")));
-    }
-    // Longest first, so a spelling that contains another is scrubbed whole.
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.dedup();
-    out
-}
-
 /// The response as `{status_code, content_type, body, body_truncated}`, scrubbed.
-pub async fn capture(response: reqwest::Response, scrub: &[String]) -> Value {
+pub async fn capture(response: reqwest::Response, scrub: &Scrubber) -> Value {
     let status = response.status().as_u16();
     let content_type =
         response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
@@ -77,10 +60,9 @@ pub async fn capture(response: reqwest::Response, scrub: &[String]) -> Value {
     captured(status, &content_type, body, scrub)
 }
 
-fn captured(status: u16, content_type: &str, mut body: String, scrub: &[String]) -> Value {
-    for secret in scrub {
-        body = body.replace(secret.as_str(), "[redacted]");
-    }
+fn captured(status: u16, content_type: &str, body: String, scrub: &Scrubber) -> Value {
+    let mut body = scrub.scrub(&body);
+    let content_type = scrub.scrub(content_type);
     let truncated = body.len() > MAX_BODY;
     if truncated {
         let mut end = MAX_BODY;
@@ -135,7 +117,7 @@ pub async fn refresh_grant(
         .body(encoded)
         .send()
         .await;
-    let scrub = spellings(&[&refresh_token, &client_secret], client_id);
+    let scrub = Scrubber::new([refresh_token.as_str()]).with_basic(client_id, &client_secret);
     let response = match sent {
         Ok(response) => response,
         Err(_) => return Err(RefreshFailure::Unreachable),
@@ -150,7 +132,7 @@ pub async fn refresh_grant(
     let parsed: Value = serde_json::from_str(&body).unwrap_or_default();
     let Some(access_token) = parsed["access_token"].as_str().filter(|t| !t.is_empty()) else {
         let mut scrub = scrub;
-        scrub.extend(spellings(&[parsed["refresh_token"].as_str().unwrap_or_default()], client_id));
+        scrub.add(parsed["refresh_token"].as_str().unwrap_or_default());
         return Err(RefreshFailure::Rejected(captured(status, &content_type, body, &scrub)));
     };
     Ok(Refreshed {
@@ -216,7 +198,7 @@ mod tests {
 
     #[test]
     fn captured_bodies_never_hold_a_secret_in_any_spelling() {
-        let scrub = spellings(&["r3fresh/tok+en"], "client");
+        let scrub = Scrubber::new(["r3fresh/tok+en"]).with_basic("client", "r3fresh/tok+en");
         let body = format!(
             "bad {} and {} and {}",
             "r3fresh/tok+en",

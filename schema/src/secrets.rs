@@ -1,6 +1,11 @@
 //! Secrets at rest: AES-256-GCM with a random 96-bit nonce per seal. The owner's id is
 //! bound in as associated data, so a sealed value copied onto another row does not
 //! open. Sealed values are `v1.<base64url(nonce ‖ ciphertext)>`.
+//!
+//! Key rotation (ADR 0004): a box seals with its current key and opens with the current
+//! key or any previous one (`AGENTD_SECRET_KEY_PREVIOUS`); GCM's tag tells the keys
+//! apart, so the sealed format needs no key id. `agentd keys rotate-secret`
+//! ([`crate::rotation`]) re-seals what only a previous key opens.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -20,10 +25,22 @@ pub enum SecretError {
     Unopenable,
 }
 
-/// Seals and opens secret JSON values with one key.
+/// Seals secret JSON values with its current key; opens them with the current key or a
+/// previous one.
 #[derive(Clone)]
 pub struct SecretBox {
     cipher: Aes256Gcm,
+    /// Keys that still open values sealed before a rotation, never used to seal.
+    previous: Vec<Aes256Gcm>,
+}
+
+/// Which key opened a sealed value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenedWith {
+    /// The current key: nothing to re-seal.
+    Current,
+    /// A previous key: re-seal under the current one.
+    Previous,
 }
 
 impl std::fmt::Debug for SecretBox {
@@ -35,15 +52,21 @@ impl std::fmt::Debug for SecretBox {
 impl SecretBox {
     /// A box from a 32-byte key given as base64 (standard or URL-safe) or hex.
     pub fn from_encoded(encoded: &str) -> Result<Self, SecretError> {
-        let encoded = encoded.trim();
-        let bytes = hex::decode(encoded)
-            .ok()
-            .or_else(|| STANDARD.decode(encoded).ok())
-            .or_else(|| URL_SAFE_NO_PAD.decode(encoded.trim_end_matches('=')).ok())
-            .filter(|bytes| bytes.len() == 32)
-            .ok_or(SecretError::BadKey)?;
-        let cipher = Aes256Gcm::new_from_slice(&bytes).map_err(|_| SecretError::BadKey)?;
-        Ok(Self { cipher })
+        Ok(Self { cipher: cipher(encoded)?, previous: Vec::new() })
+    }
+
+    /// Also opens values sealed with `encoded` (a previous key, base64 or hex); a
+    /// comma-separated list adds several. Sealing still uses the current key only.
+    pub fn with_previous(mut self, encoded: &str) -> Result<Self, SecretError> {
+        for key in encoded.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+            self.previous.push(cipher(key)?);
+        }
+        Ok(self)
+    }
+
+    /// Whether previous keys are configured (a rotation may be in progress).
+    pub fn has_previous(&self) -> bool {
+        !self.previous.is_empty()
     }
 
     /// A fresh random key, base64 encoded (for `agentd dev`'s data dir).
@@ -67,20 +90,52 @@ impl SecretBox {
         format!("v1.{}", URL_SAFE_NO_PAD.encode(sealed))
     }
 
-    /// Opens a value sealed for `owner`.
+    /// Opens a value sealed for `owner` with the current key or a previous one.
     pub fn open(&self, owner: &str, sealed: &str) -> Result<Value, SecretError> {
+        self.open_reporting(owner, sealed).map(|(value, _)| value)
+    }
+
+    /// Opens a value and says which key opened it.
+    pub fn open_reporting(&self, owner: &str, sealed: &str) -> Result<(Value, OpenedWith), SecretError> {
         let bytes = sealed
             .strip_prefix("v1.")
             .and_then(|encoded| URL_SAFE_NO_PAD.decode(encoded).ok())
             .filter(|bytes| bytes.len() > 12)
             .ok_or(SecretError::Unopenable)?;
         let (nonce, ciphertext) = bytes.split_at(12);
-        let plaintext = self
-            .cipher
-            .decrypt(Nonce::from_slice(nonce), Payload { msg: ciphertext, aad: owner.as_bytes() })
-            .map_err(|_| SecretError::Unopenable)?;
-        serde_json::from_slice(&plaintext).map_err(|_| SecretError::Unopenable)
+        let keys = std::iter::once((&self.cipher, OpenedWith::Current))
+            .chain(self.previous.iter().map(|cipher| (cipher, OpenedWith::Previous)));
+        for (cipher, which) in keys {
+            if let Ok(plaintext) =
+                cipher.decrypt(Nonce::from_slice(nonce), Payload { msg: ciphertext, aad: owner.as_bytes() })
+            {
+                let value = serde_json::from_slice(&plaintext).map_err(|_| SecretError::Unopenable)?;
+                return Ok((value, which));
+            }
+        }
+        Err(SecretError::Unopenable)
     }
+
+    /// The value re-sealed under the current key, or `None` when the current key
+    /// already opens it.
+    pub fn reseal(&self, owner: &str, sealed: &str) -> Result<Option<String>, SecretError> {
+        match self.open_reporting(owner, sealed)? {
+            (_, OpenedWith::Current) => Ok(None),
+            (value, OpenedWith::Previous) => Ok(Some(self.seal(owner, &value))),
+        }
+    }
+}
+
+/// An AES-256-GCM cipher from a 32-byte key given as base64 (standard or URL-safe) or hex.
+fn cipher(encoded: &str) -> Result<Aes256Gcm, SecretError> {
+    let encoded = encoded.trim();
+    let bytes = hex::decode(encoded)
+        .ok()
+        .or_else(|| STANDARD.decode(encoded).ok())
+        .or_else(|| URL_SAFE_NO_PAD.decode(encoded.trim_end_matches('=')).ok())
+        .filter(|bytes| bytes.len() == 32)
+        .ok_or(SecretError::BadKey)?;
+    Aes256Gcm::new_from_slice(&bytes).map_err(|_| SecretError::BadKey)
 }
 
 #[cfg(test)]
@@ -99,5 +154,24 @@ mod tests {
         let other = SecretBox::from_encoded(&SecretBox::generate_key()).unwrap();
         assert!(other.open("vcrd_1", &sealed).is_err(), "bound to its key");
         assert!(SecretBox::from_encoded("short").is_err());
+    }
+
+    #[test]
+    fn a_rotated_box_opens_old_values_and_reseals_them_under_the_new_key() {
+        let (old_key, new_key) = (SecretBox::generate_key(), SecretBox::generate_key());
+        let old = SecretBox::from_encoded(&old_key).unwrap();
+        let value = serde_json::json!({ "token": "hunter2" });
+        let sealed = old.seal("vcrd_1", &value);
+        let rotated = SecretBox::from_encoded(&new_key).unwrap().with_previous(&old_key).unwrap();
+        assert!(rotated.has_previous());
+        assert_eq!(rotated.open_reporting("vcrd_1", &sealed).unwrap(), (value.clone(), OpenedWith::Previous));
+        let resealed = rotated.reseal("vcrd_1", &sealed).unwrap().expect("sealed with the old key");
+        assert_eq!(rotated.open_reporting("vcrd_1", &resealed).unwrap(), (value.clone(), OpenedWith::Current));
+        assert_eq!(rotated.reseal("vcrd_1", &resealed).unwrap(), None, "idempotent");
+        let new_only = SecretBox::from_encoded(&new_key).unwrap();
+        assert_eq!(new_only.open("vcrd_1", &resealed).unwrap(), value);
+        assert!(new_only.open("vcrd_1", &sealed).is_err(), "the old key is gone once dropped");
+        assert!(rotated.open("vcrd_2", &sealed).is_err(), "still bound to its owner");
+        assert!(SecretBox::from_encoded(&new_key).unwrap().with_previous("short").is_err());
     }
 }

@@ -70,6 +70,12 @@ impl Launch {
         self
     }
 
+    /// Appends a command-line argument (e.g. a subcommand's).
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
     /// Runs in `dir`.
     pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cwd = Some(dir.into());

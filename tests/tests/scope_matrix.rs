@@ -82,6 +82,7 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
     ("POST", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
     ("GET", "/ext/sessions/{session}/resources", Subject::Session, false),
+    ("GET", "/ext/sessions/{session}/sandbox-environment", Subject::Session, false),
     ("PUT", "/ext/sessions/{session}/resources", Subject::Session, false),
     ("PUT", "/ext/sessions/{session}/live-inbox/order", Subject::Session, false),
     ("PUT", "/ext/sessions/{session}/live-inbox/{message}", Subject::Session, false),
@@ -143,13 +144,16 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
                     | "/environments/{env}/work/{work}/stop"
             )
     );
+    // A session's vault variables are for its sandbox: only its sessions token reads them.
+    let sandbox_environment = route == "/ext/sessions/{session}/sandbox-environment";
     match cred {
-        Cred::Api => !(method == "GET" && route == "/environments/{env}/work"),
+        Cred::Api => !(sandbox_environment || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey => {
             session_route || work_protocol || (method == "GET" && route == "/environments/{env}")
         }
         Cred::SessionsToken => {
             session_route
+                || sandbox_environment
                 || (method == "POST"
                     && matches!(
                         route,

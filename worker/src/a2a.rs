@@ -66,6 +66,10 @@ impl Client {
         }
     }
 
+    fn scrubber(&self) -> agentd_schema::scrub::Scrubber {
+        self.bearer.as_ref().map(Bearer::scrubber).unwrap_or_default()
+    }
+
     /// One JSON-RPC call; the `result`, or an error message.
     async fn rpc(&self, endpoint: &str, method: &str, params: Value) -> Result<Value, String> {
         let body =
@@ -90,7 +94,8 @@ impl Client {
             return Err(format!(
                 "{method}: error {}: {}",
                 error["code"],
-                truncate(error["message"].as_str().unwrap_or_default())
+                // Scrubbed before truncating: a cut spelling would no longer be recognised.
+                truncate(&self.scrubber().scrub(error["message"].as_str().unwrap_or_default()))
             ));
         }
         Ok(reply["result"].clone())
@@ -118,6 +123,14 @@ fn truncate(text: &str) -> String {
 /// The card and the endpoint it names both pass the egress guard (private addresses
 /// only when `allow_private`), and each connection is pinned to its checked address.
 pub async fn call(url: &str, bearer: Option<Bearer>, context_id: &str, message: &str, allow_private: bool) -> Answer {
+    // Everything in the answer came from the remote agent (or its errors): never with
+    // the token we sent it, however it was spelled back.
+    let scrubber = bearer.as_ref().map(Bearer::scrubber).unwrap_or_default();
+    let answer = exchange(url, bearer, context_id, message, allow_private).await;
+    Answer { text: scrubber.scrub(&answer.text), is_error: answer.is_error }
+}
+
+async fn exchange(url: &str, bearer: Option<Bearer>, context_id: &str, message: &str, allow_private: bool) -> Answer {
     let card_url = match card_url(url) {
         Ok(card_url) => card_url,
         Err(error) => return Answer::error(error),
@@ -348,6 +361,88 @@ mod tests {
         let answer = call(&format!("http://127.0.0.1:{port}"), None, "ctx", "hi", true).await;
         assert!(answer.is_error && answer.text.contains("HTTP 500"), "{}", answer.text);
         assert!(!answer.text.contains("SECRET"), "{}", answer.text);
+    }
+
+    /// Serves an A2A agent on 127.0.0.1 that echoes the bearer token it received in
+    /// every encoding: in a JSON-RPC error when the message is "fail", else in the
+    /// completed task's artifact.
+    async fn echoing_agent() -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let card = json!({ "supportedInterfaces": [{ "url": format!("http://127.0.0.1:{port}/rpc"),
+                           "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }] })
+        .to_string();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let request = loop {
+                    let read = socket.read(&mut chunk).await.unwrap();
+                    buffer.extend_from_slice(&chunk[..read]);
+                    let text = String::from_utf8_lossy(&buffer).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buffer.len() >= end + 4 + length || read == 0 {
+                            break text;
+                        }
+                    } else if read == 0 {
+                        break text;
+                    }
+                };
+                let token = request
+                    .lines()
+                    .find_map(|l| l.strip_prefix("authorization: Bearer ").map(str::to_owned))
+                    .unwrap_or_default();
+                let echoed = agentd_schema::scrub::encodings(&token).join(" | ");
+                let body = if request.starts_with("GET") {
+                    card.clone()
+                } else if request.contains("\"fail\"") {
+                    json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": -32000, "message": format!("bad {echoed}") } })
+                        .to_string()
+                } else {
+                    json!({ "jsonrpc": "2.0", "id": 1, "result": { "task": { "id": "t", "status": { "state": "TASK_STATE_COMPLETED" },
+                        "artifacts": [{ "artifactId": "a", "parts": [{ "text": format!("you sent {echoed}") }] }] } } })
+                    .to_string()
+                };
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn the_bearer_token_never_comes_back_in_any_encoding() {
+        crypto();
+        let port = echoing_agent().await;
+        let token = "tok/en+with spaces&\"quotes\"~";
+        let bearer = || {
+            Some(Bearer {
+                token: token.into(),
+                credential_id: "vcrd_1".into(),
+                vault_id: "vlt_1".into(),
+                refreshable: false,
+            })
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        for message in ["fail", "ok"] {
+            let answer = call(&url, bearer(), "ctx", message, true).await;
+            assert!(answer.text.contains("[redacted]"), "{message}: {}", answer.text);
+            for encoded in agentd_schema::scrub::encodings(token) {
+                assert!(!answer.text.contains(&encoded), "{message}: {encoded:?} in {}", answer.text);
+            }
+        }
     }
 
     #[test]

@@ -36,6 +36,13 @@ pub struct Bearer {
     pub refreshable: bool,
 }
 
+impl Bearer {
+    /// The scrubber of upstream text for a server this token was sent to.
+    pub fn scrubber(&self) -> agentd_schema::scrub::Scrubber {
+        agentd_schema::scrub::Scrubber::new([self.token.as_str()])
+    }
+}
+
 impl std::fmt::Debug for Bearer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bearer").field("credential_id", &self.credential_id).finish_non_exhaustive()

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use agentd_schema::egress::{self, Target};
+use agentd_schema::scrub::Scrubber;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -227,7 +228,8 @@ impl McpTools {
                 // A JSON-RPC error from the server is the tool's failure, not the connection's.
                 Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                     "MCP error {}: {}",
-                    error.code.0, error.message
+                    error.code.0,
+                    scrubber(connection.bearer.as_ref()).scrub(&error.message)
                 ))]))
             }
             Ok(Err(error)) => Err(failure(server, &error, connection.bearer.as_ref())),
@@ -237,6 +239,11 @@ impl McpTools {
                 message: format!("the tool call did not finish within {} s", CALL_TIMEOUT.as_secs()),
             }),
         }
+    }
+
+    /// The scrubber of what `server` says: every spelling of the token sent to it.
+    pub fn scrubber(&self, server: &str) -> Scrubber {
+        scrubber(self.connections.get(server).and_then(|c| c.bearer.as_ref()))
     }
 
     /// Closes every connection (the MCP session is deleted where the server supports it).
@@ -312,6 +319,11 @@ async fn connect_once(server: &str, target: &Target, bearer: Option<&Bearer>) ->
     }
 }
 
+/// The scrubber of what a server said, for the credential sent to it.
+fn scrubber(bearer: Option<&Bearer>) -> Scrubber {
+    bearer.map(Bearer::scrubber).unwrap_or_default()
+}
+
 /// Classifies an rmcp error: a 401/403 from the server is an authentication failure.
 fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Option<&Bearer>) -> McpFailure {
     let mut authentication = false;
@@ -341,10 +353,7 @@ fn failure(server: &str, error: &(dyn std::error::Error + 'static), bearer: Opti
         }
         source = current.source();
     }
-    let mut message = error.to_string();
-    if let Some(bearer) = bearer.filter(|b| !b.token.is_empty()) {
-        message = message.replace(&bearer.token, "[redacted]");
-    }
+    let mut message = scrubber(bearer).scrub(&error.to_string());
     if authentication {
         message = format!("the MCP server refused the credentials: {message}");
     }
@@ -379,6 +388,70 @@ pub fn result_content(result: &CallToolResult) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An "MCP server" on 127.0.0.1 that answers every request with `status`, echoing
+    /// the bearer token it received in every encoding (rmcp puts a 4xx body into its
+    /// error message).
+    async fn echoing_server(status: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else { return };
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 8192];
+                while !String::from_utf8_lossy(&buffer).contains("\r\n\r\n") {
+                    let read = socket.read(&mut chunk).await.unwrap_or(0);
+                    if read == 0 {
+                        break;
+                    }
+                    buffer.extend_from_slice(&chunk[..read]);
+                }
+                let head = String::from_utf8_lossy(&buffer).to_string();
+                let token =
+                    head.lines().find_map(|l| l.strip_prefix("authorization: Bearer ")).unwrap_or_default().to_owned();
+                let body = format!("refused {}", agentd_schema::scrub::encodings(&token).join(" "));
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn connection_failures_never_carry_the_token_in_any_encoding() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let token = "mcp/tok+en~1 with\"quotes\"";
+        let bearer = Bearer {
+            token: token.into(),
+            credential_id: "vcrd_1".into(),
+            vault_id: "vlt_1".into(),
+            refreshable: false,
+        };
+        for status in ["401 Unauthorized", "400 Bad Request", "500 Internal Server Error"] {
+            let url = echoing_server(status).await;
+            let target = egress::check(&url, egress::Rules { allow_private: true, https_only: false }).await.unwrap();
+            let Err(failure) = connect_once("calc", &target, Some(&bearer)).await else {
+                panic!("{status}: the server refuses every request")
+            };
+            assert_eq!(failure.authentication, status.starts_with("401"), "{status}: {}", failure.message);
+            if !status.starts_with("500") {
+                assert!(
+                    failure.message.contains("[redacted]"),
+                    "{status}: the echo was scrubbed, not absent: {}",
+                    failure.message
+                );
+            }
+            for encoded in agentd_schema::scrub::encodings(token) {
+                assert!(!failure.message.contains(&encoded), "{status}: {encoded:?} in {}", failure.message);
+                assert!(!failure.session_error().to_string().contains(&encoded), "{status}: {encoded:?}");
+            }
+        }
+    }
 
     #[test]
     fn tool_configs_override_the_toolset_default() {

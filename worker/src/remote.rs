@@ -146,8 +146,13 @@ impl Remote {
             tracing::info!(call = %call.id, %server, %tool, "repeating an interrupted read-only/idempotent MCP call");
         }
         match self.mcp.call(agent, &mut self.credentials, server, tool, &call.input).await {
+            // What the server answered goes to the model and the event log: never with
+            // the token we sent it, however the server spelled it.
             Ok(outcome) => Outcome {
-                events: vec![result(mcp::result_content(&outcome), outcome.is_error == Some(true))],
+                events: vec![result(
+                    self.mcp.scrubber(server).scrub_json(&mcp::result_content(&outcome)),
+                    outcome.is_error == Some(true),
+                )],
                 failed: false,
             },
             Err(failure) => {

@@ -173,6 +173,8 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         },
         Access::Session { .. } => match segments.as_slice() {
             ["sessions", "{session_id}", ..] => session(),
+            // The session's vault variables, for its sandbox (only this token reads them).
+            ["ext", "sessions", "{session_id}", "sandbox-environment"] if get => session(),
             ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
             ["skills", ..] if get => Ok(Reach::Anything),
             ["memory_stores", ..] => Ok(Reach::Anything),

@@ -542,3 +542,140 @@ pub async fn mcp_oauth_validate(
         "validated_at": rfc3339(now_ms()),
     })))
 }
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine;
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use crate::test_rig::Rig;
+
+    /// An MCP server and token endpoint on 127.0.0.1 that refuse everything and echo
+    /// every secret they received (bearer, refresh token, client secret, Basic pair) in
+    /// every encoding the scrubber promises to catch. Returns the base URL.
+    async fn echoing_server() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else { return };
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let (head, body) = loop {
+                        let read = socket.read(&mut chunk).await.unwrap_or(0);
+                        buffer.extend_from_slice(&chunk[..read]);
+                        let text = String::from_utf8_lossy(&buffer).to_string();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let length = text[..end]
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                                })
+                                .and_then(|v| v.parse::<usize>().ok())
+                                .unwrap_or(0);
+                            if buffer.len() >= end + 4 + length || read == 0 {
+                                break (text[..end].to_owned(), text[end + 4..].to_owned());
+                            }
+                        } else if read == 0 {
+                            break (text, String::new());
+                        }
+                    };
+                    let mut received = Vec::new();
+                    for line in head.lines() {
+                        if let Some(token) = line.strip_prefix("authorization: Bearer ") {
+                            received.push(token.to_owned());
+                        }
+                        if let Some(basic) = line.strip_prefix("authorization: Basic ") {
+                            let pair = base64::engine::general_purpose::STANDARD.decode(basic).unwrap_or_default();
+                            let pair = String::from_utf8_lossy(&pair).to_string();
+                            received.push(pair.clone());
+                            received.extend(pair.split_once(':').map(|(_, secret)| secret.to_owned()));
+                        }
+                    }
+                    for (key, value) in form_urlencoded::parse(body.as_bytes()) {
+                        if key == "refresh_token" || key == "client_secret" {
+                            received.push(value.into_owned());
+                        }
+                    }
+                    let echoed: Vec<String> =
+                        received.iter().flat_map(|secret| agentd_schema::scrub::encodings(secret)).collect();
+                    let reply =
+                        json!({ "error": "invalid_grant", "error_description": echoed.join(" "), "echo": echoed })
+                            .to_string();
+                    let status = if head.starts_with("POST /mcp") { "401 Unauthorized" } else { "400 Bad Request" };
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                        reply.len()
+                    );
+                    let _ = socket.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        base
+    }
+
+    #[tokio::test]
+    async fn validation_never_returns_a_secret_the_servers_echo_in_any_encoding() {
+        let rig = Rig::new().await;
+        let base = echoing_server().await;
+        let vault = rig.call("POST", "/v1/vaults", json!({ "display_name": "v" })).await;
+        assert_eq!(vault.status, 200, "{}", vault.text);
+        let vault_id = vault.body["id"].as_str().unwrap().to_owned();
+        // Spaces, `+`, `/`, `&`, quotes and `~`: every encoding differs from the raw.
+        let (access, refresh, client_secret) = ("acc/ess+tok en~1", "ref&resh \"tok/en\"+2", "cli ent/se+cret~\"3\"");
+        for endpoint_auth in ["client_secret_post", "client_secret_basic"] {
+            let credential = rig
+                .call(
+                    "POST",
+                    &format!("/v1/vaults/{vault_id}/credentials"),
+                    json!({ "auth": {
+                        "type": "mcp_oauth",
+                        "access_token": access,
+                        "mcp_server_url": format!("{base}/mcp"),
+                        "refresh": {
+                            "client_id": "client-1",
+                            "refresh_token": refresh,
+                            "token_endpoint": format!("{base}/token"),
+                            "token_endpoint_auth": { "type": endpoint_auth, "client_secret": client_secret },
+                        },
+                    } }),
+                )
+                .await;
+            assert_eq!(credential.status, 200, "{}", credential.text);
+            let id = credential.body["id"].as_str().unwrap();
+            let answer = rig
+                .call("POST", &format!("/v1/vaults/{vault_id}/credentials/{id}/mcp_oauth_validate"), json!({}))
+                .await;
+            assert_eq!(answer.status, 200, "{}", answer.text);
+            assert_eq!(answer.body["status"], "invalid", "{}", answer.text);
+            assert_eq!(answer.body["refresh"]["status"], "failed", "{}", answer.text);
+            // The captured bodies are there, scrubbed.
+            let probe = answer.body["mcp_probe"]["http_response"]["body"].as_str().unwrap();
+            let refresh_body = answer.body["refresh"]["http_response"]["body"].as_str().unwrap();
+            assert!(probe.contains("[redacted]") && refresh_body.contains("[redacted]"), "{}", answer.text);
+            let basic = format!("client-1:{client_secret}");
+            for secret in [access, refresh, client_secret, basic.as_str()] {
+                for encoded in agentd_schema::scrub::encodings(secret) {
+                    // Look in the text as sent and in every string value decoded.
+                    assert!(!answer.text.contains(&encoded), "{endpoint_auth}: {encoded:?} in {}", answer.text);
+                    let strings = strings(&answer.body);
+                    assert!(
+                        !strings.iter().any(|s| s.contains(&encoded)),
+                        "{endpoint_auth}: {encoded:?} in {strings:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn strings(value: &Value) -> Vec<String> {
+        match value {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) => items.iter().flat_map(strings).collect(),
+            Value::Object(map) => map.values().flat_map(strings).collect(),
+            _ => Vec::new(),
+        }
+    }
+}

@@ -5,7 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
-use agentd_schema::oauth::{self, RefreshFailure, Refreshed, capture, spellings};
+use agentd_schema::oauth::{self, RefreshFailure, Refreshed, capture};
+use agentd_schema::scrub::Scrubber;
 
 /// What the MCP server said to `initialize`.
 pub enum Outcome {
@@ -52,7 +53,7 @@ pub async fn initialize(server: &str, token: &str, allow_private: bool) -> Outco
         Ok(response) if response.status().is_success() => Outcome::Ok,
         Ok(response) => {
             let unauthorized = response.status().as_u16() == 401;
-            Outcome::Rejected { http_response: capture(response, &spellings(&[token], "")).await, unauthorized }
+            Outcome::Rejected { http_response: capture(response, &Scrubber::new([token])).await, unauthorized }
         }
         Err(_) => Outcome::Unreachable,
     }

@@ -15,6 +15,7 @@ pub mod live_inbox;
 mod mcp_probe;
 pub mod models;
 pub mod query;
+pub mod sandbox_environment;
 pub mod session_resources;
 pub mod sessions;
 pub mod vaults;
@@ -88,6 +89,7 @@ pub fn router() -> Router<AppState> {
             get(session_resources::get_manifest).put(session_resources::replace),
         )
         .route("/ext/sessions/{session_id}/live-inbox/order", put(live_inbox::reorder))
+        .route("/ext/sessions/{session_id}/sandbox-environment", get(sandbox_environment::retrieve))
         .route(
             "/ext/sessions/{session_id}/live-inbox/{message_id}",
             put(live_inbox::replace).delete(live_inbox::withdraw),

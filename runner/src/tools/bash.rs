@@ -5,7 +5,9 @@
 //! marker and `$?`, and the call completes when that marker line appears on stdout. `eval` of
 //! a single-quoted string keeps a malformed command (an unclosed quote, say) from swallowing
 //! the marker, and `</dev/null` keeps commands from reading the protocol stream itself. The
-//! shell runs in its own process group so a timeout can kill it with everything it started.
+//! shell runs in its own process group, and (when the runner is root, or under bubblewrap)
+//! in its own pid namespace: killing the group kills the namespace's first process, and with
+//! it every process the session started, including those that left the group (`setsid`).
 
 use std::ffi::OsString;
 use std::io;
@@ -50,6 +52,8 @@ pub(crate) struct Launch {
     pub workdir: PathBuf,
     /// Script run before the first command, e.g. `ulimit`; must exit 0.
     pub setup: String,
+    /// Variables added to the scrubbed environment (vault credentials); never logged.
+    pub env: crate::sandbox::SecretEnv,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +179,7 @@ impl Shell {
             .env("HOME", &launch.workdir)
             .env("LANG", "C.UTF-8")
             .env("TERM", "dumb")
+            .envs(launch.env.0.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -8,8 +8,35 @@ use serde_json::json;
 
 use super::*;
 
+/// A temporary sandbox root that unmounts the workdir tmpfs mounts under it when dropped
+/// (a `TempDir` alone cannot remove a mount point).
+pub(super) struct Root(tempfile::TempDir);
+
+impl Root {
+    pub(super) fn new() -> Root {
+        Root(tempfile::tempdir().unwrap())
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let below = mounts
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .filter(|m| m.starts_with(&*self.0.path().to_string_lossy()));
+        for mount in below.collect::<Vec<_>>() {
+            let _ = nix::mount::umount2(mount, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
 struct Fixture {
-    _root: tempfile::TempDir,
+    _root: Root,
     sandbox: Sandbox,
 }
 
@@ -26,17 +53,23 @@ impl std::ops::DerefMut for Fixture {
     }
 }
 
-fn config(root: &Path, limits: Limits) -> SandboxConfig {
+pub(super) fn config(root: &Path, limits: Limits) -> SandboxConfig {
     SandboxConfig {
         root: root.to_path_buf(),
         isolation: Isolation::Workdir,
         limits,
         networking: Networking::Unrestricted,
+        uids: UidRange::default(),
+        environment: SecretEnv::default(),
     }
 }
 
+pub(super) fn no_network() -> Networking {
+    Networking::Limited { allowed_hosts: vec![], allow_package_managers: false }
+}
+
 fn sandbox_with(limits: Limits) -> Fixture {
-    let root = tempfile::tempdir().unwrap();
+    let root = Root::new();
     let sandbox = Sandbox::open(&config(root.path(), limits), "sess_1").unwrap();
     Fixture { _root: root, sandbox }
 }
@@ -45,26 +78,26 @@ fn sandbox() -> Fixture {
     sandbox_with(Limits::default())
 }
 
-async fn bash(sandbox: &mut Sandbox, command: &str) -> ToolOutput {
+pub(super) async fn bash(sandbox: &mut Sandbox, command: &str) -> ToolOutput {
     sandbox.call("bash", &json!({ "command": command })).await
 }
 
-fn text(output: &ToolOutput) -> String {
+pub(super) fn text(output: &ToolOutput) -> String {
     output.text_content()
 }
 
-fn assert_ok(output: &ToolOutput) -> String {
+pub(super) fn assert_ok(output: &ToolOutput) -> String {
     assert!(!output.is_error, "unexpected error: {output:?}");
     text(output)
 }
 
-fn assert_err(output: &ToolOutput) -> String {
+pub(super) fn assert_err(output: &ToolOutput) -> String {
     assert!(output.is_error, "expected an error: {output:?}");
     text(output)
 }
 
 /// Pids of live (non-zombie) processes whose command line is exactly `argv`.
-fn processes_running(argv: &[&str]) -> Vec<u32> {
+pub(super) fn processes_running(argv: &[&str]) -> Vec<u32> {
     let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -73,7 +106,7 @@ fn processes_running(argv: &[&str]) -> Vec<u32> {
         .collect()
 }
 
-async fn wait_until_gone(argv: &[&str]) -> Vec<u32> {
+pub(super) async fn wait_until_gone(argv: &[&str]) -> Vec<u32> {
     for _ in 0..40 {
         if processes_running(argv).is_empty() {
             break;
@@ -85,7 +118,7 @@ async fn wait_until_gone(argv: &[&str]) -> Vec<u32> {
 
 /// The processes running `argv` once at least one is (a job backgrounded with `&` may
 /// not have exec'd yet when the shell reports back).
-async fn wait_until_running(argv: &[&str]) -> Vec<u32> {
+pub(super) async fn wait_until_running(argv: &[&str]) -> Vec<u32> {
     for _ in 0..40 {
         if !processes_running(argv).is_empty() {
             break;
@@ -95,8 +128,17 @@ async fn wait_until_running(argv: &[&str]) -> Vec<u32> {
     processes_running(argv)
 }
 
-fn running_as_root() -> bool {
+pub(super) fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// The uid the session runs as: its workdir's owner, from the sandbox range.
+pub(super) fn session_uid(s: &Sandbox) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata(s.workdir()).unwrap().uid();
+    let range = UidRange::default();
+    assert!(uid >= range.base && uid < range.base + range.count, "uid {uid} is outside the sandbox range");
+    uid
 }
 
 // ---- bash ----
@@ -218,7 +260,8 @@ async fn bash_runs_unprivileged_when_the_runner_is_root() {
         return;
     }
     let mut s = sandbox();
-    assert_eq!(assert_ok(&bash(&mut s, "id -u; id -g").await), "65534\n65534");
+    let uid = session_uid(&s);
+    assert_eq!(assert_ok(&bash(&mut s, "id -u; id -g").await), format!("{uid}\n{uid}"));
     let status = assert_ok(&bash(&mut s, "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status").await);
     assert!(status.contains("CapEff:\t0000000000000000"), "{status}");
     assert!(status.contains("CapBnd:\t0000000000000000"), "{status}");
@@ -333,10 +376,11 @@ async fn written_files_belong_to_the_sandbox_user() {
     }
     use std::os::unix::fs::MetadataExt;
     let mut s = sandbox();
+    let uid = session_uid(&s);
     assert_ok(&s.call("write", &json!({"file_path": "a/b/c.txt", "content": "x"})).await);
     for path in ["a", "a/b", "a/b/c.txt", ""] {
         let meta = std::fs::metadata(s.workdir().join(path)).unwrap();
-        assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{path}");
+        assert_eq!((meta.uid(), meta.gid()), (uid, uid), "{path}");
     }
     // The shell (as the sandbox user) can modify what `write` created.
     assert_eq!(assert_ok(&bash(&mut s, "echo y >> a/b/c.txt && cat a/b/c.txt").await), "xy");
@@ -539,8 +583,10 @@ async fn hard_links_to_host_files_are_refused_when_root() {
     if !running_as_root() {
         return;
     }
-    let mut s = sandbox();
     // A root-owned file on the same filesystem, linked in as a hostile shell might have done.
+    // (With a disk quota the workdir is a tmpfs of its own, where no host file can be
+    // hard-linked at all; without one it shares the root's filesystem.)
+    let mut s = sandbox_with(Limits { disk_bytes: 0, ..Limits::default() });
     let host = s.workdir().parent().unwrap().join("host_secret");
     std::fs::write(&host, "secret\n").unwrap();
     std::fs::hard_link(&host, s.workdir().join("stolen")).unwrap();
@@ -585,11 +631,12 @@ fn namespace_isolation_without_bwrap_is_unavailable() {
     if super::find_program("bwrap", true).is_some() {
         return;
     }
-    let root = tempfile::tempdir().unwrap();
+    let root = Root::new();
     let cfg = SandboxConfig { isolation: Isolation::Namespace, ..config(root.path(), Limits::default()) };
     match Sandbox::open(&cfg, "s1") {
         Err(SandboxError::Unavailable(message)) => {
-            assert_eq!(message, "namespace isolation needs bubblewrap (bwrap), which is not installed on this host")
+            assert!(message.starts_with("namespace isolation needs bubblewrap (bwrap)"), "{message}");
+            assert!(message.contains("apt-get install bubblewrap"), "{message}");
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
@@ -597,34 +644,39 @@ fn namespace_isolation_without_bwrap_is_unavailable() {
 }
 
 #[test]
-fn limited_networking_needs_namespace_isolation() {
-    let root = tempfile::tempdir().unwrap();
-    for hosts in [vec![], vec!["api.example.com".to_owned()]] {
-        let cfg = SandboxConfig {
-            networking: Networking::Limited { allowed_hosts: hosts },
-            ..config(root.path(), Limits::default())
-        };
-        match Sandbox::open(&cfg, "s1") {
-            Err(SandboxError::Unavailable(message)) => assert!(message.contains("needs namespace isolation")),
-            other => panic!("expected Unavailable, got {other:?}"),
-        }
+fn limited_networking_without_root_needs_namespace_isolation() {
+    if running_as_root() {
+        return;
+    }
+    let root = Root::new();
+    let cfg = SandboxConfig { networking: no_network(), ..config(root.path(), Limits::default()) };
+    match Sandbox::open(&cfg, "s1") {
+        Err(SandboxError::Unavailable(message)) => assert!(message.contains("needs namespace isolation")),
+        other => panic!("expected Unavailable, got {other:?}"),
     }
 }
 
 #[test]
-fn namespace_isolation_cannot_enforce_a_host_allow_list() {
-    let root = tempfile::tempdir().unwrap();
-    let cfg = SandboxConfig {
-        isolation: Isolation::Namespace,
-        networking: Networking::Limited { allowed_hosts: vec!["api.example.com".into()] },
-        ..config(root.path(), Limits::default())
-    };
-    assert!(matches!(Sandbox::open(&cfg, "s1"), Err(SandboxError::Unavailable(_))));
+fn no_level_can_enforce_a_host_allow_list() {
+    let root = Root::new();
+    for isolation in [Isolation::Workdir, Isolation::Namespace] {
+        for networking in [
+            Networking::Limited { allowed_hosts: vec!["api.example.com".into()], allow_package_managers: false },
+            Networking::Limited { allowed_hosts: vec![], allow_package_managers: true },
+        ] {
+            let cfg = SandboxConfig { isolation, networking, ..config(root.path(), Limits::default()) };
+            match Sandbox::open(&cfg, "s1") {
+                Err(SandboxError::Unavailable(message)) => assert!(message.contains("cannot be enforced"), "{message}"),
+                other => panic!("expected Unavailable, got {other:?}"),
+            }
+        }
+    }
+    assert!(!root.path().join("s1").exists());
 }
 
 #[test]
 fn session_ids_are_validated_and_workdirs_reopened() {
-    let root = tempfile::tempdir().unwrap();
+    let root = Root::new();
     let cfg = config(root.path(), Limits::default());
     for bad in ["", "../x", "a/b", "a b", ".", "x\0"] {
         match Sandbox::open(&cfg, bad) {
@@ -668,30 +720,65 @@ fn isolation_parses_from_config_strings() {
 fn namespace_launch_wraps_setpriv_in_bwrap() {
     let plan = super::LaunchPlan {
         bash: "/usr/bin/bash".into(),
-        setpriv: Some(("/usr/bin/setpriv".into(), 1000, 1001)),
+        setpriv: Some("/usr/bin/setpriv".into()),
         bwrap: Some(("/usr/bin/bwrap".into(), true)),
+        unshare: None,
     };
-    let launch = plan.into_launch(Path::new("/srv/work/s1"), &Limits::default());
+    let env = SecretEnv(vec![("TOKEN".into(), "s3cr3t".into()), ("PATH".into(), "/evil".into())]);
+    let launch = plan.into_launch(Path::new("/srv/work/s1"), &Limits::default(), Some((1000, 1001)), &env);
     assert_eq!(launch.program, Path::new("/usr/bin/bwrap"));
     let args: Vec<String> = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
     assert!(joined.contains("--unshare-pid") && joined.contains("--unshare-net"), "{joined}");
     assert!(joined.contains("--bind /srv/work/s1 /srv/work/s1 --chdir /srv/work/s1 --"), "{joined}");
     assert!(joined.ends_with(
-        "-- /usr/bin/setpriv --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all --bounding-set=-all \
-         --no-new-privs -- /usr/bin/bash --noprofile --norc"
+        "-- /usr/bin/setpriv --pdeathsig=KILL --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all \
+         --bounding-set=-all --no-new-privs -- /usr/bin/bash --noprofile --norc"
     ));
-    assert_eq!(launch.setup, ulimit_script(&Limits::default()));
+    assert!(joined.contains("--perms 1777 --size 1073741824 --tmpfs /tmp"), "{joined}");
+    assert_eq!(launch.setup, format!("{} && umask 077", ulimit_script(&Limits::default())));
+    // Credentials reach the shell's environment, never the command line or Debug output;
+    // names the sandbox sets itself are not replaced.
+    assert_eq!(launch.env.0, vec![("TOKEN".to_owned(), "s3cr3t".to_owned())]);
+    assert!(!joined.contains("s3cr3t") && !format!("{launch:?}").contains("s3cr3t"), "{launch:?}");
 
-    let open_net = super::LaunchPlan { bash: "/bin/bash".into(), setpriv: None, bwrap: Some(("bwrap".into(), false)) };
-    let launch = open_net.into_launch(Path::new("/w"), &Limits::default());
+    let open_net = super::LaunchPlan {
+        bash: "/bin/bash".into(),
+        setpriv: None,
+        bwrap: Some(("bwrap".into(), false)),
+        unshare: None,
+    };
+    let launch = open_net.into_launch(Path::new("/w"), &Limits::default(), None, &SecretEnv::default());
     assert!(!launch.args.iter().any(|a| a == "--unshare-net"));
+}
+
+#[test]
+fn workdir_launch_as_root_wraps_the_shell_in_pid_and_mount_namespaces() {
+    let plan = super::LaunchPlan {
+        bash: "/usr/bin/bash".into(),
+        setpriv: Some("/usr/bin/setpriv".into()),
+        bwrap: None,
+        unshare: Some(("/usr/bin/unshare".into(), "/bin/sh".into(), true)),
+    };
+    let launch = plan.into_launch(Path::new("/w"), &Limits::default(), Some((7, 7)), &SecretEnv::default());
+    assert_eq!(launch.program, Path::new("/usr/bin/setpriv"));
+    let joined = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.starts_with(
+            "--pdeathsig KILL -- /usr/bin/unshare --pid --fork --kill-child --mount --propagation private --net -- \
+             /bin/sh -c "
+        ),
+        "{joined}"
+    );
+    assert!(joined.contains("mount -t tmpfs -o size=1073741824,mode=1777,nosuid,nodev"), "{joined}");
+    assert!(joined.ends_with("--no-new-privs -- /usr/bin/bash --noprofile --norc"), "{joined}");
 }
 
 #[test]
 fn ulimit_script_uses_bash_units() {
     let script = ulimit_script(&Limits::default());
     assert_eq!(script, "ulimit -c 0 -t 300 -v 2097152 -u 256 -f 65536 2>&1");
-    let unlimited = ulimit_script(&Limits { cpu_seconds: 0, memory_bytes: 0, processes: 0, file_size_bytes: 0 });
+    let unlimited =
+        ulimit_script(&Limits { cpu_seconds: 0, memory_bytes: 0, processes: 0, file_size_bytes: 0, disk_bytes: 0 });
     assert_eq!(unlimited, "ulimit -c 0 -t unlimited -v unlimited -u unlimited -f unlimited 2>&1");
 }

@@ -12,6 +12,7 @@ mod inbox;
 mod outbox;
 mod resources;
 mod runs;
+mod sealed;
 mod sessions;
 mod tenancy;
 mod work;
@@ -558,6 +559,19 @@ impl Store for SqlStore {
 
     async fn a2a_delete_push_config(&self, task_id: &str, id: &str) -> StoreResult<bool> {
         a2a::delete_config(self, task_id, id).await
+    }
+
+    async fn sealed_page(
+        &self,
+        table: SealedTable,
+        after: Option<(&str, &str)>,
+        limit: i64,
+    ) -> StoreResult<Vec<SealedRow>> {
+        sealed::page(self, table, after, limit).await
+    }
+
+    async fn replace_sealed(&self, row: &SealedRow, replacement: &str) -> StoreResult<bool> {
+        sealed::replace(self, row, replacement).await
     }
 
     async fn a2a_push_watch(&self, terminal: &[&str], limit: i64) -> StoreResult<Vec<A2aWatch>> {

@@ -6,6 +6,7 @@ session; `launch` starts extra deployments for a single test. See harness.py.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -36,6 +37,20 @@ def secret_audit() -> Iterator[None]:
     assert RECORDER.secrets, "the suite registered no secret: the audit would prove nothing"
     leaks = RECORDER.leaks()
     assert not leaks, "secret values appeared in responses:\n" + "\n".join(leaks[:50])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sandbox_mounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A root runner puts each session's workdir on a tmpfs that outlives the runner by
+    design (the next runner finds the files); at the end, unmount those under this
+    session's temporary directories so pytest can remove them."""
+    yield
+    base = f"{tmp_path_factory.getbasetemp()}/"
+    with open("/proc/self/mountinfo") as mountinfo:
+        mounts = [line.split()[4] for line in mountinfo]
+    for mount in reversed(mounts):
+        if mount.startswith(base):
+            subprocess.run(["umount", "--lazy", mount], check=False)
 
 
 @pytest.fixture(scope="session", params=["dev", "prod"])

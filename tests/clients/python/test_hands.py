@@ -29,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -52,12 +53,24 @@ from harness import (
 MODEL = "claude-sonnet-4-6"
 TOOLSET = {"type": "agent_toolset_20260401"}
 TURN_TIMEOUT = 45.0
-SANDBOX_UID = 65534
+# A root runner gives every session its own uid from this range (AGENTD_SANDBOX_UID_BASE/COUNT).
+SANDBOX_UID_BASE = 1_500_000_000
+SANDBOX_UID_COUNT = 1_000_000
 FILE_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------
 # Helpers
+
+
+def workdir_uid(workdir: Path) -> int | None:
+    """The uid a session's tools run as: its workdir's owner, from the sandbox range."""
+    try:
+        uid = workdir.stat().st_uid
+    except FileNotFoundError:
+        return None
+    assert SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + SANDBOX_UID_COUNT, f"{workdir} is owned by uid {uid}"
+    return uid
 
 
 def user_message(value: str) -> dict[str, Any]:
@@ -402,7 +415,7 @@ def test_runner_serves_a_cloud_session_in_its_sandbox(
     turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
 ) -> None:
     """The same four tools on a `cloud` environment: our runner answers (committed as
-    agent.tool_result) from `<sandbox root>/<session id>`, as uid 65534 when root."""
+    agent.tool_result) from `<sandbox root>/<session id>`, as the session's own uid when root."""
     client = cloud_hands.client
     http = turns.http()
     headers = turns.headers(cloud_hands.api_key)
@@ -438,7 +451,7 @@ def test_runner_serves_a_cloud_session_in_its_sandbox(
     assert lines[0] == realpath(workdir), f"bash ran in {lines[0]!r}, not the session's workdir {workdir}"
     assert session.id in lines[0]
     if os.geteuid() == 0:
-        assert lines[1] == str(SANDBOX_UID), f"the sandbox shell runs as uid {lines[1]}"
+        assert lines[1] == str(workdir_uid(workdir)), f"the sandbox shell runs as uid {lines[1]}"
     assert lines[2] == marker
     assert result_text(write) == f"wrote 11 bytes to {name}"
     assert "alpha" in result_text(read) and "beta" in result_text(read), result_text(read)
@@ -446,7 +459,7 @@ def test_runner_serves_a_cloud_session_in_its_sandbox(
     written = workdir / name
     assert written.read_text() == "alpha\ngamma\n"
     if os.geteuid() == 0:
-        assert written.stat().st_uid == SANDBOX_UID, "files the runner writes belong to the sandbox uid"
+        assert written.stat().st_uid == workdir_uid(workdir), "files the runner writes belong to the session's uid"
     # Only the runner answers on a cloud environment: an API key's user.tool_result is refused.
     refused = http.post(
         f"/v1/sessions/{session.id}/events",
@@ -785,6 +798,14 @@ def test_runner_killed_mid_tool_is_replaced(
     assert heartbeat(http, environment_id, item["id"], env_key, beat["last_heartbeat"]).status_code == 412
     os.kill(doomed.pid, signal.SIGKILL)
     doomed.proc.wait(timeout=10)
+    if os.geteuid() == 0:
+        # Nothing the session started outlives the runner that started it (the `sleep 10`).
+        uid = workdir_uid(sandbox_root / session.id)
+        assert uid is not None
+        deadline = time.monotonic() + 10
+        while uid_processes(uid):
+            assert time.monotonic() < deadline, f"{uid_processes(uid)} sandbox processes outlived the killed runner"
+            time.sleep(0.1)
     wait_work_state(http, headers, environment_id, item["id"], "queued", timeout=LEASE_WAIT)
     assert not of_type(events_of(http, headers, session.id), "agent.tool_result"), "the killed runner answered nothing"
 
@@ -821,9 +842,10 @@ def uid_processes(uid: int) -> int:
 
 
 class UidSampler:
-    """Samples the sandbox uid's process count in a thread, keeping the maximum."""
+    """Samples a session uid's process count in a thread, keeping the maximum (`uid()` is
+    None until the session's workdir exists)."""
 
-    def __init__(self, uid: int) -> None:
+    def __init__(self, uid: Callable[[], int | None]) -> None:
         self.uid = uid
         self.peak = 0
         self._done = threading.Event()
@@ -832,7 +854,9 @@ class UidSampler:
 
     def _run(self) -> None:
         while not self._done.is_set():
-            self.peak = max(self.peak, uid_processes(self.uid))
+            uid = self.uid()
+            if uid is not None:
+                self.peak = max(self.peak, uid_processes(uid))
             self._done.wait(0.05)
 
     def stop(self) -> int:
@@ -875,7 +899,8 @@ def test_sandbox_refuses_escapes_and_enforces_limits(
     key = unique("escapes")
     fake_anthropic.script(key, *(call(name, args) for name, args in attempts), say("Contained."))
     session = make_hands_session(client, environment_id)
-    sampler = UidSampler(SANDBOX_UID) if os.geteuid() == 0 else None
+    workdir = cloud_hands.sandbox_root / session.id
+    sampler = UidSampler(lambda: workdir_uid(workdir)) if os.geteuid() == 0 else None
     try:
         client.beta.sessions.events.send(session.id, events=[user_message(f"try to get out {key}")])
         events = wait_idles(http, headers, session.id, timeout=90, on_timeout=lambda: runner_tail(cloud_hands))
@@ -908,15 +933,219 @@ def test_sandbox_refuses_escapes_and_enforces_limits(
     # The fork bomb is cut off by the timeout, and bounded by the process limit meanwhile.
     assert bomb[0] is True and "timed out after 3000 ms" in bomb[1], bomb
     if sampler:
-        assert 128 <= peak <= 256 + 8, f"the sandbox uid peaked at {peak} processes (limit 256)"
+        assert 128 <= peak <= 256 + 8, f"the session's uid peaked at {peak} processes (limit 256)"
     # The session's next shell works and can start processes.
     assert after[0] is False and after[1].splitlines()[:2] == ["forked-again", "256"], after
     assert not (cloud_hands.sandbox_root / session.id / "big").exists()
     if sampler:
         deadline = time.monotonic() + 15
-        while uid_processes(SANDBOX_UID) > 10:
-            assert time.monotonic() < deadline, f"{uid_processes(SANDBOX_UID)} sandbox processes survived the bomb"
+        uid = workdir_uid(workdir)
+        assert uid is not None
+        while uid_processes(uid) > 10:
+            assert time.monotonic() < deadline, f"{uid_processes(uid)} sandbox processes survived the bomb"
             time.sleep(0.2)
+
+
+def processes_running(argv: list[str]) -> list[int]:
+    """Pids whose command line is exactly `argv` (zombies excluded)."""
+    wanted = "\0".join(argv) + "\0"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline") as cmdline:
+                if cmdline.read() == wanted:
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_gone(argv: list[str], timeout: float = 20) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while processes_running(argv) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return processes_running(argv)
+
+
+def test_sessions_cannot_reach_each_other_and_their_processes_end_with_them(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    """Two sessions on one cloud environment, namespace isolation (the default): the second
+    cannot read or write the first's files or see its /tmp, runs as another uid, and every
+    process a session detached (`setsid`, `nohup … &`) is gone once the session is deleted
+    or archived; the deleted session's workdir goes too."""
+    if os.geteuid() != 0:
+        pytest.skip("a uid per session needs a root runner")
+    client = cloud_hands.client
+    http = turns.http()
+    headers = turns.headers(cloud_hands.api_key)
+    environment_id = make_environment(client, "cloud")
+    tag = f"{time.monotonic_ns() % 1000}.{os.getpid()}"
+    alice_sleeps = [["sleep", f"4{tag}1"], ["sleep", f"4{tag}2"]]
+    bob_sleep = ["sleep", f"4{tag}3"]
+    alice = make_hands_session(client, environment_id)
+    bob = make_hands_session(client, environment_id)
+    alice_dir = cloud_hands.sandbox_root / alice.id
+    key_a, key_b = unique("alice"), unique("bob")
+    fake_anthropic.script(
+        key_a,
+        call(
+            "bash",
+            {
+                "command": f"echo alice-secret > mine; echo alice-tmp > /tmp/shared; "
+                f"setsid sleep 4{tag}1 </dev/null >/dev/null 2>&1 & nohup sleep 4{tag}2 </dev/null >/dev/null 2>&1 & "
+                "id -u"
+            },
+        ),
+        say("Alice is set."),
+    )
+    client.beta.sessions.events.send(alice.id, events=[user_message(f"set up {key_a}")])
+    alice_events = wait_idles(http, headers, alice.id, on_timeout=lambda: runner_tail(cloud_hands))
+    (alice_result,) = of_type(alice_events, "agent.tool_result")
+    alice_uid = result_text(alice_result).strip()
+    assert alice_uid == str(workdir_uid(alice_dir)), alice_result
+    for argv in alice_sleeps:
+        assert processes_running(argv), f"{argv} did not start"
+
+    attempts = [
+        f"cat {alice_dir}/mine",
+        f"ls {alice_dir}",
+        f"echo planted > {alice_dir}/planted",
+        "cat /tmp/shared",
+        f"setsid sleep 4{tag}3 </dev/null >/dev/null 2>&1 & id -u",
+    ]
+    fake_anthropic.script(key_b, *(call("bash", {"command": c}) for c in attempts), say("Bob tried."))
+    client.beta.sessions.events.send(bob.id, events=[user_message(f"snoop {key_b}")])
+    bob_events = wait_idles(http, headers, bob.id, on_timeout=lambda: runner_tail(cloud_hands))
+    results = results_by_call(bob_events, "agent.tool_result")
+    outputs = [result_text(results[u["id"]]) for u in of_type(bob_events, "agent.tool_use")]
+    for attempt, output in zip(attempts[:4], outputs[:4]):
+        assert "exit code:" in output and "alice-" not in output, f"{attempt}: {output!r}"
+    assert outputs[4].strip() != alice_uid, "two sessions run as the same uid"
+    assert not (alice_dir / "planted").exists()
+
+    client.beta.sessions.delete(alice.id)
+    for argv in alice_sleeps:
+        assert wait_gone(argv) == [], f"{argv} outlived its deleted session\n{runner_tail(cloud_hands)}"
+    # At once while its item is open; otherwise at the runner's next sweep (≥ 10 s apart).
+    deadline = time.monotonic() + 45
+    while alice_dir.exists():
+        assert time.monotonic() < deadline, f"the deleted session's workdir remains\n{runner_tail(cloud_hands)}"
+        time.sleep(0.2)
+    client.beta.sessions.archive(bob.id)
+    assert wait_gone(bob_sleep) == [], f"{bob_sleep} outlived its archived session\n{runner_tail(cloud_hands)}"
+
+
+def test_limited_networking_means_no_network(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    """A `limited` environment with no allowed hosts gets no network at all (not even the
+    gateway on loopback); the same probe from an `unrestricted` environment connects."""
+    client = cloud_hands.client
+    http = turns.http()
+    headers = turns.headers(cloud_hands.api_key)
+    port = httpx.URL(turns.url).port
+    probe = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+    outcomes = {}
+    for networking in ({"type": "unrestricted"}, {"type": "limited", "allowed_hosts": []}):
+        environment = client.beta.environments.create(
+            name=unique("net"), config={"type": "cloud", "networking": networking}
+        )
+        key = unique("net")
+        fake_anthropic.script(key, call("bash", {"command": probe}), say("Probed."))
+        session = make_hands_session(client, environment.id)
+        client.beta.sessions.events.send(session.id, events=[user_message(f"probe {key}")])
+        events = wait_idles(http, headers, session.id, on_timeout=lambda: runner_tail(cloud_hands))
+        (result,) = of_type(events, "agent.tool_result")
+        outcomes[networking["type"]] = (result["is_error"], result_text(result))
+    assert outcomes["unrestricted"] == (False, "connected"), outcomes
+    is_error, text = outcomes["limited"]
+    assert is_error is False and "connected" not in text and "exit code:" in text, outcomes
+
+
+def test_vault_environment_variables_reach_the_shell_and_nothing_else(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    """A session whose vault holds an `environment_variable` credential sees it in its bash
+    environment; the value appears in no response (the end-of-session audit checks every
+    recorded one), not in the session resource or its events, not in any log; only the
+    work item's sessions token reads it from the gateway."""
+    client = cloud_hands.client
+    http = turns.http()
+    headers = turns.headers(cloud_hands.api_key)
+    value = RECORDER.secret(f"envsecret-{uuid.uuid4().hex}")
+    vault = client.beta.vaults.create(display_name=unique("vault"))
+    client.beta.vaults.credentials.create(
+        vault.id,
+        auth={
+            "type": "environment_variable",
+            "secret_name": "DEPLOY_TOKEN",
+            "secret_value": value,
+            "networking": {"type": "unrestricted"},
+        },
+    )
+    environment_id = make_environment(client, "cloud")
+    agent = client.beta.agents.create(name=unique("hands-agent"), model=MODEL, tools=[TOOLSET])
+    session = client.beta.sessions.create(agent=agent.id, environment_id=environment_id, vault_ids=[vault.id])
+    other = make_hands_session(client, environment_id)
+    key, other_key = unique("envvar"), unique("envvar")
+    # The model asks for the value reversed, so the tool result is not the secret itself.
+    command = 'printf "%s" "$DEPLOY_TOKEN" | rev'
+    fake_anthropic.script(key, call("bash", {"command": command}), say("Read it."))
+    fake_anthropic.script(other_key, call("bash", {"command": command + "; echo end"}), say("Nothing."))
+    client.beta.sessions.events.send(session.id, events=[user_message(f"read the token {key}")])
+    client.beta.sessions.events.send(other.id, events=[user_message(f"read the token {other_key}")])
+    events = wait_idles(http, headers, session.id, on_timeout=lambda: runner_tail(cloud_hands))
+    (result,) = of_type(events, "agent.tool_result")
+    assert result["is_error"] is False and result_text(result) == value[::-1], result
+    other_events = wait_idles(http, headers, other.id, on_timeout=lambda: runner_tail(cloud_hands))
+    (other_result,) = of_type(other_events, "agent.tool_result")
+    assert result_text(other_result) == "end", "a session without the vault sees its variable"
+
+    resource = http.get(f"/v1/sessions/{session.id}", headers=headers)
+    assert resource.status_code == 200 and value not in resource.text
+    assert value not in json.dumps(events_of(http, headers, session.id))
+    # Neither an API key (the workspace's widest credential) nor a runner key or an
+    # environment key reads the variables: only the work item's sessions token does.
+    others = [cloud_hands.api_key]
+    if turns.mode == "dev":  # the hands' workspace is "default" (prod: one of its own)
+        others += [turns.create_runner_key(), turns.create_environment_key(environment_id)]
+    for other_key in others:
+        refused = http.get(f"/v1/ext/sessions/{session.id}/sandbox-environment", headers=turns.headers(other_key))
+        assert refused.status_code == 403 and value not in refused.text, refused.text
+    processes = list(turns.processes) + ([cloud_hands.runner] if cloud_hands.runner else [])
+    for process in processes:
+        logged = "\n".join(process.stdout_seen + process.stderr_seen)
+        assert value not in logged and value[::-1] not in logged, f"{process.name} logged the secret"
+
+
+def test_agentd_data_directory_is_private(turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic) -> None:
+    """`agentd dev`'s data directory is 0700 and its database, WAL and shared memory 0600
+    while it runs; a tool call can neither list nor read them."""
+    if turns.mode != "dev":
+        pytest.skip("only `agentd dev` keeps a data directory")
+    data_dir = Path(turns.cli_env["AGENTD_DATA_DIR"])
+    assert data_dir.stat().st_mode & 0o777 == 0o700, oct(data_dir.stat().st_mode)
+    files = sorted(p.name for p in data_dir.glob("agentd.db*"))
+    assert "agentd.db" in files and "agentd.db-wal" in files, files
+    for name in files:
+        mode = (data_dir / name).stat().st_mode & 0o777
+        assert mode == 0o600, f"{name} is {oct(mode)}"
+    client = cloud_hands.client
+    http = turns.http()
+    headers = turns.headers(cloud_hands.api_key)
+    key = unique("snoop")
+    command = f"ls {data_dir}; cat {data_dir}/agentd.db-wal | head -c 64 | od -c | head -2"
+    fake_anthropic.script(key, call("bash", {"command": command}), say("Tried."))
+    session = make_hands_session(client, make_environment(client, "cloud"))
+    client.beta.sessions.events.send(session.id, events=[user_message(f"look around {key}")])
+    events = wait_idles(http, headers, session.id, on_timeout=lambda: runner_tail(cloud_hands))
+    (result,) = of_type(events, "agent.tool_result")
+    text = result_text(result)
+    assert "agentd.db" not in text.replace(f"{data_dir}/agentd.db-wal", ""), text
+    assert "Permission denied" in text or "No such file" in text, text
 
 
 # ---------------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ impl Provider for Anthropic {
         }
         let response = http.send().await.map_err(ProviderError::transport)?;
         if !response.status().is_success() {
-            return Err(super::status_error(response).await);
+            return Err(super::status_error(response, self.api_key.as_deref()).await);
         }
         let mut totals = Usage::default();
         let events = frames(response.bytes_stream().boxed()).flat_map(move |frame| {

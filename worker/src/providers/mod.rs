@@ -220,10 +220,13 @@ fn http_client() -> reqwest::Client {
 }
 
 /// Turns a non-2xx provider response into a classified error, taking the message from
-/// the usual `{"error":{"message":…}}` body when there is one.
-async fn status_error(response: reqwest::Response) -> ProviderError {
+/// the usual `{"error":{"message":…}}` body when there is one. The message reaches
+/// tenants (`session.error`): the operator's `api_key` is scrubbed from it in every
+/// encoding, before truncation.
+async fn status_error(response: reqwest::Response, api_key: Option<&str>) -> ProviderError {
     let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
+    let scrubber = agentd_schema::scrub::Scrubber::new(api_key);
+    let text = scrubber.scrub(&response.text().await.unwrap_or_default());
     let detail = serde_json::from_str::<Value>(&text)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
@@ -296,5 +299,65 @@ impl Registry {
             .clone()
             .map(|p| (p, model.to_owned()))
             .ok_or_else(|| unconfigured("ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A provider on 127.0.0.1 that refuses every request with 401, echoing the key it
+    /// was sent (`x-api-key` or bearer) in every encoding, in the message and outside it.
+    async fn echoing_provider() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else { return };
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 8192];
+                while !String::from_utf8_lossy(&buffer).contains("\r\n\r\n") {
+                    let read = socket.read(&mut chunk).await.unwrap_or(0);
+                    if read == 0 {
+                        break;
+                    }
+                    buffer.extend_from_slice(&chunk[..read]);
+                }
+                let head = String::from_utf8_lossy(&buffer).to_string();
+                let key = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("x-api-key: ").or_else(|| l.strip_prefix("authorization: Bearer ")))
+                    .unwrap_or_default()
+                    .to_owned();
+                let echoed = agentd_schema::scrub::encodings(&key).join(" ");
+                let body = serde_json::json!({ "error": { "message": format!("invalid key {echoed}") } }).to_string();
+                let reply = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        base
+    }
+
+    #[tokio::test]
+    async fn provider_errors_never_carry_the_operators_key() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let base = echoing_provider().await;
+        let key = "sk-ant-op/erator+key~1";
+        let providers: [Box<dyn Provider>; 2] = [
+            Box::new(anthropic::Anthropic::new(base.clone(), Some(key.to_owned()))),
+            Box::new(openai::OpenAi::new(base.clone(), Some(key.to_owned()))),
+        ];
+        for provider in providers {
+            let Err(error) = provider.stream(ModelRequest::default()).await else { panic!("a 401 is an error") };
+            assert!(error.message.contains("[redacted]"), "{}: {}", provider.name(), error.message);
+            for encoded in agentd_schema::scrub::encodings(key) {
+                assert!(!error.message.contains(&encoded), "{}: {encoded:?} in {}", provider.name(), error.message);
+            }
+        }
     }
 }

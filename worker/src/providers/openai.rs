@@ -101,7 +101,7 @@ impl Provider for OpenAi {
         }
         let response = http.send().await.map_err(ProviderError::transport)?;
         if !response.status().is_success() {
-            return Err(super::status_error(response).await);
+            return Err(super::status_error(response, self.api_key.as_deref()).await);
         }
         let mut blocks = Blocks::default();
         let mut finish: Option<String> = None;

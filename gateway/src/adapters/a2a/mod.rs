@@ -211,6 +211,32 @@ impl A2aError {
     }
 }
 
+/// A rejection made below the A2A handlers (method routing, body limits, extractors),
+/// in the binding's own shape with its HTTP `status` kept: a JSON-RPC error object
+/// (`id` null) for the JSON-RPC endpoints, the `google.rpc.Status`-like body for REST.
+pub fn rejection(status: axum::http::StatusCode, message: String, jsonrpc: bool) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let error = match status.as_u16() {
+        400 if jsonrpc && message.to_ascii_lowercase().contains("json") => A2aError::parse(message),
+        404 => A2aError::new(Kind::NotFound, message),
+        _ => A2aError::request(message),
+    };
+    let body = if jsonrpc {
+        json!({ "jsonrpc": "2.0", "id": null, "error": error.to_jsonrpc() })
+    } else {
+        let (_, mut body) = error.to_rest();
+        body["error"]["code"] = json!(status.as_u16());
+        body["error"]["status"] = json!(match status.as_u16() {
+            404 => "NOT_FOUND",
+            405 => "UNIMPLEMENTED",
+            _ => "INVALID_ARGUMENT",
+        });
+        body
+    };
+    let content_type = if jsonrpc { "application/json" } else { "application/a2a+json" };
+    (status, [(axum::http::header::CONTENT_TYPE, content_type)], body.to_string()).into_response()
+}
+
 impl From<ApiError> for A2aError {
     fn from(error: ApiError) -> Self {
         match error {
@@ -218,6 +244,9 @@ impl From<ApiError> for A2aError {
             | ApiError::Conflict(message)
             | ApiError::Gone(message)
             | ApiError::PreconditionFailed { message, .. } => A2aError::params(message),
+            ApiError::MethodNotAllowed { message, .. }
+            | ApiError::PayloadTooLarge(message)
+            | ApiError::UnsupportedMediaType(message) => A2aError::request(message),
             ApiError::NotFound(message) => A2aError::new(Kind::NotFound, message),
             ApiError::Unauthenticated(message) => A2aError::new(Kind::Unauthenticated, message),
             ApiError::PermissionDenied(message) => A2aError::new(Kind::PermissionDenied, message),

@@ -194,9 +194,11 @@ fn protocol_error(error: ApiError) -> ErrorData {
         ApiError::InvalidRequest { message, .. } | ApiError::NotFound(message) | ApiError::Gone(message) => {
             ErrorData::invalid_params(message, None)
         }
-        ApiError::PreconditionFailed { message, .. } | ApiError::RateLimited { message, .. } => {
-            ErrorData::invalid_request(message, None)
-        }
+        ApiError::PreconditionFailed { message, .. }
+        | ApiError::RateLimited { message, .. }
+        | ApiError::MethodNotAllowed { message, .. }
+        | ApiError::PayloadTooLarge(message)
+        | ApiError::UnsupportedMediaType(message) => ErrorData::invalid_request(message, None),
         ApiError::Unauthenticated(message) | ApiError::PermissionDenied(message) | ApiError::Conflict(message) => {
             ErrorData::invalid_request(message, None)
         }
