@@ -65,7 +65,7 @@ def test_fields_past_their_maximum_are_refused_naming_the_field(client: anthropi
     refused(lambda: client.beta.vaults.create(display_name="v" * 256), "display_name")
 
 
-def test_a_body_past_the_limit_is_413(client: anthropic.Anthropic, model_id: str) -> None:
+def test_a_body_past_the_limit_is_a_managed_413(client: anthropic.Anthropic, model_id: str) -> None:
     with pytest.raises(anthropic.APIStatusError) as caught:
         client.post(
             "/v1/agents",
@@ -74,6 +74,8 @@ def test_a_body_past_the_limit_is_413(client: anthropic.Anthropic, model_id: str
             options={"headers": BETA_HEADERS},
         )
     assert caught.value.status_code == 413, caught.value
+    body = error_body(caught.value)
+    assert body["type"] == "error" and body["error"]["type"] == "request_too_large", body
 
 
 def test_session_lists_of_the_largest_agents_end_pages_by_bytes_and_skip_nothing(
