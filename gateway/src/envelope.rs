@@ -283,7 +283,12 @@ mod tests {
         jsonrpc(&rig.send(rig.request("GET", "/v1/a2a", Body::empty())).await, StatusCode::METHOD_NOT_ALLOWED, -32600);
         jsonrpc(&rig.send(rig.request("POST", "/v1/a2a", oversized())).await, StatusCode::PAYLOAD_TOO_LARGE, -32600);
         jsonrpc(
-            &rig.send(rig.request("POST", "/v1/a2a/agents/agent_x", oversized())).await,
+            &rig.send(rig.request(
+                "POST",
+                &format!("/v1/a2a/agents/{}", agentd_schema::ids::new_id("agent")),
+                oversized(),
+            ))
+            .await,
             StatusCode::PAYLOAD_TOO_LARGE,
             -32600,
         );
