@@ -145,6 +145,9 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         ["environments", "{environment_id}", "work", "{work_id}", "ack" | "heartbeat" | "stop"] if post => Some(work()),
         _ => None,
     };
+    if let (Access::Environment(_) | Access::Runner, Some(reach)) = (access, work_route) {
+        return reach;
+    }
     match access {
         Access::Workspace => match segments.as_slice() {
             ["environments", "{environment_id}", "work"] if get => {
@@ -157,7 +160,6 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             denied("the memory_stores endpoints accept the per-item sessions token but reject the environment key")
         }
         Access::Environment(_) => match segments.as_slice() {
-            _ if work_route.is_some() => work_route.expect("checked"),
             ["environments", "{environment_id}"] if get => environment(),
             ["sessions", "{session_id}", ..] => session(),
             ["skills", ..] if get => Ok(Reach::Anything),
@@ -165,7 +167,6 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         },
         Access::Runner => match segments.as_slice() {
             ["ext", "runner", "work", "poll"] => Ok(Reach::Anything),
-            _ if work_route.is_some() => work_route.expect("checked"),
             ["environments", "{environment_id}"] if get => environment(),
             ["sessions", "{session_id}", ..] => session(),
             ["skills", ..] if get => Ok(Reach::Anything),
