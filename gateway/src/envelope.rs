@@ -88,8 +88,12 @@ fn is_bare_rejection(response: &Response) -> bool {
 fn message(status: StatusCode, method: &Method, path: &str, text: &str, allow: Option<&HeaderValue>) -> String {
     match status.as_u16() {
         405 => {
-            let allowed = allow.and_then(|v| v.to_str().ok()).unwrap_or_default();
-            format!("method {method} is not allowed on {path}; allowed: {allowed}")
+            // The `allow` header is not always set yet where this layer sees the answer
+            // (the router adds it on the way out); name the methods when it is.
+            match allow.and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()) {
+                Some(allowed) => format!("method {method} is not allowed on {path}; allowed: {allowed}"),
+                None => format!("method {method} is not allowed on {path} (see the allow header)"),
+            }
         }
         413 => format!("the request body of {method} {path} is larger than the route accepts"),
         404 if text.is_empty() => format!("no route for {method} {path}"),
@@ -202,6 +206,7 @@ mod tests {
             assert!(answer.headers.contains_key("allow"), "{method} {path}");
             let message = answer.body["error"]["message"].as_str().unwrap();
             assert!(message.contains(method) && message.contains(path), "{message}");
+            assert!(!message.trim_end().ends_with("allowed:"), "no empty list of methods: {message}");
         }
         // The workspace-scoped projection of a route answers the same way.
         let answer = rig.send(rig.request("DELETE", "/v1/workspaces/default/agents", Body::empty())).await;
