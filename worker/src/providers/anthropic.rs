@@ -79,9 +79,11 @@ fn usage(value: &Value, into: &mut Usage) {
     }
 }
 
-fn stream_error(data: &Value) -> ProviderError {
+/// An `error` event inside the stream. Its message reaches tenants like a status error's,
+/// so the operator's key is scrubbed from it the same way.
+fn stream_error(data: &Value, scrubber: &agentd_schema::scrub::Scrubber) -> ProviderError {
     let kind = data["error"]["type"].as_str().unwrap_or_default();
-    let message = data["error"]["message"].as_str().unwrap_or("stream error").to_owned();
+    let message = scrubber.scrub(data["error"]["message"].as_str().unwrap_or("stream error"));
     let (kind, retryable) = match kind {
         "overloaded_error" => (ErrorKind::Overloaded, true),
         "rate_limit_error" => (ErrorKind::RateLimited, true),
@@ -108,6 +110,7 @@ impl Provider for Anthropic {
             return Err(super::status_error(response, self.api_key.as_deref()).await);
         }
         let mut totals = Usage::default();
+        let scrubber = agentd_schema::scrub::Scrubber::new(self.api_key.as_deref());
         let events = frames(response.bytes_stream().boxed()).flat_map(move |frame| {
             let out: Vec<Result<ModelEvent, ProviderError>> = match frame {
                 Err(error) => vec![Err(ProviderError::transport(error))],
@@ -161,7 +164,7 @@ impl Provider for Anthropic {
                             }
                             events
                         }
-                        "error" => vec![Err(stream_error(&data))],
+                        "error" => vec![Err(stream_error(&data, &scrubber))],
                         _ => vec![],
                     }
                 }

@@ -311,6 +311,16 @@ mod tests {
     /// A provider on 127.0.0.1 that refuses every request with 401, echoing the key it
     /// was sent (`x-api-key` or bearer) in every encoding, in the message and outside it.
     async fn echoing_provider() -> String {
+        echoing(false).await
+    }
+
+    /// The same, but answering 200 and putting the echo into an `error` event of the
+    /// stream (both providers' in-stream error shapes at once).
+    async fn echoing_in_stream() -> String {
+        echoing(true).await
+    }
+
+    async fn echoing(in_stream: bool) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
@@ -332,6 +342,14 @@ mod tests {
                     .unwrap_or_default()
                     .to_owned();
                 let echoed = agentd_schema::scrub::encodings(&key).join(" ");
+                let error = serde_json::json!({ "type": "error", "error": { "type": "invalid_request_error", "message": format!("invalid key {echoed}") } });
+                if in_stream {
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\nevent: error\ndata: {error}\n\n"
+                    );
+                    let _ = socket.write_all(reply.as_bytes()).await;
+                    continue;
+                }
                 let body = serde_json::json!({ "error": { "message": format!("invalid key {echoed}") } }).to_string();
                 let reply = format!(
                     "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -354,6 +372,33 @@ mod tests {
         ];
         for provider in providers {
             let Err(error) = provider.stream(ModelRequest::default()).await else { panic!("a 401 is an error") };
+            assert!(error.message.contains("[redacted]"), "{}: {}", provider.name(), error.message);
+            for encoded in agentd_schema::scrub::encodings(key) {
+                assert!(!error.message.contains(&encoded), "{}: {encoded:?} in {}", provider.name(), error.message);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn in_stream_errors_never_carry_the_operators_key() {
+        use futures::StreamExt;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let base = echoing_in_stream().await;
+        let key = "sk-ant-op/erator+key~2";
+        let providers: [Box<dyn Provider>; 2] = [
+            Box::new(anthropic::Anthropic::new(base.clone(), Some(key.to_owned()))),
+            Box::new(openai::OpenAi::new(base.clone(), Some(key.to_owned()))),
+        ];
+        for provider in providers {
+            let mut stream = provider.stream(ModelRequest::default()).await.expect("a 200 opens the stream");
+            let mut error = None;
+            while let Some(item) = stream.next().await {
+                if let Err(failed) = item {
+                    error = Some(failed);
+                    break;
+                }
+            }
+            let error = error.unwrap_or_else(|| panic!("{}: the error event is an error", provider.name()));
             assert!(error.message.contains("[redacted]"), "{}: {}", provider.name(), error.message);
             for encoded in agentd_schema::scrub::encodings(key) {
                 assert!(!error.message.contains(&encoded), "{}: {encoded:?} in {}", provider.name(), error.message);

@@ -105,6 +105,8 @@ impl Provider for OpenAi {
         }
         let mut blocks = Blocks::default();
         let mut finish: Option<String> = None;
+        // An in-stream error's message reaches tenants: scrub the operator's key from it.
+        let scrubber = agentd_schema::scrub::Scrubber::new(self.api_key.as_deref());
         let events = frames(response.bytes_stream().boxed()).flat_map(move |frame| {
             let mut out: Vec<Result<ModelEvent, ProviderError>> = Vec::new();
             match frame {
@@ -130,8 +132,8 @@ impl Provider for OpenAi {
                 Ok(frame) => {
                     let data: Value = serde_json::from_str(&frame.data).unwrap_or(Value::Null);
                     if let Some(error) = data.get("error") {
-                        let message = error["message"].as_str().unwrap_or("stream error");
-                        out.push(Err(ProviderError::from_status(500, message)));
+                        let message = scrubber.scrub(error["message"].as_str().unwrap_or("stream error"));
+                        out.push(Err(ProviderError::from_status(500, &message)));
                     }
                     if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
                         let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
