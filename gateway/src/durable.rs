@@ -14,7 +14,7 @@ use axum::{Extension, Json, Router};
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::admission::{Access, Tenant};
+use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 use crate::managed::{body, events, query::Query};
 
@@ -41,9 +41,6 @@ pub fn router() -> Router<AppState> {
 /// The addressed thread (a session id names its primary thread), checked against the
 /// caller's workspace (404 otherwise) and durable ingress (503 without a queue).
 async fn thread(state: &AppState, tenant: &Tenant, thread: &str) -> ApiResult<String> {
-    if tenant.access != Access::Workspace {
-        return Err(ApiError::PermissionDenied("durable run control needs an API key".into()));
-    }
     if state.backends.queue.is_none() {
         return Err(ApiError::Unavailable("durable ingress is not configured on this process".into()));
     }

@@ -154,6 +154,9 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
                 denied("work.list accepts the environment key; it rejects an API key")
             }
             ["ext", "runner", ..] => denied("runner routes accept only a runner key"),
+            ["ext", "sessions", "{session_id}", "sandbox-environment"] => {
+                denied("a session's sandbox environment is readable only with the sessions token of its work item")
+            }
             _ => Ok(Reach::Anything),
         },
         Access::Environment(_) | Access::Runner if segments.first() == Some(&"memory_stores") => {

@@ -13,7 +13,7 @@ use super::body;
 use super::family::Family;
 use super::query::rfc3339;
 use crate::AppState;
-use crate::admission::{Access, Tenant};
+use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
 const ENVIRONMENTS: Family = Family { kind: "environment", noun: "environment" };
@@ -31,9 +31,6 @@ fn render(key: &ApiKeyInfo, environment_id: &str) -> Value {
 }
 
 async fn environment(state: &AppState, tenant: &Tenant, environment_id: &str) -> ApiResult<()> {
-    if tenant.access != Access::Workspace {
-        return Err(ApiError::PermissionDenied("environment keys are managed with an API key".into()));
-    }
     ENVIRONMENTS.load(state.backends.store.as_ref(), tenant, environment_id, None).await.map(drop)
 }
 

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::admission::auth::Access;
 use crate::error::{ApiError, ApiResult};
 
 /// Where a credential's sealed secrets are stored (see `credentials.rs`).
@@ -29,14 +28,7 @@ pub async fn retrieve(
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
-    match &tenant.access {
-        Access::Session { session_id, .. } if *session_id == id => {}
-        _ => {
-            return Err(ApiError::PermissionDenied(
-                "a session's sandbox environment is readable only with the sessions token of its work item".into(),
-            ));
-        }
-    }
+    // Who may read it (only this session's sessions token) is `admission::scope`'s rule.
     let store = state.backends.store.as_ref();
     let session = store
         .get_session(&tenant.workspace_id, &id)
