@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use self::workdir::UidRange;
+pub use crate::tools::bash::SecretEnv;
 use crate::tools::bash::{self, Launch, SHELL_PATH, Shell};
 use crate::tools::path::Confinement;
 use crate::tools::{ToolOutput, files, search};
@@ -116,17 +117,6 @@ impl Networking {
     /// Whether the sandbox gets no network at all.
     pub fn is_cut_off(&self) -> bool {
         matches!(self, Networking::Limited { allowed_hosts, allow_package_managers: false } if allowed_hosts.is_empty())
-    }
-}
-
-/// Extra variables of the sandbox shell (a session's vault `environment_variable`
-/// credentials). Their values never appear in `Debug` output.
-#[derive(Clone, Default)]
-pub struct SecretEnv(pub Vec<(String, String)>);
-
-impl std::fmt::Debug for SecretEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter().map(|(name, _)| name)).finish()
     }
 }
 

@@ -42,6 +42,17 @@ const MARKER_WINDOW: usize = 4096;
 /// Bytes of the shell's own stderr kept to explain a failed start.
 const STDERR_TAIL: usize = 4096;
 
+/// Extra variables of the sandbox shell (a session's vault `environment_variable`
+/// credentials). Their values never appear in `Debug` output.
+#[derive(Clone, Default)]
+pub struct SecretEnv(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for SecretEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(name, _)| name)).finish()
+    }
+}
+
 /// How to start the sandbox shell; built by [`crate::sandbox::Sandbox::open`].
 #[derive(Debug, Clone)]
 pub(crate) struct Launch {
@@ -53,7 +64,7 @@ pub(crate) struct Launch {
     /// Script run before the first command, e.g. `ulimit`; must exit 0.
     pub setup: String,
     /// Variables added to the scrubbed environment (vault credentials); never logged.
-    pub env: crate::sandbox::SecretEnv,
+    pub env: SecretEnv,
 }
 
 #[derive(Deserialize)]
