@@ -236,7 +236,7 @@ impl Attempt<'_> {
     /// Publishes a preview frame of `kind`; `false` when the bus did not take it.
     async fn preview(&self, kind: EventType, frame: &Value) -> bool {
         let claim = self.claim;
-        live::publish_preview(self.ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, kind.as_str(), frame).await
+        live::publish_preview(self.ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, kind, frame).await
     }
 }
 
