@@ -126,3 +126,30 @@ async fn on_bus_messages(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_interrupt_wait_resolves_only_for_a_later_interrupt() {
+        let (tx, rx) = watch::channel(0);
+        let interrupts = Interrupts(rx);
+        tx.send_replace(5);
+        let waited = tokio::time::timeout(Duration::from_millis(50), interrupts.after(5)).await;
+        assert!(waited.is_err(), "an interrupt at or before the step does not cut it");
+        assert!(!interrupts.since(5) && interrupts.since(4));
+        let later = tokio::spawn({
+            let interrupts = interrupts.clone();
+            async move { interrupts.after(5).await }
+        });
+        tx.send_replace(7);
+        tokio::time::timeout(Duration::from_secs(5), later).await.expect("resolved").unwrap();
+        // A watch that ends first leaves the wait pending: the next step reads history.
+        drop(tx);
+        let waited = tokio::time::timeout(Duration::from_millis(50), interrupts.after(9)).await;
+        assert!(waited.is_err());
+    }
+}
