@@ -9,6 +9,7 @@ use bytes::Bytes;
 use prost::Message;
 use serde_json::{Value, json};
 
+use crate::events::EventType;
 use crate::store::StoredEvent;
 
 /// The bus channel of a session's live traffic.
@@ -81,7 +82,7 @@ pub async fn publish_preview(
     bus: &dyn Bus,
     session_id: &str,
     thread_id: &str,
-    event_type: &str,
+    event_type: EventType,
     frame: &Value,
 ) -> bool {
     let message = LiveEvent {
@@ -89,7 +90,7 @@ pub async fn publish_preview(
         thread_id: thread_id.to_owned(),
         kind: Some(live_event::Kind::Preview(Preview {
             body_json: frame.to_string(),
-            event_type: event_type.to_owned(),
+            event_type: event_type.to_string(),
         })),
     };
     match publish(bus, session_id, &message).await {

@@ -1,0 +1,16 @@
+//! Session events as types: every event type on the wire (`EventType`), the closed sets
+//! their bodies use (stop reasons, retry statuses, error types), and one constructor per
+//! event agentd itself commits. Bodies stay JSON (they are stored and served as they
+//! are); what is typed is which event it is and the fields agentd fills in, so no
+//! caller builds an event from a string literal.
+
+mod body;
+mod calls;
+mod kind;
+mod new;
+#[cfg(test)]
+mod tests;
+
+pub use body::{ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
+pub use calls::{Confirmation, OpenCall, ToolCalls};
+pub use kind::{EventType, MissingField, UnknownEventType};
