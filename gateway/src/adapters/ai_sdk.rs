@@ -22,7 +22,8 @@ use axum::{Extension, Json};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::{Translate, follow, text_of, thread_messages, thread_session};
+use super::follow::Kind;
+use super::{Preview, Shown, Translate, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -189,39 +190,61 @@ fn stream(state: AppState, session_id: String, after_seq: i64, continuation: boo
     response
 }
 
-/// Turns committed events into chunks, keeping the step and usage state of one stream.
+/// Turns committed events and live previews into chunks, keeping the step and usage
+/// state of one stream.
+///
+/// A preview opens its text (or reasoning) part with the committed event's id and
+/// streams `text-delta`s into it; the commit completes it with the missing suffix. A
+/// preview that the commit contradicts, or that never commits, is taken back with
+/// `reset-step` (the client removes the step's parts) and the step's committed parts
+/// are sent again: previews live only inside a step, and a step's outputs are committed
+/// together at its end, so the replay is exactly the committed step so far.
 #[derive(Default)]
 struct Chunker {
     in_step: bool,
     usage: Option<Value>,
+    /// Previews whose part the client holds open.
+    shown: HashSet<String>,
+    /// The chunks of the current step's committed events, to send again after a reset.
+    step: Vec<Value>,
 }
 
-impl Translate for Chunker {
-    fn failure(&self, message: String) -> Value {
-        json!({ "type": "error", "errorText": message })
+impl Chunker {
+    /// The chunks of a committed message or thinking block, whole.
+    fn whole(event: &StoredEvent) -> Vec<Value> {
+        let id = event.event_id.as_str();
+        if event.kind == "agent.thinking" {
+            return vec![json!({ "type": "reasoning-start", "id": id }), json!({ "type": "reasoning-end", "id": id })];
+        }
+        vec![
+            json!({ "type": "text-start", "id": id }),
+            json!({ "type": "text-delta", "id": id, "delta": text_of(&event.body["content"]) }),
+            json!({ "type": "text-end", "id": id }),
+        ]
     }
 
-    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+    /// Takes back every preview of the step: `reset-step`, then its committed parts again.
+    fn reset(&mut self) -> Vec<Value> {
+        self.shown.clear();
+        let mut out = vec![json!({ "type": "reset-step" })];
+        out.extend(self.step.iter().cloned());
+        out
+    }
+
+    fn chunks(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let id = event.event_id.as_str();
         let body = &event.body;
         let mut out = Vec::new();
         match event.kind.as_str() {
             "span.model_request_start" => {
                 self.in_step = true;
+                self.step.clear();
                 out.push(json!({ "type": "start-step" }));
             }
             "span.model_request_end" if std::mem::take(&mut self.in_step) => {
                 out.push(json!({ "type": "finish-step" }));
             }
-            "agent.message" => {
-                out.push(json!({ "type": "text-start", "id": id }));
-                out.push(json!({ "type": "text-delta", "id": id, "delta": text_of(&body["content"]) }));
-                out.push(json!({ "type": "text-end", "id": id }));
-            }
-            "agent.thinking" => {
-                out.push(json!({ "type": "reasoning-start", "id": id }));
-                out.push(json!({ "type": "reasoning-end", "id": id }));
-            }
+            "agent.message" | "agent.thinking" => out.extend(Self::whole(event)),
             "agent.custom_tool_use" => out.push(json!({
                 "type": "tool-input-available", "toolCallId": id, "toolName": body["name"], "input": body["input"],
             })),
@@ -275,6 +298,64 @@ impl Translate for Chunker {
             }
             _ => {}
         }
+        (out, false)
+    }
+}
+
+impl Translate for Chunker {
+    fn failure(&self, message: String) -> Value {
+        json!({ "type": "error", "errorText": message })
+    }
+
+    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let (out, done) = self.chunks(event);
+        if self.in_step && event.kind != "span.model_request_start" {
+            self.step.extend(out.iter().cloned());
+        }
+        (out, done)
+    }
+
+    fn preview(&mut self, change: &Preview) -> Vec<Value> {
+        match change {
+            // Outside a step there is nothing `reset-step` could take back: the commit shows it.
+            Preview::Open { id, kind } if self.in_step => {
+                self.shown.insert(id.clone());
+                let kind = if *kind == Kind::Thinking { "reasoning-start" } else { "text-start" };
+                vec![json!({ "type": kind, "id": id })]
+            }
+            Preview::Delta { id, kind, delta, .. } if self.shown.contains(id) => {
+                let kind = if *kind == Kind::Thinking { "reasoning-delta" } else { "text-delta" };
+                vec![json!({ "type": kind, "id": id, "delta": delta })]
+            }
+            Preview::Drop { id, .. } if self.shown.contains(id) => self.reset(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn settle(&mut self, event: &StoredEvent, shown: &Shown) -> (Vec<Value>, bool) {
+        if !self.shown.remove(&event.event_id) {
+            return self.translate(event);
+        }
+        let whole = Self::whole(event);
+        let out = match shown {
+            Shown::Prefix { rest } => {
+                let id = event.event_id.as_str();
+                let thinking = event.kind == "agent.thinking";
+                let mut out = Vec::new();
+                if !rest.is_empty() {
+                    let kind = if thinking { "reasoning-delta" } else { "text-delta" };
+                    out.push(json!({ "type": kind, "id": id, "delta": rest }));
+                }
+                out.push(json!({ "type": if thinking { "reasoning-end" } else { "text-end" }, "id": id }));
+                out
+            }
+            Shown::Diverged { .. } | Shown::Nothing => {
+                let mut out = self.reset();
+                out.extend(whole.iter().cloned());
+                out
+            }
+        };
+        self.step.extend(whole);
         (out, false)
     }
 }

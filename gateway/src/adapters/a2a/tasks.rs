@@ -16,9 +16,10 @@ use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::live::LiveArtifact;
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;
-use crate::adapters::{Translate, follow, text_of, thread_session};
+use crate::adapters::{Preview, Shown, Translate, follow, text_of, thread_session};
 use crate::admission::Tenant;
 use crate::managed::{events, sessions};
 
@@ -216,7 +217,7 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
     }
     let artifacts = match (state, answer) {
         ("TASK_STATE_COMPLETED", Some(answer)) => vec![json!({
-            "artifactId": format!("{}-answer", answer.event_id),
+            "artifactId": super::live::artifact_id(&row.id),
             "name": "answer",
             "parts": [{ "text": text_of(&answer.body["content"]) }],
         })],
@@ -486,6 +487,8 @@ struct Tracker {
     working: bool,
     /// The latest agent message, held until something shows it was not the answer.
     held: Option<StoredEvent>,
+    /// The answer artifact as previews write it.
+    live: LiveArtifact,
 }
 
 impl Tracker {
@@ -497,13 +500,17 @@ impl Tracker {
         json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } })
     }
 
-    fn flush(&mut self) -> Option<Value> {
-        let held = self.held.take()?;
+    /// The held message was not the answer: a WORKING status carries it, and the answer
+    /// artifact gives it back.
+    fn flush(&mut self) -> Vec<Value> {
+        let Some(held) = self.held.take() else { return Vec::new() };
         let message = json!({
             "messageId": held.event_id, "contextId": self.context_id, "taskId": self.task_id,
             "role": "ROLE_AGENT", "parts": [{ "text": text_of(&held.body["content"]) }],
         });
-        Some(self.working(held.processed_at_ms, Some(message)))
+        let mut out = self.live.not_the_answer(&held.event_id);
+        out.push(self.working(held.processed_at_ms, Some(message)));
+        out
     }
 }
 
@@ -524,7 +531,7 @@ impl Translate for Tracker {
             }
             "session.status_idle" | "session.status_terminated" if event.seq > self.input_seq => {
                 // A held message is the answer: the view reports it as the artifact.
-                out.push(json!({ "__end": true }));
+                out.push(json!({ "__end": true, "__clear": self.live.holds_text() }));
                 return (out, true);
             }
             _ => {}
@@ -534,6 +541,17 @@ impl Translate for Tracker {
 
     fn failure(&self, message: String) -> Value {
         json!({ "__failure": message })
+    }
+
+    fn preview(&mut self, change: &Preview) -> Vec<Value> {
+        self.live.preview(change)
+    }
+
+    fn settle(&mut self, event: &StoredEvent, shown: &Shown) -> (Vec<Value>, bool) {
+        let mut out = self.live.settle(&event.event_id, &text_of(&event.body["content"]), shown);
+        let (rest, done) = self.translate(event);
+        out.extend(rest);
+        (out, done)
     }
 }
 
@@ -545,6 +563,7 @@ pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, work
         input_seq: row.input_seq,
         working,
         held: None,
+        live: LiveArtifact::new(&row.id, &row.context_id),
     };
     let mut events = follow(state.clone(), row.session_id.clone(), after_seq, first, tracker, |_, _| async {});
     let (tx, rx) = mpsc::channel(64);
@@ -571,6 +590,14 @@ pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, work
             };
             match view(&state, &row).await {
                 Ok(view) => {
+                    // Committed history has no answer: take back what previews showed.
+                    if view.artifacts.is_empty() && value["__clear"] == true {
+                        let _ = tx.send(Item::Event(json!({ "artifactUpdate": {
+                            "taskId": row.id, "contextId": row.context_id,
+                            "artifact": { "artifactId": super::live::artifact_id(&row.id), "name": "answer", "parts": [] },
+                            "lastChunk": true,
+                        } }))).await;
+                    }
                     for artifact in &view.artifacts {
                         let update = json!({ "artifactUpdate": {
                             "taskId": row.id, "contextId": row.context_id, "artifact": artifact, "lastChunk": true,
