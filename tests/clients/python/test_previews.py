@@ -255,3 +255,99 @@ def test_worker_killed_mid_message_leaves_only_the_committed_text(
     cut_seen = [i for i, p in enumerate(partials) if cut.startswith(p)]
     assert cut_seen, partials
     assert_grew(partials[cut_seen[-1] + 1 :], final, "after the crash")
+
+
+@node_clients
+def test_worker_killed_mid_message_in_ag_ui_a2a_and_mcp(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    """Three clients stream three sessions on one worker, SIGKILLed while every reply is
+    mid-message: `@ag-ui/client` (its message list reconciled by a snapshot), the
+    `a2a-sdk` client (the answer artifact emptied, then rewritten) and the `mcp` client
+    (its result) each end with exactly the message the next attempt committed."""
+    deployment = launch("prod", worker=False, extra_env=fast_env(provider_env))
+    worker = deployment.start_worker()
+    client = deployment.client()
+    keys = {surface: unique(f"pv-crash-{surface}") for surface in ("agui", "a2a", "mcp")}
+    cut = {surface: f"This reply for {key} is cut short by a crash, then taken back " * 2 for surface, key in keys.items()}
+    for surface, key in keys.items():
+        fake_anthropic.script(key, slow(cut[surface], chunks=60, delay=0.1), streamed(reply(key)))
+    agent_id = agent(client)
+    tool_title = f"Crashing {keys['mcp']}"
+    client.beta.agents.create(name=tool_title, model=MODEL)
+    thread = unique("thread")
+    agui = subprocess.Popen(
+        ["node", "ag_ui.mjs", "send", json.dumps({
+            "url": deployment.url, "key": deployment.bootstrap_key, "thread": thread, "agent": agent_id,
+            "text": f"hi {keys['agui']}",
+        })],
+        cwd=NODE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NODE_ENV,
+    )
+
+    async def over_a2a() -> tuple[Task, list[str]]:
+        config = ClientConfig(streaming=True, supported_protocol_bindings=["JSONRPC"], httpx_client=a2a_http(deployment))
+        a2a = await ClientFactory(config).create_from_url(f"{deployment.url}/v1/a2a/agents/{agent_id}")
+        message = Message(message_id=unique("m"), role=Role.ROLE_USER, parts=[Part(text=f"hi {keys['a2a']}")])
+        task, partials = Task(), []
+        async for event in a2a.send_message(SendMessageRequest(message=message)):
+            if event.HasField("task"):
+                task.CopyFrom(event.task)
+            elif event.HasField("artifact_update"):
+                append_artifact_to_task(task, event.artifact_update)
+                partials.append("".join(p.text for a in task.artifacts for p in a.parts))
+            elif event.HasField("status_update"):
+                task.status.CopyFrom(event.status_update.status)
+        await a2a.close()
+        return task, partials
+
+    async def over_mcp() -> tuple[Any, list[str]]:
+        messages: list[str] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+
+        http = httpx2.AsyncClient(
+            headers={"authorization": f"Bearer {deployment.bootstrap_key}"}, timeout=httpx2.Timeout(30.0, read=120.0)
+        )
+        async with Client(streamable_http_client(f"{deployment.url}/v1/mcp", http_client=http)) as mcp:
+            tools = await mcp.list_tools()
+            tool = next(t.name for t in tools.tools if t.title == tool_title)
+            result = await mcp.call_tool(tool, {"prompt": f"hi {keys['mcp']}"}, progress_callback=on_progress)
+        return result, messages
+
+    def kill_mid_message() -> Any:
+        for key in keys.values():
+            first = fake_anthropic.wait_requests(key, 1, 30)[0]
+            fake_anthropic.wait_for(lambda first=first: first.events_sent >= 20, 30, f"{key} streaming")
+        os.kill(worker.pid, signal.SIGKILL)
+        return deployment.start_worker()
+
+    async def scenario() -> tuple[Any, ...]:
+        return await asyncio.gather(over_a2a(), over_mcp(), asyncio.to_thread(kill_mid_message))
+
+    try:
+        (task, a2a_partials), (result, mcp_messages), _ = asyncio.run(scenario())
+        out, err = agui.communicate(timeout=90)
+    finally:
+        if agui.poll() is None:
+            agui.kill()
+    assert agui.returncode == 0, f"{out}\n{err}"
+    report = json.loads(out.strip().splitlines()[-1])
+
+    final = reply(keys["agui"])
+    assert report["failures"] == [] and report["runErrors"] == [], report
+    assert "MESSAGES_SNAPSHOT" in report["seen"], report["seen"]
+    assert [m["content"] for m in report["messages"] if m["role"] == "assistant"] == [final], report["messages"]
+    assert any(p and cut["agui"].startswith(p) for p in report["partials"]), report["partials"]
+    assert committed_texts(deployment, thread_session(deployment, "ag-ui", thread)) == [final]
+
+    final = reply(keys["a2a"])
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
+    assert ["".join(p.text for p in a.parts) for a in task.artifacts] == [final], task.artifacts
+    assert any(p and cut["a2a"].startswith(p) for p in a2a_partials), a2a_partials
+    assert "" in a2a_partials, "the cut message was taken back"
+
+    final = reply(keys["mcp"])
+    assert not result.is_error and [c.text for c in result.content] == [final], result
+    assert any(m and cut["mcp"].startswith(m) for m in mcp_messages), mcp_messages
+    assert committed_texts(deployment, (result.meta or {})["agentd/session_id"]) == [final]
