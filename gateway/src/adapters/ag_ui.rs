@@ -473,3 +473,75 @@ fn agui_messages(events: &[StoredEvent]) -> Vec<Value> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translator() -> Translator {
+        Translator {
+            thread: "t".into(),
+            run_id: "r".into(),
+            usage: None,
+            open_steps: Vec::new(),
+            input: vec![json!({ "id": "u1", "role": "user", "content": "hi" })],
+            run: Vec::new(),
+            shown: Vec::new(),
+        }
+    }
+
+    fn message(id: &str, text: &str) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: 1,
+            event_id: id.into(),
+            thread_id: "sesn_1".into(),
+            kind: "agent.message".into(),
+            body: json!({ "type": "agent.message", "content": [{ "type": "text", "text": text }] }),
+            processed_at_ms: 5,
+        }
+    }
+
+    fn preview(translator: &mut Translator, id: &str, text: &str) {
+        translator.preview(&Preview::Open { id: id.into(), kind: Kind::Message });
+        let delta = Preview::Delta { id: id.into(), kind: Kind::Message, delta: text.into(), text: text.into() };
+        assert_eq!(translator.preview(&delta)[0]["type"], "TEXT_MESSAGE_CONTENT");
+    }
+
+    fn types(events: &[Value]) -> Vec<&str> {
+        events.iter().map(|e| e["type"].as_str().unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn a_commit_sends_the_rest_of_its_preview() {
+        let mut translator = translator();
+        preview(&mut translator, "x", "Hel");
+        let (out, _) = translator.settle(&message("x", "Hello"), &Shown::Prefix { rest: "lo".into() });
+        assert_eq!(types(&out), ["TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]);
+        assert_eq!(out[0]["delta"], "lo");
+    }
+
+    #[test]
+    fn a_divergent_or_dropped_preview_is_corrected_by_a_snapshot_of_committed_messages() {
+        let mut translator = translator();
+        preview(&mut translator, "x", "Goodbye");
+        preview(&mut translator, "y", "Still going");
+        let (out, _) = translator.settle(&message("x", "Good day"), &Shown::Diverged { shown: "Goodbye".into() });
+        assert_eq!(types(&out), ["TEXT_MESSAGE_END", "MESSAGES_SNAPSHOT"]);
+        assert_eq!(
+            out[1]["messages"],
+            json!([
+                { "id": "u1", "role": "user", "content": "hi" },
+                { "id": "x", "role": "assistant", "content": "Good day" },
+                { "id": "y", "role": "assistant", "content": "Still going" },
+            ])
+        );
+        let out =
+            translator.preview(&Preview::Drop { id: "y".into(), kind: Kind::Message, shown: "Still going".into() });
+        assert_eq!(types(&out), ["TEXT_MESSAGE_END", "MESSAGES_SNAPSHOT"]);
+        assert_eq!(
+            out[1]["messages"],
+            json!([{ "id": "u1", "role": "user", "content": "hi" }, { "id": "x", "role": "assistant", "content": "Good day" }])
+        );
+    }
+}

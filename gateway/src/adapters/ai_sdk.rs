@@ -461,3 +461,74 @@ fn ui_messages(events: &[StoredEvent]) -> Vec<Value> {
     flush(&mut assistant, &mut out);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, id: &str, text: &str) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: 1,
+            event_id: id.into(),
+            thread_id: "sesn_1".into(),
+            kind: kind.into(),
+            body: json!({ "type": kind, "content": [{ "type": "text", "text": text }] }),
+            processed_at_ms: 0,
+        }
+    }
+
+    fn open(id: &str) -> Preview {
+        Preview::Open { id: id.into(), kind: Kind::Message }
+    }
+
+    fn delta(id: &str, delta: &str) -> Preview {
+        Preview::Delta { id: id.into(), kind: Kind::Message, delta: delta.into(), text: delta.into() }
+    }
+
+    #[test]
+    fn previews_stream_deltas_the_commit_sends_the_rest_and_a_divergent_one_resets_the_step() {
+        let mut chunker = Chunker::default();
+        chunker.translate(&event("span.model_request_start", "sevt_s", ""));
+        assert_eq!(chunker.preview(&open("x")), [json!({ "type": "text-start", "id": "x" })]);
+        assert_eq!(chunker.preview(&delta("x", "Hel")), [json!({ "type": "text-delta", "id": "x", "delta": "Hel" })]);
+        let (out, done) = chunker.settle(&event("agent.message", "x", "Hello"), &Shown::Prefix { rest: "lo".into() });
+        assert!(!done);
+        assert_eq!(
+            out,
+            [json!({ "type": "text-delta", "id": "x", "delta": "lo" }), json!({ "type": "text-end", "id": "x" })]
+        );
+        chunker.preview(&open("y"));
+        chunker.preview(&delta("y", "Goodbye"));
+        let (out, _) =
+            chunker.settle(&event("agent.message", "y", "Good day"), &Shown::Diverged { shown: "Goodbye".into() });
+        // The step's parts go, and come back as committed: x whole, then y.
+        assert_eq!(
+            out,
+            [
+                json!({ "type": "reset-step" }),
+                json!({ "type": "text-start", "id": "x" }),
+                json!({ "type": "text-delta", "id": "x", "delta": "Hello" }),
+                json!({ "type": "text-end", "id": "x" }),
+                json!({ "type": "text-start", "id": "y" }),
+                json!({ "type": "text-delta", "id": "y", "delta": "Good day" }),
+                json!({ "type": "text-end", "id": "y" }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dropped_preview_is_taken_back_and_one_outside_a_step_waits_for_its_commit() {
+        let mut chunker = Chunker::default();
+        assert_eq!(chunker.preview(&open("x")), [] as [Value; 0], "no step to reset");
+        assert_eq!(chunker.preview(&delta("x", "who")), [] as [Value; 0]);
+        let (out, _) = chunker.settle(&event("agent.message", "x", "whole"), &Shown::Prefix { rest: "le".into() });
+        assert_eq!(out[1], json!({ "type": "text-delta", "id": "x", "delta": "whole" }), "shown whole: {out:?}");
+        chunker.translate(&event("span.model_request_start", "sevt_s", ""));
+        chunker.preview(&open("y"));
+        chunker.preview(&delta("y", "cut"));
+        let dropped = Preview::Drop { id: "y".into(), kind: Kind::Message, shown: "cut".into() };
+        assert_eq!(chunker.preview(&dropped), [json!({ "type": "reset-step" })]);
+        assert_eq!(chunker.preview(&delta("y", " more")), [] as [Value; 0], "its part is gone");
+    }
+}
