@@ -14,6 +14,14 @@ pub fn artifact_id(task_id: &str) -> String {
     format!("{task_id}-answer")
 }
 
+/// The last chunk of a task that ended without an answer: its artifact emptied of
+/// whatever previews showed.
+pub(super) fn emptied(task_id: &str, context_id: &str) -> Value {
+    let mut update = LiveArtifact::new(task_id, context_id).update(json!([]), false);
+    update["artifactUpdate"]["lastChunk"] = json!(true);
+    update
+}
+
 /// What one stream has shown of a task's answer artifact.
 #[derive(Debug)]
 pub(super) struct LiveArtifact {

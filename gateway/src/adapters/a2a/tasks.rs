@@ -592,11 +592,7 @@ pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, work
                 Ok(view) => {
                     // Committed history has no answer: take back what previews showed.
                     if view.artifacts.is_empty() && value["__clear"] == true {
-                        let _ = tx.send(Item::Event(json!({ "artifactUpdate": {
-                            "taskId": row.id, "contextId": row.context_id,
-                            "artifact": { "artifactId": super::live::artifact_id(&row.id), "name": "answer", "parts": [] },
-                            "lastChunk": true,
-                        } }))).await;
+                        let _ = tx.send(Item::Event(super::live::emptied(&row.id, &row.context_id))).await;
                     }
                     for artifact in &view.artifacts {
                         let update = json!({ "artifactUpdate": {
