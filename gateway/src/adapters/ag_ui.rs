@@ -24,7 +24,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::follow::Kind;
-use super::{Preview, Shown, Translate, follow, text_of, thread_messages, thread_session};
+use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -79,8 +79,9 @@ async fn start(
         return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
     }
     let after_seq = session.next_seq - 1;
+    let wake = Wake::subscribe(state, &session.id).await;
     events::submit_and_publish(state, &session.id, inputs).await?;
-    Ok(stream(state.clone(), session.id.clone(), thread, run_id, after_seq, messages.to_vec()))
+    Ok(stream(state.clone(), session.id.clone(), Run { thread, run_id, after_seq, wake, input: messages.to_vec() }))
 }
 
 /// Frontend tools declared by the run become custom tools of the session's agent.
@@ -196,19 +197,23 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
     }
 }
 
-fn stream(
-    state: AppState,
-    session_id: String,
+/// What a run's stream follows: the thread and run ids to echo, where its input landed,
+/// the subscription taken before the input was committed, and the input messages.
+struct Run {
     thread: String,
     run_id: String,
     after_seq: i64,
+    wake: Wake,
     input: Vec<Value>,
-) -> Response {
+}
+
+fn stream(state: AppState, session_id: String, run: Run) -> Response {
+    let Run { thread, run_id, after_seq, wake, input } = run;
     let now = crate::managed::query::now_ms();
     let started = json!({ "type": "RUN_STARTED", "threadId": thread, "runId": run_id, "timestamp": now });
     let translator =
         Translator { thread, run_id, usage: None, open_steps: Vec::new(), input, run: Vec::new(), shown: Vec::new() };
-    let rx = follow(state, session_id, after_seq, started, translator, |state, session| async move {
+    let rx = follow(state, session_id, after_seq, wake, started, translator, |state, session| async move {
         interrupt(&state, &session).await;
     });
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)

@@ -23,7 +23,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::follow::Kind;
-use super::{Preview, Shown, Translate, follow, text_of, thread_messages, thread_session};
+use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -92,8 +92,9 @@ async fn run(
     }
     let after_seq = session.next_seq - 1;
     let continuation = last["role"] == "assistant";
+    let wake = Wake::subscribe(state, &session.id).await;
     events::submit_and_publish(state, &session.id, inputs).await?;
-    Ok(stream(state.clone(), session.id.clone(), after_seq, continuation))
+    Ok(stream(state.clone(), session.id.clone(), after_seq, wake, continuation))
 }
 
 /// The session input in the client's last message: a user message's text, or, on an
@@ -173,12 +174,12 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
 /// Streams committed events after `after_seq` as UI message chunks until the session
 /// idles. Reads the store on every bus notification (and every 500 ms), so nothing
 /// committed is missed and nothing is sent twice.
-fn stream(state: AppState, session_id: String, after_seq: i64, continuation: bool) -> Response {
+fn stream(state: AppState, session_id: String, after_seq: i64, wake: Wake, continuation: bool) -> Response {
     let mut start = json!({ "type": "start" });
     if !continuation {
         start["messageId"] = json!(agentd_schema::ids::new_id("msg"));
     }
-    let rx = follow(state, session_id, after_seq, start, Chunker::default(), |_, _| async {});
+    let rx = follow(state, session_id, after_seq, wake, start, Chunker::default(), |_, _| async {});
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|chunk| Ok::<_, Infallible>(Event::default().data(chunk.to_string())))
         .chain(futures::stream::once(async { Ok(Event::default().data("[DONE]")) }));
@@ -371,6 +372,7 @@ pub async fn resume(
     let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
+    let wake = Wake::subscribe(&state, &session_id).await;
     let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
     if session.status != "running" && session.status != "rescheduling" {
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -383,7 +385,7 @@ pub async fn resume(
     };
     let input = store.query_events(&session.id, &query).await?;
     let after = input.first().map_or(0, |e| e.seq);
-    Ok(stream(state.clone(), session.id, after, false))
+    Ok(stream(state.clone(), session.id, after, wake, false))
 }
 
 /// `GET /v1/ai-sdk/threads/{thread_id}/messages`: committed history as UIMessages,

@@ -13,8 +13,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use agentd_proto::BusItem;
 use agentd_proto::v1::{Committed, LiveEvent, live_event};
+use agentd_proto::{BusItem, Subscription};
 use agentd_schema::{EventQuery, StoredEvent, live};
 use futures::StreamExt;
 use prost::Message;
@@ -304,6 +304,23 @@ fn from_bus(session_id: &str, thread_id: &str, committed: Committed) -> Option<S
     })
 }
 
+/// A subscription to a session's bus channel for a follower. Take it before the
+/// request's input is committed: every preview the worker publishes for that input then
+/// reaches the stream, while one taken later can miss the start of a message (whose text
+/// then shows only when it commits).
+pub(crate) struct Wake(Option<Subscription>);
+
+impl Wake {
+    /// Subscribes to `session_id`'s channel; without a bus (or when it refuses) the
+    /// follower reads the store on its tick.
+    pub(crate) async fn subscribe(state: &AppState, session_id: &str) -> Self {
+        match &state.backends.bus {
+            Some(bus) => Self(bus.subscribe(&live::session_channel(session_id)).await.ok()),
+            None => Self(None),
+        }
+    }
+}
+
 /// Follows a session after `after_seq`: `first` goes out at once, then every committed
 /// event and every preview through `translator` until it says the run is over.
 /// Committed events and previews are taken from the session's bus channel in the order
@@ -314,6 +331,7 @@ pub(crate) fn follow<T, G, F>(
     state: AppState,
     session_id: String,
     after_seq: i64,
+    wake: Wake,
     first: Value,
     translator: T,
     on_gone: G,
@@ -325,11 +343,8 @@ where
 {
     let (tx, rx) = mpsc::channel::<Value>(256);
     tokio::spawn(async move {
-        // Subscribe before reading the store: nothing committed in between is missed.
-        let mut wake = match &state.backends.bus {
-            Some(bus) => bus.subscribe(&live::session_channel(&session_id)).await.ok(),
-            None => None,
-        };
+        // Subscribed before the store is read: nothing committed in between is missed.
+        let Wake(mut wake) = wake;
         if tx.send(first).await.is_err() {
             return;
         }

@@ -8,7 +8,7 @@ pub mod ai_sdk;
 pub(crate) mod follow;
 pub mod mcp;
 
-pub(crate) use follow::{Preview, Shown, Translate, follow};
+pub(crate) use follow::{Preview, Shown, Translate, Wake, follow};
 
 use agentd_schema::{EventQuery, Session, StoredEvent};
 use axum::Extension;

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::live::LiveArtifact;
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;
-use crate::adapters::{Preview, Shown, Translate, follow, text_of, thread_session};
+use crate::adapters::{Preview, Shown, Translate, Wake, follow, text_of, thread_session};
 use crate::admission::Tenant;
 use crate::managed::{events, sessions};
 
@@ -320,14 +320,15 @@ fn agent_for(endpoint: &Endpoint, headers: &HeaderMap, params: &Value) -> Option
 }
 
 /// Sends a message: a follow-up of `message.taskId`, or a new task on `message.contextId`
-/// (a new context when omitted). Returns the task and the sequence its stream follows.
-pub async fn send(
+/// (a new context when omitted). Returns the task, the sequence its stream follows and
+/// the subscription its stream reads (taken before the input was committed).
+pub(crate) async fn send(
     state: &AppState,
     tenant: &Tenant,
     endpoint: &Endpoint,
     headers: &HeaderMap,
     params: &Value,
-) -> A2aResult<(A2aTask, i64)> {
+) -> A2aResult<(A2aTask, i64, Wake)> {
     let message = &params["message"];
     if !message.is_object() {
         return Err(A2aError::params("message: an object is required"));
@@ -361,10 +362,10 @@ pub async fn send(
             )));
         }
         let session = sessions::load(store, tenant, &row.session_id).await?;
-        let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+        let (seq, wake) = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
         store.a2a_task_input(&row.id, seq).await?;
         let row = A2aTask { input_seq: seq, ..row };
-        return Ok((row, seq - 1));
+        return Ok((row, seq - 1, wake));
     }
     let context = context.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     // Checking for a task in progress and starting one happen under the context's
@@ -391,7 +392,7 @@ async fn start(
     params: &Value,
     context: String,
     bodies: Vec<Value>,
-) -> A2aResult<(A2aTask, i64)> {
+) -> A2aResult<(A2aTask, i64, Wake)> {
     let store = state.backends.store.as_ref();
     if let Some(latest) = store.a2a_list_tasks(&tenant.workspace_id, Some(&context), 1).await?.first() {
         let current = view(state, latest).await?;
@@ -412,7 +413,7 @@ async fn start(
             session.agent_id.as_deref().unwrap_or("none")
         )));
     }
-    let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+    let (seq, wake) = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
     let runs = store.thread_runs(&session.id).await?;
     let run = runs
         .iter()
@@ -434,21 +435,23 @@ async fn start(
         created_at_ms: crate::managed::query::now_ms(),
     };
     store.a2a_create_task(&row).await?;
-    Ok((row, seq - 1))
+    Ok((row, seq - 1, wake))
 }
 
 /// Commits input through the managed `events.send` (its validation, budget and hands
-/// rules) and returns the sequence of the first committed event.
+/// rules) and returns the sequence of the first committed event, with a subscription to
+/// the session taken before it.
 async fn commit(
     state: &AppState,
     tenant: &Tenant,
     session_id: &str,
     before: i64,
     bodies: Vec<Value>,
-) -> A2aResult<i64> {
+) -> A2aResult<(i64, Wake)> {
     let body = json!({ "events": bodies });
     let session = agentd_schema::ids::SessionId::parse(session_id)
         .map_err(|_| crate::error::ApiError::Internal(format!("bound session id does not parse: {session_id}")))?;
+    let wake = Wake::subscribe(state, session_id).await;
     let sent =
         events::send(State(state.clone()), Extension(tenant.clone()), Path(session), Bytes::from(body.to_string()))
             .await?;
@@ -463,7 +466,7 @@ async fn commit(
     committed
         .iter()
         .find(|e| ids.contains(&e.event_id.as_str()))
-        .map(|e| e.seq)
+        .map(|e| (e.seq, wake))
         .ok_or_else(|| A2aError::params("message: nothing new to send (every tool answer was given before)"))
 }
 
@@ -556,7 +559,13 @@ impl Translate for Tracker {
 }
 
 /// A stream of the task from `after_seq` on, `first` going out first.
-pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, working: bool) -> mpsc::Receiver<Item> {
+pub(crate) fn stream(
+    state: &AppState,
+    row: A2aTask,
+    (after_seq, wake): (i64, Wake),
+    first: Value,
+    working: bool,
+) -> mpsc::Receiver<Item> {
     let tracker = Tracker {
         task_id: row.id.clone(),
         context_id: row.context_id.clone(),
@@ -565,7 +574,7 @@ pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, work
         held: None,
         live: LiveArtifact::new(&row.id, &row.context_id),
     };
-    let mut events = follow(state.clone(), row.session_id.clone(), after_seq, first, tracker, |_, _| async {});
+    let mut events = follow(state.clone(), row.session_id.clone(), after_seq, wake, first, tracker, |_, _| async {});
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
     tokio::spawn(async move {
@@ -627,10 +636,10 @@ pub async fn send_message(
     params: &Value,
 ) -> A2aResult<Value> {
     let history = history_length(configuration(params))?;
-    let (row, after) = send(state, tenant, endpoint, headers, params).await?;
+    let (row, after, wake) = send(state, tenant, endpoint, headers, params).await?;
     super::push::configure_from_send(state, tenant, &row, params).await?;
     if configuration(params)["returnImmediately"] != true {
-        let mut rx = stream(state, row.clone(), after, json!({}), false);
+        let mut rx = stream(state, row.clone(), (after, wake), json!({}), false);
         while let Some(item) = rx.recv().await {
             if let Item::Error(error) = item {
                 return Err(error);
@@ -650,7 +659,7 @@ pub async fn send_streaming(
     params: &Value,
 ) -> A2aResult<mpsc::Receiver<Item>> {
     let history = history_length(configuration(params))?;
-    let (row, after) = send(state, tenant, endpoint, headers, params).await?;
+    let (row, after, wake) = send(state, tenant, endpoint, headers, params).await?;
     super::push::configure_from_send(state, tenant, &row, params).await?;
     let mut current = view(state, &row).await?;
     if !is_final(current.state) {
@@ -659,7 +668,7 @@ pub async fn send_streaming(
         current.status = json!({ "state": "TASK_STATE_SUBMITTED", "timestamp": rfc3339(row.created_at_ms) });
     }
     let first = json!({ "task": current.render(history, false) });
-    Ok(stream(state, row, after, first, false))
+    Ok(stream(state, row, (after, wake), first, false))
 }
 
 /// `GetTask`.
@@ -674,13 +683,14 @@ pub async fn get_task(state: &AppState, tenant: &Tenant, params: &Value) -> A2aR
 pub async fn subscribe(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<mpsc::Receiver<Item>> {
     let id = string_param(params, "id")?;
     let row = load(state, tenant, id).await?;
+    let wake = Wake::subscribe(state, &row.session_id).await;
     let current = view(state, &row).await?;
     if is_terminal(current.state) {
         return Err(A2aError::unsupported(format!("task {id} is {}; there is nothing to subscribe to", current.state)));
     }
     let working = current.state == "TASK_STATE_WORKING";
     let first = json!({ "task": current.render(None, true) });
-    Ok(stream(state, row, current.last_seq, first, working))
+    Ok(stream(state, row, (current.last_seq, wake), first, working))
 }
 
 /// `CancelTask`: a durable cancel of the task's run; -32002 when terminal. Waits a

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::tools::{AgentTool, Arguments};
 use crate::AppState;
 use crate::adapters::follow::Kind;
-use crate::adapters::{Preview, Translate, follow, text_of, thread_session};
+use crate::adapters::{Preview, Translate, Wake, follow, text_of, thread_session};
 use crate::admission::Tenant;
 use crate::managed::events;
 
@@ -45,6 +45,7 @@ pub(super) async fn run(
     }
     let prompt = NewEvent::user_message(&session.id, &arguments.prompt);
     let prompt_id = prompt.event_id.clone();
+    let wake = Wake::subscribe(state, &session.id).await;
     let committed =
         events::submit_and_publish(state, &session.id, vec![prompt]).await.map_err(super::protocol_error)?;
     // Follow from just before the prompt as committed: an idle that settled the previous
@@ -58,10 +59,17 @@ pub(super) async fn run(
 
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
     let first = json!({ "progress": format!("prompt committed to session {}", session.id) });
-    let rx =
-        follow(state.clone(), session.id.clone(), after_seq, first, Watcher::default(), |state, session| async move {
+    let rx = follow(
+        state.clone(),
+        session.id.clone(),
+        after_seq,
+        wake,
+        first,
+        Watcher::default(),
+        |state, session| async move {
             interrupt(&state, &session).await;
-        });
+        },
+    );
     let outcome = watch(rx, progress, context).await;
     let result = match outcome {
         Some(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
