@@ -23,7 +23,8 @@ use axum::{Extension, Json};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::{Translate, follow, text_of, thread_messages, thread_session};
+use super::follow::Kind;
+use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -78,8 +79,9 @@ async fn start(
         return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
     }
     let after_seq = session.next_seq - 1;
+    let wake = Wake::subscribe(state, &session.id).await;
     events::submit_and_publish(state, &session.id, inputs).await?;
-    Ok(stream(state.clone(), session.id.clone(), thread, run_id, after_seq))
+    Ok(stream(state.clone(), session.id.clone(), Run { thread, run_id, after_seq, wake, input: messages.to_vec() }))
 }
 
 /// Frontend tools declared by the run become custom tools of the session's agent.
@@ -195,11 +197,23 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
     }
 }
 
-fn stream(state: AppState, session_id: String, thread: String, run_id: String, after_seq: i64) -> Response {
+/// What a run's stream follows: the thread and run ids to echo, where its input landed,
+/// the subscription taken before the input was committed, and the input messages.
+struct Run {
+    thread: String,
+    run_id: String,
+    after_seq: i64,
+    wake: Wake,
+    input: Vec<Value>,
+}
+
+fn stream(state: AppState, session_id: String, run: Run) -> Response {
+    let Run { thread, run_id, after_seq, wake, input } = run;
     let now = crate::managed::query::now_ms();
     let started = json!({ "type": "RUN_STARTED", "threadId": thread, "runId": run_id, "timestamp": now });
-    let translator = Translator { thread, run_id, usage: None, open_steps: Vec::new() };
-    let rx = follow(state, session_id, after_seq, started, translator, |state, session| async move {
+    let translator =
+        Translator { thread, run_id, usage: None, open_steps: Vec::new(), input, run: Vec::new(), shown: Vec::new() };
+    let rx = follow(state, session_id, after_seq, wake, started, translator, |state, session| async move {
         interrupt(&state, &session).await;
     });
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
@@ -223,11 +237,24 @@ async fn interrupt(state: &AppState, session_id: &str) {
     }
 }
 
+/// Turns committed events and live previews into AG-UI events.
+///
+/// A preview is a text message (or reasoning message) under the committed event's id,
+/// streamed with `TEXT_MESSAGE_CONTENT`; the commit sends the missing suffix and ends
+/// it. A preview the commit contradicts, or that never commits, is ended and taken
+/// back with a `MESSAGES_SNAPSHOT`: the run's input messages, the messages committed
+/// in this run, and the previews still open — which the client reconciles its list to.
 struct Translator {
     thread: String,
     run_id: String,
     usage: Option<Value>,
     open_steps: Vec<String>,
+    /// The messages of the request, as the client sent them.
+    input: Vec<Value>,
+    /// The agent's committed events of this run that render as messages.
+    run: Vec<StoredEvent>,
+    /// Previews the client holds open: id, kind and text so far.
+    shown: Vec<(String, Kind, String)>,
 }
 
 impl Translate for Translator {
@@ -236,6 +263,103 @@ impl Translate for Translator {
     }
 
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        if event.kind.starts_with("agent.") {
+            self.run.push(event.clone());
+        }
+        self.events(event)
+    }
+
+    fn preview(&mut self, change: &Preview) -> Vec<Value> {
+        let at = |mut value: Value| {
+            value["timestamp"] = json!(crate::managed::query::now_ms());
+            value
+        };
+        match change {
+            Preview::Open { id, kind } => {
+                self.shown.push((id.clone(), *kind, String::new()));
+                match kind {
+                    Kind::Message => {
+                        vec![at(json!({ "type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant" }))]
+                    }
+                    Kind::Thinking => vec![
+                        at(json!({ "type": "REASONING_START", "messageId": id })),
+                        at(json!({ "type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning" })),
+                    ],
+                }
+            }
+            Preview::Delta { id, kind, delta, text } => {
+                let Some(open) = self.shown.iter_mut().find(|(open, ..)| open == id) else { return Vec::new() };
+                open.2.clone_from(text);
+                let kind = if *kind == Kind::Thinking { "REASONING_MESSAGE_CONTENT" } else { "TEXT_MESSAGE_CONTENT" };
+                vec![at(json!({ "type": kind, "messageId": id, "delta": delta }))]
+            }
+            Preview::Drop { id, kind, .. } => {
+                let Some(i) = self.shown.iter().position(|(open, ..)| open == id) else { return Vec::new() };
+                self.shown.remove(i);
+                let mut out = end(id, *kind);
+                if *kind == Kind::Message {
+                    out.push(self.snapshot());
+                }
+                out.into_iter().map(at).collect()
+            }
+        }
+    }
+
+    fn settle(&mut self, event: &StoredEvent, shown: &Shown) -> (Vec<Value>, bool) {
+        let Some(i) = self.shown.iter().position(|(open, ..)| *open == event.event_id) else {
+            return self.translate(event);
+        };
+        let (id, kind, _) = self.shown.remove(i);
+        self.run.push(event.clone());
+        let at = |mut value: Value| {
+            value["timestamp"] = json!(event.processed_at_ms);
+            value
+        };
+        let mut out = Vec::new();
+        match shown {
+            Shown::Prefix { rest } if !rest.is_empty() => {
+                let content = if kind == Kind::Thinking { "REASONING_MESSAGE_CONTENT" } else { "TEXT_MESSAGE_CONTENT" };
+                out.push(json!({ "type": content, "messageId": id, "delta": rest }));
+                out.extend(end(&id, kind));
+            }
+            Shown::Prefix { .. } | Shown::Nothing => out.extend(end(&id, kind)),
+            Shown::Diverged { .. } => {
+                out.extend(end(&id, kind));
+                if kind == Kind::Message {
+                    out.push(self.snapshot());
+                }
+            }
+        }
+        (out.into_iter().map(at).collect(), false)
+    }
+}
+
+/// The events that close a preview on the client.
+fn end(id: &str, kind: Kind) -> Vec<Value> {
+    match kind {
+        Kind::Message => vec![json!({ "type": "TEXT_MESSAGE_END", "messageId": id })],
+        Kind::Thinking => vec![
+            json!({ "type": "REASONING_MESSAGE_END", "messageId": id }),
+            json!({ "type": "REASONING_END", "messageId": id }),
+        ],
+    }
+}
+
+impl Translator {
+    /// The client's whole message list as committed history has it: the request's
+    /// messages, this run's committed messages, then the previews still open.
+    fn snapshot(&self) -> Value {
+        let mut messages = self.input.clone();
+        messages.extend(agui_messages(&self.run));
+        for (id, kind, text) in &self.shown {
+            if *kind == Kind::Message {
+                messages.push(json!({ "id": id, "role": "assistant", "content": text }));
+            }
+        }
+        json!({ "type": "MESSAGES_SNAPSHOT", "messages": messages })
+    }
+
+    fn events(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let id = event.event_id.as_str();
         let body = &event.body;
         let at = |mut value: Value| {
@@ -308,6 +432,7 @@ impl Translate for Translator {
 }
 
 impl Translator {
+    /// Closes every step still open (before the run ends).
     fn close_steps(&mut self, at: i64) -> Vec<Value> {
         self.open_steps
             .drain(..)
@@ -352,4 +477,76 @@ fn agui_messages(events: &[StoredEvent]) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translator() -> Translator {
+        Translator {
+            thread: "t".into(),
+            run_id: "r".into(),
+            usage: None,
+            open_steps: Vec::new(),
+            input: vec![json!({ "id": "u1", "role": "user", "content": "hi" })],
+            run: Vec::new(),
+            shown: Vec::new(),
+        }
+    }
+
+    fn message(id: &str, text: &str) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: 1,
+            event_id: id.into(),
+            thread_id: "sesn_1".into(),
+            kind: "agent.message".into(),
+            body: json!({ "type": "agent.message", "content": [{ "type": "text", "text": text }] }),
+            processed_at_ms: 5,
+        }
+    }
+
+    fn preview(translator: &mut Translator, id: &str, text: &str) {
+        translator.preview(&Preview::Open { id: id.into(), kind: Kind::Message });
+        let delta = Preview::Delta { id: id.into(), kind: Kind::Message, delta: text.into(), text: text.into() };
+        assert_eq!(translator.preview(&delta)[0]["type"], "TEXT_MESSAGE_CONTENT");
+    }
+
+    fn types(events: &[Value]) -> Vec<&str> {
+        events.iter().map(|e| e["type"].as_str().unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn a_commit_sends_the_rest_of_its_preview() {
+        let mut translator = translator();
+        preview(&mut translator, "x", "Hel");
+        let (out, _) = translator.settle(&message("x", "Hello"), &Shown::Prefix { rest: "lo".into() });
+        assert_eq!(types(&out), ["TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]);
+        assert_eq!(out[0]["delta"], "lo");
+    }
+
+    #[test]
+    fn a_divergent_or_dropped_preview_is_corrected_by_a_snapshot_of_committed_messages() {
+        let mut translator = translator();
+        preview(&mut translator, "x", "Goodbye");
+        preview(&mut translator, "y", "Still going");
+        let (out, _) = translator.settle(&message("x", "Good day"), &Shown::Diverged { shown: "Goodbye".into() });
+        assert_eq!(types(&out), ["TEXT_MESSAGE_END", "MESSAGES_SNAPSHOT"]);
+        assert_eq!(
+            out[1]["messages"],
+            json!([
+                { "id": "u1", "role": "user", "content": "hi" },
+                { "id": "x", "role": "assistant", "content": "Good day" },
+                { "id": "y", "role": "assistant", "content": "Still going" },
+            ])
+        );
+        let out =
+            translator.preview(&Preview::Drop { id: "y".into(), kind: Kind::Message, shown: "Still going".into() });
+        assert_eq!(types(&out), ["TEXT_MESSAGE_END", "MESSAGES_SNAPSHOT"]);
+        assert_eq!(
+            out[1]["messages"],
+            json!([{ "id": "u1", "role": "user", "content": "hi" }, { "id": "x", "role": "assistant", "content": "Good day" }])
+        );
+    }
 }

@@ -22,7 +22,8 @@ use axum::{Extension, Json};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::{Translate, follow, text_of, thread_messages, thread_session};
+use super::follow::Kind;
+use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages, thread_session};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
@@ -91,8 +92,9 @@ async fn run(
     }
     let after_seq = session.next_seq - 1;
     let continuation = last["role"] == "assistant";
+    let wake = Wake::subscribe(state, &session.id).await;
     events::submit_and_publish(state, &session.id, inputs).await?;
-    Ok(stream(state.clone(), session.id.clone(), after_seq, continuation))
+    Ok(stream(state.clone(), session.id.clone(), after_seq, wake, continuation))
 }
 
 /// The session input in the client's last message: a user message's text, or, on an
@@ -172,12 +174,12 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
 /// Streams committed events after `after_seq` as UI message chunks until the session
 /// idles. Reads the store on every bus notification (and every 500 ms), so nothing
 /// committed is missed and nothing is sent twice.
-fn stream(state: AppState, session_id: String, after_seq: i64, continuation: bool) -> Response {
+fn stream(state: AppState, session_id: String, after_seq: i64, wake: Wake, continuation: bool) -> Response {
     let mut start = json!({ "type": "start" });
     if !continuation {
         start["messageId"] = json!(agentd_schema::ids::new_id("msg"));
     }
-    let rx = follow(state, session_id, after_seq, start, Chunker::default(), |_, _| async {});
+    let rx = follow(state, session_id, after_seq, wake, start, Chunker::default(), |_, _| async {});
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|chunk| Ok::<_, Infallible>(Event::default().data(chunk.to_string())))
         .chain(futures::stream::once(async { Ok(Event::default().data("[DONE]")) }));
@@ -189,39 +191,61 @@ fn stream(state: AppState, session_id: String, after_seq: i64, continuation: boo
     response
 }
 
-/// Turns committed events into chunks, keeping the step and usage state of one stream.
+/// Turns committed events and live previews into chunks, keeping the step and usage
+/// state of one stream.
+///
+/// A preview opens its text (or reasoning) part with the committed event's id and
+/// streams `text-delta`s into it; the commit completes it with the missing suffix. A
+/// preview that the commit contradicts, or that never commits, is taken back with
+/// `reset-step` (the client removes the step's parts) and the step's committed parts
+/// are sent again: previews live only inside a step, and a step's outputs are committed
+/// together at its end, so the replay is exactly the committed step so far.
 #[derive(Default)]
 struct Chunker {
     in_step: bool,
     usage: Option<Value>,
+    /// Previews whose part the client holds open.
+    shown: HashSet<String>,
+    /// The chunks of the current step's committed events, to send again after a reset.
+    step: Vec<Value>,
 }
 
-impl Translate for Chunker {
-    fn failure(&self, message: String) -> Value {
-        json!({ "type": "error", "errorText": message })
+impl Chunker {
+    /// The chunks of a committed message or thinking block, whole.
+    fn whole(event: &StoredEvent) -> Vec<Value> {
+        let id = event.event_id.as_str();
+        if event.kind == "agent.thinking" {
+            return vec![json!({ "type": "reasoning-start", "id": id }), json!({ "type": "reasoning-end", "id": id })];
+        }
+        vec![
+            json!({ "type": "text-start", "id": id }),
+            json!({ "type": "text-delta", "id": id, "delta": text_of(&event.body["content"]) }),
+            json!({ "type": "text-end", "id": id }),
+        ]
     }
 
-    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+    /// Takes back every preview of the step: `reset-step`, then its committed parts again.
+    fn reset(&mut self) -> Vec<Value> {
+        self.shown.clear();
+        let mut out = vec![json!({ "type": "reset-step" })];
+        out.extend(self.step.iter().cloned());
+        out
+    }
+
+    fn chunks(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let id = event.event_id.as_str();
         let body = &event.body;
         let mut out = Vec::new();
         match event.kind.as_str() {
             "span.model_request_start" => {
                 self.in_step = true;
+                self.step.clear();
                 out.push(json!({ "type": "start-step" }));
             }
             "span.model_request_end" if std::mem::take(&mut self.in_step) => {
                 out.push(json!({ "type": "finish-step" }));
             }
-            "agent.message" => {
-                out.push(json!({ "type": "text-start", "id": id }));
-                out.push(json!({ "type": "text-delta", "id": id, "delta": text_of(&body["content"]) }));
-                out.push(json!({ "type": "text-end", "id": id }));
-            }
-            "agent.thinking" => {
-                out.push(json!({ "type": "reasoning-start", "id": id }));
-                out.push(json!({ "type": "reasoning-end", "id": id }));
-            }
+            "agent.message" | "agent.thinking" => out.extend(Self::whole(event)),
             "agent.custom_tool_use" => out.push(json!({
                 "type": "tool-input-available", "toolCallId": id, "toolName": body["name"], "input": body["input"],
             })),
@@ -279,6 +303,64 @@ impl Translate for Chunker {
     }
 }
 
+impl Translate for Chunker {
+    fn failure(&self, message: String) -> Value {
+        json!({ "type": "error", "errorText": message })
+    }
+
+    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+        let (out, done) = self.chunks(event);
+        if self.in_step && event.kind != "span.model_request_start" {
+            self.step.extend(out.iter().cloned());
+        }
+        (out, done)
+    }
+
+    fn preview(&mut self, change: &Preview) -> Vec<Value> {
+        match change {
+            // Outside a step there is nothing `reset-step` could take back: the commit shows it.
+            Preview::Open { id, kind } if self.in_step => {
+                self.shown.insert(id.clone());
+                let kind = if *kind == Kind::Thinking { "reasoning-start" } else { "text-start" };
+                vec![json!({ "type": kind, "id": id })]
+            }
+            Preview::Delta { id, kind, delta, .. } if self.shown.contains(id) => {
+                let kind = if *kind == Kind::Thinking { "reasoning-delta" } else { "text-delta" };
+                vec![json!({ "type": kind, "id": id, "delta": delta })]
+            }
+            Preview::Drop { id, .. } if self.shown.contains(id) => self.reset(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn settle(&mut self, event: &StoredEvent, shown: &Shown) -> (Vec<Value>, bool) {
+        if !self.shown.remove(&event.event_id) {
+            return self.translate(event);
+        }
+        let whole = Self::whole(event);
+        let out = match shown {
+            Shown::Prefix { rest } => {
+                let id = event.event_id.as_str();
+                let thinking = event.kind == "agent.thinking";
+                let mut out = Vec::new();
+                if !rest.is_empty() {
+                    let kind = if thinking { "reasoning-delta" } else { "text-delta" };
+                    out.push(json!({ "type": kind, "id": id, "delta": rest }));
+                }
+                out.push(json!({ "type": if thinking { "reasoning-end" } else { "text-end" }, "id": id }));
+                out
+            }
+            Shown::Diverged { .. } | Shown::Nothing => {
+                let mut out = self.reset();
+                out.extend(whole.iter().cloned());
+                out
+            }
+        };
+        self.step.extend(whole);
+        (out, false)
+    }
+}
+
 /// `GET /v1/ai-sdk/chat/{chat_id}/stream`: 204 when the thread has no turn under way,
 /// otherwise the current turn from its start (the client replays it).
 pub async fn resume(
@@ -290,6 +372,7 @@ pub async fn resume(
     let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
+    let wake = Wake::subscribe(&state, &session_id).await;
     let session = crate::managed::sessions::load(store, &tenant, &session_id).await?;
     if session.status != "running" && session.status != "rescheduling" {
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -302,7 +385,7 @@ pub async fn resume(
     };
     let input = store.query_events(&session.id, &query).await?;
     let after = input.first().map_or(0, |e| e.seq);
-    Ok(stream(state.clone(), session.id, after, false))
+    Ok(stream(state.clone(), session.id, after, wake, false))
 }
 
 /// `GET /v1/ai-sdk/threads/{thread_id}/messages`: committed history as UIMessages,
@@ -379,4 +462,75 @@ fn ui_messages(events: &[StoredEvent]) -> Vec<Value> {
     }
     flush(&mut assistant, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, id: &str, text: &str) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: 1,
+            event_id: id.into(),
+            thread_id: "sesn_1".into(),
+            kind: kind.into(),
+            body: json!({ "type": kind, "content": [{ "type": "text", "text": text }] }),
+            processed_at_ms: 0,
+        }
+    }
+
+    fn open(id: &str) -> Preview {
+        Preview::Open { id: id.into(), kind: Kind::Message }
+    }
+
+    fn delta(id: &str, delta: &str) -> Preview {
+        Preview::Delta { id: id.into(), kind: Kind::Message, delta: delta.into(), text: delta.into() }
+    }
+
+    #[test]
+    fn previews_stream_deltas_the_commit_sends_the_rest_and_a_divergent_one_resets_the_step() {
+        let mut chunker = Chunker::default();
+        chunker.translate(&event("span.model_request_start", "sevt_s", ""));
+        assert_eq!(chunker.preview(&open("x")), [json!({ "type": "text-start", "id": "x" })]);
+        assert_eq!(chunker.preview(&delta("x", "Hel")), [json!({ "type": "text-delta", "id": "x", "delta": "Hel" })]);
+        let (out, done) = chunker.settle(&event("agent.message", "x", "Hello"), &Shown::Prefix { rest: "lo".into() });
+        assert!(!done);
+        assert_eq!(
+            out,
+            [json!({ "type": "text-delta", "id": "x", "delta": "lo" }), json!({ "type": "text-end", "id": "x" })]
+        );
+        chunker.preview(&open("y"));
+        chunker.preview(&delta("y", "Goodbye"));
+        let (out, _) =
+            chunker.settle(&event("agent.message", "y", "Good day"), &Shown::Diverged { shown: "Goodbye".into() });
+        // The step's parts go, and come back as committed: x whole, then y.
+        assert_eq!(
+            out,
+            [
+                json!({ "type": "reset-step" }),
+                json!({ "type": "text-start", "id": "x" }),
+                json!({ "type": "text-delta", "id": "x", "delta": "Hello" }),
+                json!({ "type": "text-end", "id": "x" }),
+                json!({ "type": "text-start", "id": "y" }),
+                json!({ "type": "text-delta", "id": "y", "delta": "Good day" }),
+                json!({ "type": "text-end", "id": "y" }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dropped_preview_is_taken_back_and_one_outside_a_step_waits_for_its_commit() {
+        let mut chunker = Chunker::default();
+        assert_eq!(chunker.preview(&open("x")), [] as [Value; 0], "no step to reset");
+        assert_eq!(chunker.preview(&delta("x", "who")), [] as [Value; 0]);
+        let (out, _) = chunker.settle(&event("agent.message", "x", "whole"), &Shown::Prefix { rest: "le".into() });
+        assert_eq!(out[1], json!({ "type": "text-delta", "id": "x", "delta": "whole" }), "shown whole: {out:?}");
+        chunker.translate(&event("span.model_request_start", "sevt_s", ""));
+        chunker.preview(&open("y"));
+        chunker.preview(&delta("y", "cut"));
+        let dropped = Preview::Drop { id: "y".into(), kind: Kind::Message, shown: "cut".into() };
+        assert_eq!(chunker.preview(&dropped), [json!({ "type": "reset-step" })]);
+        assert_eq!(chunker.preview(&delta("y", " more")), [] as [Value; 0], "its part is gone");
+    }
 }

@@ -5,18 +5,17 @@
 pub mod a2a;
 pub mod ag_ui;
 pub mod ai_sdk;
+pub(crate) mod follow;
 pub mod mcp;
 
-use std::time::Duration;
+pub(crate) use follow::{Preview, Shown, Translate, Wake, follow};
 
-use agentd_schema::{EventQuery, Session, StoredEvent, live};
+use agentd_schema::{EventQuery, Session, StoredEvent};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::Uri;
-use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::AppState;
 use crate::admission::Tenant;
@@ -83,87 +82,6 @@ pub(crate) fn text_of(content: &Value) -> String {
         .filter_map(|p| p["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Turns one protocol's view of committed events into its wire events.
-pub(crate) trait Translate: Send + 'static {
-    /// The wire events for one committed event, and whether the run is over.
-    fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool);
-    /// The wire event that reports a store failure mid-stream (`message` is generic).
-    fn failure(&self, message: String) -> Value;
-}
-
-/// Follows a session's committed events after `after_seq`: `first` goes out at once,
-/// then every event through `translator` until it says the run is over. The store is
-/// read on every bus notification for the session (and every 500 ms), so nothing
-/// committed is missed or sent twice. `on_gone` runs if the client leaves first.
-pub(crate) fn follow<T, G, F>(
-    state: AppState,
-    session_id: String,
-    after_seq: i64,
-    first: Value,
-    mut translator: T,
-    on_gone: G,
-) -> mpsc::Receiver<Value>
-where
-    T: Translate,
-    G: FnOnce(AppState, String) -> F + Send + 'static,
-    F: std::future::Future<Output = ()> + Send,
-{
-    let (tx, rx) = mpsc::channel::<Value>(256);
-    tokio::spawn(async move {
-        let mut wake = match &state.backends.bus {
-            Some(bus) => bus.subscribe(&live::session_channel(&session_id)).await.ok(),
-            None => None,
-        };
-        if tx.send(first).await.is_err() {
-            return;
-        }
-        let mut last_seq = after_seq;
-        loop {
-            let query = EventQuery { after_seq: Some(last_seq), limit: 500, ..EventQuery::default() };
-            let committed = match state.backends.store.query_events(&session_id, &query).await {
-                Ok(events) => events,
-                Err(error) => {
-                    // The cause stays in the log: store errors name internals.
-                    tracing::error!(%error, session = %session_id, "adapter stream: reading committed events failed");
-                    let _ = tx.send(translator.failure(HISTORY_UNAVAILABLE.to_owned())).await;
-                    return;
-                }
-            };
-            for event in &committed {
-                last_seq = event.seq;
-                let (out, done) = translator.translate(event);
-                for item in out {
-                    if tx.send(item).await.is_err() {
-                        return on_gone(state, session_id).await;
-                    }
-                }
-                if done {
-                    return;
-                }
-            }
-            if committed.len() == 500 {
-                continue;
-            }
-            let tick = tokio::time::sleep(Duration::from_millis(500));
-            let gone = match wake.as_mut() {
-                Some(subscription) => tokio::select! {
-                    () = tx.closed() => true,
-                    _ = subscription.next() => false,
-                    () = tick => false,
-                },
-                None => tokio::select! {
-                    () = tx.closed() => true,
-                    () = tick => false,
-                },
-            };
-            if gone {
-                return on_gone(state, session_id).await;
-            }
-        }
-    });
-    rx
 }
 
 /// `GET …/threads/{thread_id}/messages` for either protocol: the thread's committed

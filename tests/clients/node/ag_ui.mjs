@@ -19,8 +19,14 @@ function agent(messages) {
   });
 }
 
+// Every distinct text the run's assistant messages showed while they streamed, in order.
+const partials = [];
 const subscriber = {
   onEvent: ({ event }) => { seen.push(event.type); },
+  onMessagesChanged: ({ messages }) => {
+    const text = messages.filter((m) => m.role === 'assistant' && typeof m.content === 'string').map((m) => m.content).join('');
+    if (text && partials.at(-1) !== text) partials.push(text);
+  },
   onRunErrorEvent: ({ event }) => { runErrors.push(event.message); },
   onRunFailed: ({ error }) => { failures.push(String(error?.message ?? error)); },
 };
@@ -46,4 +52,4 @@ if (scenario === 'send') {
 } else {
   throw new Error(`unknown scenario ${scenario}`);
 }
-console.log(JSON.stringify({ seen, runErrors, failures, messages: runner.messages }));
+console.log(JSON.stringify({ seen, runErrors, failures, messages: runner.messages, partials }));

@@ -9,11 +9,20 @@ import {
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
 
+// Every distinct text the assistant message showed while it streamed, in order (the
+// text parts joined), as the UI would have rendered it.
+const partials = [];
+function note(m) {
+  if (m?.role !== 'assistant') return;
+  const text = m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  if (text && partials.at(-1) !== text) partials.push(text);
+}
+
 class State {
   constructor() { this.status = 'ready'; this.error = undefined; this.messages = []; }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
+  pushMessage(m) { note(m); this.messages = [...this.messages, m]; }
   popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { const copy = [...this.messages]; copy[i] = m; this.messages = copy; }
+  replaceMessage(i, m) { note(m); const copy = [...this.messages]; copy[i] = m; this.messages = copy; }
   snapshot(v) { return structuredClone(v); }
 }
 
@@ -74,4 +83,4 @@ if (scenario === 'send') {
 } else {
   throw new Error(`unknown scenario ${scenario}`);
 }
-console.log(JSON.stringify({ status: engine.status, errors, finished, messages: engine.messages }));
+console.log(JSON.stringify({ status: engine.status, errors, finished, messages: engine.messages, partials }));

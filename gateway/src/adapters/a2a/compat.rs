@@ -245,7 +245,8 @@ fn stream_event(event: &Value) -> Value {
     if let Some(update) = event.get("artifactUpdate") {
         return json!({
             "kind": "artifact-update", "taskId": update["taskId"], "contextId": update["contextId"],
-            "artifact": artifact_out(&update["artifact"]), "lastChunk": true,
+            "artifact": artifact_out(&update["artifact"]),
+            "append": update["append"] == true, "lastChunk": update["lastChunk"] == true,
         });
     }
     event.clone()

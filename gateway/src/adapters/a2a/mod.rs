@@ -11,6 +11,7 @@
 pub mod card;
 pub mod compat;
 pub mod jsonrpc;
+mod live;
 pub mod push;
 pub mod rest;
 pub mod tasks;

@@ -16,9 +16,10 @@ use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::live::LiveArtifact;
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;
-use crate::adapters::{Translate, follow, text_of, thread_session};
+use crate::adapters::{Preview, Shown, Translate, Wake, follow, text_of, thread_session};
 use crate::admission::Tenant;
 use crate::managed::{events, sessions};
 
@@ -216,7 +217,7 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
     }
     let artifacts = match (state, answer) {
         ("TASK_STATE_COMPLETED", Some(answer)) => vec![json!({
-            "artifactId": format!("{}-answer", answer.event_id),
+            "artifactId": super::live::artifact_id(&row.id),
             "name": "answer",
             "parts": [{ "text": text_of(&answer.body["content"]) }],
         })],
@@ -319,14 +320,15 @@ fn agent_for(endpoint: &Endpoint, headers: &HeaderMap, params: &Value) -> Option
 }
 
 /// Sends a message: a follow-up of `message.taskId`, or a new task on `message.contextId`
-/// (a new context when omitted). Returns the task and the sequence its stream follows.
-pub async fn send(
+/// (a new context when omitted). Returns the task, the sequence its stream follows and
+/// the subscription its stream reads (taken before the input was committed).
+pub(crate) async fn send(
     state: &AppState,
     tenant: &Tenant,
     endpoint: &Endpoint,
     headers: &HeaderMap,
     params: &Value,
-) -> A2aResult<(A2aTask, i64)> {
+) -> A2aResult<(A2aTask, i64, Wake)> {
     let message = &params["message"];
     if !message.is_object() {
         return Err(A2aError::params("message: an object is required"));
@@ -360,10 +362,10 @@ pub async fn send(
             )));
         }
         let session = sessions::load(store, tenant, &row.session_id).await?;
-        let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+        let (seq, wake) = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
         store.a2a_task_input(&row.id, seq).await?;
         let row = A2aTask { input_seq: seq, ..row };
-        return Ok((row, seq - 1));
+        return Ok((row, seq - 1, wake));
     }
     let context = context.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     // Checking for a task in progress and starting one happen under the context's
@@ -390,7 +392,7 @@ async fn start(
     params: &Value,
     context: String,
     bodies: Vec<Value>,
-) -> A2aResult<(A2aTask, i64)> {
+) -> A2aResult<(A2aTask, i64, Wake)> {
     let store = state.backends.store.as_ref();
     if let Some(latest) = store.a2a_list_tasks(&tenant.workspace_id, Some(&context), 1).await?.first() {
         let current = view(state, latest).await?;
@@ -411,7 +413,7 @@ async fn start(
             session.agent_id.as_deref().unwrap_or("none")
         )));
     }
-    let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+    let (seq, wake) = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
     let runs = store.thread_runs(&session.id).await?;
     let run = runs
         .iter()
@@ -433,21 +435,23 @@ async fn start(
         created_at_ms: crate::managed::query::now_ms(),
     };
     store.a2a_create_task(&row).await?;
-    Ok((row, seq - 1))
+    Ok((row, seq - 1, wake))
 }
 
 /// Commits input through the managed `events.send` (its validation, budget and hands
-/// rules) and returns the sequence of the first committed event.
+/// rules) and returns the sequence of the first committed event, with a subscription to
+/// the session taken before it.
 async fn commit(
     state: &AppState,
     tenant: &Tenant,
     session_id: &str,
     before: i64,
     bodies: Vec<Value>,
-) -> A2aResult<i64> {
+) -> A2aResult<(i64, Wake)> {
     let body = json!({ "events": bodies });
     let session = agentd_schema::ids::SessionId::parse(session_id)
         .map_err(|_| crate::error::ApiError::Internal(format!("bound session id does not parse: {session_id}")))?;
+    let wake = Wake::subscribe(state, session_id).await;
     let sent =
         events::send(State(state.clone()), Extension(tenant.clone()), Path(session), Bytes::from(body.to_string()))
             .await?;
@@ -462,7 +466,7 @@ async fn commit(
     committed
         .iter()
         .find(|e| ids.contains(&e.event_id.as_str()))
-        .map(|e| e.seq)
+        .map(|e| (e.seq, wake))
         .ok_or_else(|| A2aError::params("message: nothing new to send (every tool answer was given before)"))
 }
 
@@ -486,6 +490,8 @@ struct Tracker {
     working: bool,
     /// The latest agent message, held until something shows it was not the answer.
     held: Option<StoredEvent>,
+    /// The answer artifact as previews write it.
+    live: LiveArtifact,
 }
 
 impl Tracker {
@@ -497,13 +503,17 @@ impl Tracker {
         json!({ "statusUpdate": { "taskId": self.task_id, "contextId": self.context_id, "status": status } })
     }
 
-    fn flush(&mut self) -> Option<Value> {
-        let held = self.held.take()?;
+    /// The held message was not the answer: a WORKING status carries it, and the answer
+    /// artifact gives it back.
+    fn flush(&mut self) -> Vec<Value> {
+        let Some(held) = self.held.take() else { return Vec::new() };
         let message = json!({
             "messageId": held.event_id, "contextId": self.context_id, "taskId": self.task_id,
             "role": "ROLE_AGENT", "parts": [{ "text": text_of(&held.body["content"]) }],
         });
-        Some(self.working(held.processed_at_ms, Some(message)))
+        let mut out = self.live.not_the_answer(&held.event_id);
+        out.push(self.working(held.processed_at_ms, Some(message)));
+        out
     }
 }
 
@@ -524,7 +534,7 @@ impl Translate for Tracker {
             }
             "session.status_idle" | "session.status_terminated" if event.seq > self.input_seq => {
                 // A held message is the answer: the view reports it as the artifact.
-                out.push(json!({ "__end": true }));
+                out.push(json!({ "__end": true, "__clear": self.live.holds_text() }));
                 return (out, true);
             }
             _ => {}
@@ -535,18 +545,36 @@ impl Translate for Tracker {
     fn failure(&self, message: String) -> Value {
         json!({ "__failure": message })
     }
+
+    fn preview(&mut self, change: &Preview) -> Vec<Value> {
+        self.live.preview(change)
+    }
+
+    fn settle(&mut self, event: &StoredEvent, shown: &Shown) -> (Vec<Value>, bool) {
+        let mut out = self.live.settle(&event.event_id, &text_of(&event.body["content"]), shown);
+        let (rest, done) = self.translate(event);
+        out.extend(rest);
+        (out, done)
+    }
 }
 
 /// A stream of the task from `after_seq` on, `first` going out first.
-pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, working: bool) -> mpsc::Receiver<Item> {
+pub(crate) fn stream(
+    state: &AppState,
+    row: A2aTask,
+    (after_seq, wake): (i64, Wake),
+    first: Value,
+    working: bool,
+) -> mpsc::Receiver<Item> {
     let tracker = Tracker {
         task_id: row.id.clone(),
         context_id: row.context_id.clone(),
         input_seq: row.input_seq,
         working,
         held: None,
+        live: LiveArtifact::new(&row.id, &row.context_id),
     };
-    let mut events = follow(state.clone(), row.session_id.clone(), after_seq, first, tracker, |_, _| async {});
+    let mut events = follow(state.clone(), row.session_id.clone(), after_seq, wake, first, tracker, |_, _| async {});
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
     tokio::spawn(async move {
@@ -571,6 +599,10 @@ pub fn stream(state: &AppState, row: A2aTask, after_seq: i64, first: Value, work
             };
             match view(&state, &row).await {
                 Ok(view) => {
+                    // Committed history has no answer: take back what previews showed.
+                    if view.artifacts.is_empty() && value["__clear"] == true {
+                        let _ = tx.send(Item::Event(super::live::emptied(&row.id, &row.context_id))).await;
+                    }
                     for artifact in &view.artifacts {
                         let update = json!({ "artifactUpdate": {
                             "taskId": row.id, "contextId": row.context_id, "artifact": artifact, "lastChunk": true,
@@ -604,10 +636,10 @@ pub async fn send_message(
     params: &Value,
 ) -> A2aResult<Value> {
     let history = history_length(configuration(params))?;
-    let (row, after) = send(state, tenant, endpoint, headers, params).await?;
+    let (row, after, wake) = send(state, tenant, endpoint, headers, params).await?;
     super::push::configure_from_send(state, tenant, &row, params).await?;
     if configuration(params)["returnImmediately"] != true {
-        let mut rx = stream(state, row.clone(), after, json!({}), false);
+        let mut rx = stream(state, row.clone(), (after, wake), json!({}), false);
         while let Some(item) = rx.recv().await {
             if let Item::Error(error) = item {
                 return Err(error);
@@ -627,7 +659,7 @@ pub async fn send_streaming(
     params: &Value,
 ) -> A2aResult<mpsc::Receiver<Item>> {
     let history = history_length(configuration(params))?;
-    let (row, after) = send(state, tenant, endpoint, headers, params).await?;
+    let (row, after, wake) = send(state, tenant, endpoint, headers, params).await?;
     super::push::configure_from_send(state, tenant, &row, params).await?;
     let mut current = view(state, &row).await?;
     if !is_final(current.state) {
@@ -636,7 +668,7 @@ pub async fn send_streaming(
         current.status = json!({ "state": "TASK_STATE_SUBMITTED", "timestamp": rfc3339(row.created_at_ms) });
     }
     let first = json!({ "task": current.render(history, false) });
-    Ok(stream(state, row, after, first, false))
+    Ok(stream(state, row, (after, wake), first, false))
 }
 
 /// `GetTask`.
@@ -651,13 +683,14 @@ pub async fn get_task(state: &AppState, tenant: &Tenant, params: &Value) -> A2aR
 pub async fn subscribe(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<mpsc::Receiver<Item>> {
     let id = string_param(params, "id")?;
     let row = load(state, tenant, id).await?;
+    let wake = Wake::subscribe(state, &row.session_id).await;
     let current = view(state, &row).await?;
     if is_terminal(current.state) {
         return Err(A2aError::unsupported(format!("task {id} is {}; there is nothing to subscribe to", current.state)));
     }
     let working = current.state == "TASK_STATE_WORKING";
     let first = json!({ "task": current.render(None, true) });
-    Ok(stream(state, row, current.last_seq, first, working))
+    Ok(stream(state, row, (current.last_seq, wake), first, working))
 }
 
 /// `CancelTask`: a durable cancel of the task's run; -32002 when terminal. Waits a

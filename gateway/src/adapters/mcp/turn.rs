@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::tools::{AgentTool, Arguments};
 use crate::AppState;
-use crate::adapters::{Translate, follow, text_of, thread_session};
+use crate::adapters::follow::Kind;
+use crate::adapters::{Preview, Translate, Wake, follow, text_of, thread_session};
 use crate::admission::Tenant;
 use crate::managed::events;
 
@@ -44,6 +45,7 @@ pub(super) async fn run(
     }
     let prompt = NewEvent::user_message(&session.id, &arguments.prompt);
     let prompt_id = prompt.event_id.clone();
+    let wake = Wake::subscribe(state, &session.id).await;
     let committed =
         events::submit_and_publish(state, &session.id, vec![prompt]).await.map_err(super::protocol_error)?;
     // Follow from just before the prompt as committed: an idle that settled the previous
@@ -57,10 +59,17 @@ pub(super) async fn run(
 
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
     let first = json!({ "progress": format!("prompt committed to session {}", session.id) });
-    let rx =
-        follow(state.clone(), session.id.clone(), after_seq, first, Watcher::default(), |state, session| async move {
+    let rx = follow(
+        state.clone(),
+        session.id.clone(),
+        after_seq,
+        wake,
+        first,
+        Watcher::default(),
+        |state, session| async move {
             interrupt(&state, &session).await;
-        });
+        },
+    );
     let outcome = watch(rx, progress, context).await;
     let result = match outcome {
         Some(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
@@ -138,14 +147,36 @@ async fn watch(
     mut progress: Progress,
     context: &RequestContext<RoleServer>,
 ) -> Option<Result<String, Failed>> {
+    // An item read ahead while coalescing partial texts.
+    let mut next: Option<Value> = None;
     loop {
-        let item = tokio::select! {
-            () = context.ct.cancelled() => return None,
-            item = rx.recv() => item,
+        let item = match next.take() {
+            Some(item) => item,
+            None => tokio::select! {
+                () = context.ct.cancelled() => return None,
+                item = rx.recv() => match item {
+                    Some(item) => item,
+                    None => {
+                        return Some(Err(Failed("the turn's event stream ended before the session settled".to_owned())));
+                    }
+                },
+            },
         };
-        let Some(item) = item else {
-            return Some(Err(Failed("the turn's event stream ended before the session settled".to_owned())));
-        };
+        if let Some(partial) = item["partial"].as_str() {
+            // Partial texts are cumulative: when they queue up, only the latest is sent.
+            let mut latest = partial.to_owned();
+            while let Ok(queued) = rx.try_recv() {
+                match queued["partial"].as_str() {
+                    Some(partial) => latest = partial.to_owned(),
+                    None => {
+                        next = Some(queued);
+                        break;
+                    }
+                }
+            }
+            progress.report(context, &latest).await;
+            continue;
+        }
         if let Some(message) = item["progress"].as_str() {
             progress.report(context, message).await;
             continue;
@@ -189,6 +220,14 @@ impl Watcher {
 impl Translate for Watcher {
     fn failure(&self, message: String) -> Value {
         json!({ "failed": true, "text": message })
+    }
+
+    /// The text of the message the model is writing, so far, as a progress message.
+    fn preview(&mut self, change: &Preview) -> Vec<Value> {
+        match change {
+            Preview::Delta { kind: Kind::Message, text, .. } => vec![json!({ "partial": text })],
+            _ => Vec::new(),
+        }
     }
 
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
