@@ -7,7 +7,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::error::StoreResult;
-use crate::store::{Store, WorkItem};
+#[cfg(doc)]
+use crate::store::WorkStore;
+use crate::store::{NewEvent, OutboxMessage, Store, Submission, ToolUseKind, WorkItem};
 
 /// The bus channel that wakes pollers of one environment.
 pub fn environment_channel(environment_id: &str) -> String {
@@ -62,19 +64,22 @@ pub async fn announce(bus: &dyn Bus, item: &WorkItem) {
 /// Lost leases a work item may have before its hands are given up on.
 pub const MAX_LOST_LEASES: i64 = 3;
 
-/// Expires work leases (see [`Store::expire_work_leases`]) and gives up on the hands of
-/// items that lost too many: each unanswered built-in call of the session gets an error
-/// result and the session a `session.error` (retries exhausted) that ends the turn.
+/// Expires work leases (see [`WorkStore::expire_work_leases`]) and gives up on the hands
+/// of items that lost too many: each unanswered built-in call of the session gets an
+/// error result and the session a `session.error` (retries exhausted) that ends the turn.
 /// These are input to the session's run, committed with a submission, so the worker
-/// idles the session exactly once. Returns how many sessions were given up on.
-pub async fn expire(store: &dyn Store, queue: &dyn agentd_proto::Queue) -> StoreResult<usize> {
+/// idles the session exactly once. Returns the submissions' queue messages, for the
+/// caller to publish (the outbox relay does; a row it cannot publish stays for the next
+/// pass).
+pub async fn expire(store: &dyn Store) -> StoreResult<Vec<OutboxMessage>> {
     let lost = store.expire_work_leases(MAX_LOST_LEASES).await?;
+    let mut messages = Vec::with_capacity(lost.len());
     for hands in &lost {
         tracing::warn!(work = %hands.work_id, session = %hands.session_id, lost_leases = hands.lost_leases,
             "hands lost too many leases; failing the session's open tool calls");
         let events = give_up_events(store, &hands.session_id, hands.lost_leases).await?;
         let submitted = store
-            .submit(crate::store::Submission {
+            .submit(Submission {
                 session_id: hands.session_id.clone(),
                 thread_id: hands.session_id.clone(),
                 events,
@@ -82,35 +87,24 @@ pub async fn expire(store: &dyn Store, queue: &dyn agentd_proto::Queue) -> Store
                 trace_context: Vec::new(),
             })
             .await?;
-        if let Err(error) = crate::outbox::publish(store, queue, &submitted.outbox).await {
-            tracing::warn!(%error, "hands give-up submission deferred to the outbox relay");
-        }
+        messages.push(submitted.outbox);
         metrics::counter!("agentd_hands_given_up_total").increment(1);
     }
-    Ok(lost.len())
+    Ok(messages)
 }
 
-async fn give_up_events(
-    store: &dyn Store,
-    session_id: &str,
-    lost_leases: i64,
-) -> StoreResult<Vec<crate::store::NewEvent>> {
-    let query = crate::store::EventQuery {
-        types: ["agent.tool_use", "agent.tool_result", "user.tool_result"].map(str::to_owned).to_vec(),
-        limit: 100_000,
-        ..Default::default()
-    };
-    let calls = store.query_events(session_id, &query).await?;
-    let answered: std::collections::HashSet<&str> =
-        calls.iter().filter(|e| e.kind != "agent.tool_use").filter_map(|e| e.body["tool_use_id"].as_str()).collect();
+/// An error result for each open built-in call of the session (from the tool-call
+/// ledger) and the `session.error` that ends the turn.
+async fn give_up_events(store: &dyn Store, session_id: &str, lost_leases: i64) -> StoreResult<Vec<NewEvent>> {
+    let open = store.open_tool_calls(session_id).await?;
     let message = format!("the environment's hands were lost {lost_leases} times; the tool call was abandoned");
-    let event = |body: Value| crate::store::NewEvent::new(session_id, body);
-    let mut events: Vec<_> = calls
+    let event = |body: Value| NewEvent::new(session_id, body);
+    let mut events: Vec<_> = open
         .iter()
-        .filter(|e| e.kind == "agent.tool_use" && !answered.contains(e.event_id.as_str()))
+        .filter(|call| call.use_kind == ToolUseKind::Builtin)
         .map(|call| {
             event(serde_json::json!({
-                "type": "agent.tool_result", "tool_use_id": call.event_id, "is_error": true,
+                "type": "agent.tool_result", "tool_use_id": call.tool_use_id, "is_error": true,
                 "content": [{ "type": "text", "text": message }],
             }))
         })
