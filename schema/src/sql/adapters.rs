@@ -2,10 +2,10 @@
 //! (migration 0010, docs/api/a2a.md).
 
 use async_trait::async_trait;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{FromRow, Row};
 
-use super::{SqlStore, flag};
+use super::{Flag, SqlStore};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch, AdapterStore};
 
@@ -13,41 +13,83 @@ const TASK_COLUMNS: &str = "id, workspace_id, context_id, session_id, run_id, fi
                             notified_state, created_at_ms";
 const CONFIG_COLUMNS: &str = "task_id, id, workspace_id, url, token, auth_scheme, auth_credentials, created_at_ms";
 
+/// An `a2a_tasks` row (the [`TASK_COLUMNS`]).
+#[derive(Debug, FromRow)]
+struct TaskRow {
+    id: String,
+    workspace_id: String,
+    context_id: String,
+    session_id: String,
+    run_id: String,
+    first_seq: i64,
+    input_seq: i64,
+    #[sqlx(try_from = "i64")]
+    canceled: Flag,
+    notified_state: Option<String>,
+    created_at_ms: i64,
+}
+
 fn task(row: &AnyRow) -> StoreResult<A2aTask> {
+    let row = TaskRow::from_row(row)?;
     Ok(A2aTask {
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        context_id: row.try_get("context_id")?,
-        session_id: row.try_get("session_id")?,
-        run_id: row.try_get("run_id")?,
-        first_seq: row.try_get("first_seq")?,
-        input_seq: row.try_get("input_seq")?,
-        canceled: flag(row, "canceled")?,
-        notified_state: row.try_get("notified_state")?,
-        created_at_ms: row.try_get("created_at_ms")?,
+        id: row.id,
+        workspace_id: row.workspace_id,
+        context_id: row.context_id,
+        session_id: row.session_id,
+        run_id: row.run_id,
+        first_seq: row.first_seq,
+        input_seq: row.input_seq,
+        canceled: row.canceled.0,
+        notified_state: row.notified_state,
+        created_at_ms: row.created_at_ms,
     })
+}
+
+/// An `a2a_push_configs` row (the [`CONFIG_COLUMNS`]).
+#[derive(Debug, FromRow)]
+struct ConfigRow {
+    task_id: String,
+    id: String,
+    workspace_id: String,
+    url: String,
+    token: Option<String>,
+    auth_scheme: Option<String>,
+    auth_credentials: Option<String>,
+    created_at_ms: i64,
 }
 
 fn config(row: &AnyRow) -> StoreResult<A2aPushConfig> {
+    let row = ConfigRow::from_row(row)?;
     Ok(A2aPushConfig {
-        task_id: row.try_get("task_id")?,
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        url: row.try_get("url")?,
-        token: row.try_get("token")?,
-        auth_scheme: row.try_get("auth_scheme")?,
-        auth_credentials: row.try_get("auth_credentials")?,
-        created_at_ms: row.try_get("created_at_ms")?,
+        task_id: row.task_id,
+        id: row.id,
+        workspace_id: row.workspace_id,
+        url: row.url,
+        token: row.token,
+        auth_scheme: row.auth_scheme,
+        auth_credentials: row.auth_credentials,
+        created_at_ms: row.created_at_ms,
     })
 }
 
+/// An `a2a_push_deliveries` row as claimed.
+#[derive(Debug, FromRow)]
+struct DeliveryRow {
+    id: String,
+    task_id: String,
+    config_id: String,
+    payload: String,
+    attempts: i64,
+}
+
 fn delivery(row: &AnyRow) -> StoreResult<A2aDelivery> {
+    let row = DeliveryRow::from_row(row)?;
     Ok(A2aDelivery {
-        id: row.try_get("id")?,
-        task_id: row.try_get("task_id")?,
-        config_id: row.try_get("config_id")?,
-        payload: row.try_get("payload")?,
-        attempts: row.try_get("attempts")?,
+        id: row.id,
+        task_id: row.task_id,
+        config_id: row.config_id,
+        payload: row.payload,
+        attempts: row.attempts,
     })
 }
 

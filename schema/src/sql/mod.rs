@@ -147,12 +147,7 @@ impl SqlStore {
 /// Parses a JSON text column.
 fn json(row: &AnyRow, column: &str) -> StoreResult<Value> {
     let text: String = row.try_get(column)?;
-    serde_json::from_str(&text).map_err(|e| StoreError::Backend(format!("corrupt json in {column}: {e}")))
-}
-
-/// A 0/1 flag column.
-fn flag(row: &AnyRow, column: &str) -> StoreResult<bool> {
-    Ok(row.try_get::<i64, _>(column)? != 0)
+    Ok(JsonText::try_from(text)?.0)
 }
 
 /// A JSON text column, parsed: the one conversion of JSON columns for typed rows

@@ -2,27 +2,49 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{FromRow, Row};
 
-use super::{SqlStore, json};
+use super::{JsonText, SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{ListQuery, NewResource, Resource, ResourceStore, ResourceUpdate};
 
 const COLUMNS: &str = "id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms, archived_at_ms";
 
+/// A `resources` row as stored (the [`COLUMNS`]).
+#[derive(Debug, FromRow)]
+struct ResourceRow {
+    id: String,
+    workspace_id: String,
+    kind: String,
+    parent_id: Option<String>,
+    version: i64,
+    #[sqlx(try_from = "String")]
+    body: JsonText,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    archived_at_ms: Option<i64>,
+}
+
+impl From<ResourceRow> for Resource {
+    fn from(row: ResourceRow) -> Self {
+        Resource {
+            id: row.id,
+            workspace_id: row.workspace_id,
+            kind: row.kind,
+            parent_id: row.parent_id,
+            version: row.version,
+            body: row.body.0,
+            created_at_ms: row.created_at_ms,
+            updated_at_ms: row.updated_at_ms,
+            archived_at_ms: row.archived_at_ms,
+        }
+    }
+}
+
+/// A resource from a row holding the [`COLUMNS`].
 fn resource(row: &AnyRow) -> StoreResult<Resource> {
-    Ok(Resource {
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        kind: row.try_get("kind")?,
-        parent_id: row.try_get("parent_id")?,
-        version: row.try_get("version")?,
-        body: json(row, "body")?,
-        created_at_ms: row.try_get("created_at_ms")?,
-        updated_at_ms: row.try_get("updated_at_ms")?,
-        archived_at_ms: row.try_get("archived_at_ms")?,
-    })
+    Ok(ResourceRow::from_row(row)?.into())
 }
 
 async fn snapshot(
@@ -32,7 +54,7 @@ async fn snapshot(
     body: &str,
     now: i64,
 ) -> StoreResult<()> {
-    sqlx::query("INSERT INTO resource_versions (resource_id, version, body, created_at_ms) VALUES ($1, $2, $3, $4)")
+    sqlx::query(include_str!("../../queries/resources/insert_version.sql"))
         .bind(id)
         .bind(version)
         .bind(body)
@@ -48,18 +70,15 @@ impl ResourceStore for SqlStore {
         let now = self.now();
         let body = new.body.to_string();
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&format!(
-            "INSERT INTO resources (id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms) \
-             VALUES ($1, $2, $3, $4, 1, $5, $6, $6) RETURNING {COLUMNS}"
-        ))
-        .bind(&new.id)
-        .bind(&new.workspace_id)
-        .bind(&new.kind)
-        .bind(&new.parent_id)
-        .bind(&body)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
+        let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
+            .bind(&new.id)
+            .bind(&new.workspace_id)
+            .bind(&new.kind)
+            .bind(&new.parent_id)
+            .bind(&body)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
         if new.versioned {
             snapshot(&mut tx, &new.id, 1, &body, now).await?;
         }
@@ -68,13 +87,12 @@ impl ResourceStore for SqlStore {
     }
 
     async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>> {
-        let row =
-            sqlx::query(&format!("SELECT {COLUMNS} FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3"))
-                .bind(id)
-                .bind(workspace_id)
-                .bind(kind)
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = sqlx::query(include_str!("../../queries/resources/select_resource.sql"))
+            .bind(id)
+            .bind(workspace_id)
+            .bind(kind)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(resource).transpose()
     }
 
@@ -85,18 +103,15 @@ impl ResourceStore for SqlStore {
         let body = body.to_string();
         let mut tx = self.pool.begin().await?;
         // Compare-and-swap on the version: a concurrent writer makes this match nothing.
-        let row = sqlx::query(&format!(
-            "UPDATE resources SET body = $5, version = version + 1, updated_at_ms = $6 \
-             WHERE id = $1 AND workspace_id = $2 AND kind = $3 AND version = $4 RETURNING {COLUMNS}"
-        ))
-        .bind(id)
-        .bind(workspace_id)
-        .bind(kind)
-        .bind(expected_version)
-        .bind(&body)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(include_str!("../../queries/resources/update_resource.sql"))
+            .bind(id)
+            .bind(workspace_id)
+            .bind(kind)
+            .bind(expected_version)
+            .bind(&body)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             drop(tx);
             return Err(match self.get_resource(workspace_id, kind, id).await? {

@@ -3,11 +3,11 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{FromRow, Row};
 
 use super::tenancy::hash_secret;
-use super::{SqlStore, json};
+use super::{JsonText, SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{Heartbeat, LostHands, SessionsToken, WorkConflict, WorkItem, WorkSource, WorkStats, WorkStore};
@@ -19,27 +19,58 @@ const COLUMNS: &str = "id, workspace_id, environment_id, session_id, hands, stat
 /// Heartbeat TTL bounds (seconds) for `desired_ttl_seconds`.
 const TTL_RANGE: (i64, i64) = (5, 300);
 
+/// A `work_items` row as stored (the [`COLUMNS`]).
+#[derive(Debug, FromRow)]
+struct WorkItemRow {
+    id: String,
+    workspace_id: String,
+    environment_id: String,
+    session_id: String,
+    hands: String,
+    state: String,
+    #[sqlx(try_from = "String")]
+    metadata: JsonText,
+    offered_at_ms: Option<i64>,
+    lost_leases: i64,
+    last_heartbeat: Option<String>,
+    ttl_seconds: i64,
+    lease_until_ms: Option<i64>,
+    created_at_ms: i64,
+    acknowledged_at_ms: Option<i64>,
+    started_at_ms: Option<i64>,
+    latest_heartbeat_at_ms: Option<i64>,
+    stop_requested_at_ms: Option<i64>,
+    stopped_at_ms: Option<i64>,
+}
+
+impl From<WorkItemRow> for WorkItem {
+    fn from(row: WorkItemRow) -> Self {
+        WorkItem {
+            id: row.id,
+            workspace_id: row.workspace_id,
+            environment_id: row.environment_id,
+            session_id: row.session_id,
+            hands: row.hands,
+            state: row.state,
+            metadata: row.metadata.0,
+            offered_at_ms: row.offered_at_ms,
+            lost_leases: row.lost_leases,
+            last_heartbeat: row.last_heartbeat,
+            ttl_seconds: row.ttl_seconds,
+            lease_until_ms: row.lease_until_ms,
+            created_at_ms: row.created_at_ms,
+            acknowledged_at_ms: row.acknowledged_at_ms,
+            started_at_ms: row.started_at_ms,
+            latest_heartbeat_at_ms: row.latest_heartbeat_at_ms,
+            stop_requested_at_ms: row.stop_requested_at_ms,
+            stopped_at_ms: row.stopped_at_ms,
+        }
+    }
+}
+
+/// A work item from a row holding the [`COLUMNS`].
 fn item(row: &AnyRow) -> StoreResult<WorkItem> {
-    Ok(WorkItem {
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        environment_id: row.try_get("environment_id")?,
-        session_id: row.try_get("session_id")?,
-        hands: row.try_get("hands")?,
-        state: row.try_get("state")?,
-        metadata: json(row, "metadata")?,
-        offered_at_ms: row.try_get("offered_at_ms")?,
-        lost_leases: row.try_get("lost_leases")?,
-        last_heartbeat: row.try_get("last_heartbeat")?,
-        ttl_seconds: row.try_get("ttl_seconds")?,
-        lease_until_ms: row.try_get("lease_until_ms")?,
-        created_at_ms: row.try_get("created_at_ms")?,
-        acknowledged_at_ms: row.try_get("acknowledged_at_ms")?,
-        started_at_ms: row.try_get("started_at_ms")?,
-        latest_heartbeat_at_ms: row.try_get("latest_heartbeat_at_ms")?,
-        stop_requested_at_ms: row.try_get("stop_requested_at_ms")?,
-        stopped_at_ms: row.try_get("stopped_at_ms")?,
-    })
+    Ok(WorkItemRow::from_row(row)?.into())
 }
 
 /// Applies `set` where `condition` holds; otherwise reports the item as it is.

@@ -55,7 +55,7 @@ conformance!(pause_supersede_and_republish, |store, _clock| async move {
     store.settle(&held, vec![], Settlement::Awaiting).await.unwrap();
     assert_eq!(store.take_pause(&session).await.unwrap().map(|r| r.id), Some(run.clone()));
     assert!(store.take_pause(&session).await.unwrap().is_none(), "taken once");
-    assert_eq!(store.supersede_runs(&session).await.unwrap(), [run.clone()]);
+    assert_eq!(store.supersede_runs(&session).await.unwrap(), std::slice::from_ref(&run));
     assert_eq!(store.get_run(&run).await.unwrap().unwrap().status, RunStatus::Superseded);
     // New input opens a new run; a republish gives it a fresh queue message.
     let next = submit(store.as_ref(), &session, "again").await;

@@ -11,6 +11,7 @@ use agentd_tests::store_conformance as conformance;
 use serde_json::json;
 
 mod adapters;
+mod backfill;
 mod durable;
 mod idempotency;
 mod inbox;
