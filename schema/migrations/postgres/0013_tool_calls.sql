@@ -12,8 +12,10 @@ CREATE TABLE tool_calls (
     use_seq               BIGINT NOT NULL,
     confirmation          TEXT CHECK (confirmation IN ('allow', 'deny')),
     confirmation_event_id TEXT,
+    confirmation_seq      BIGINT,
     result_event_id       TEXT,
     result_kind           TEXT,
+    result_seq            BIGINT,
     PRIMARY KEY (session_id, tool_use_id)
 );
 CREATE INDEX tool_calls_open ON tool_calls (session_id, use_seq) WHERE result_event_id IS NULL;
@@ -34,7 +36,8 @@ SET confirmation_event_id = (
         ORDER BY e.seq LIMIT 1);
 
 UPDATE tool_calls
-SET confirmation = (
+SET confirmation_seq = (SELECT e.seq FROM session_events e WHERE e.event_id = tool_calls.confirmation_event_id),
+    confirmation = (
         SELECT CASE WHEN e.body::jsonb ->> 'result' = 'allow' THEN 'allow' ELSE 'deny' END
         FROM session_events e WHERE e.event_id = tool_calls.confirmation_event_id)
 WHERE confirmation_event_id IS NOT NULL;
@@ -52,5 +55,6 @@ SET result_event_id = (
         ORDER BY e.seq LIMIT 1);
 
 UPDATE tool_calls
-SET result_kind = (SELECT e.type FROM session_events e WHERE e.event_id = tool_calls.result_event_id)
+SET result_kind = (SELECT e.type FROM session_events e WHERE e.event_id = tool_calls.result_event_id),
+    result_seq = (SELECT e.seq FROM session_events e WHERE e.event_id = tool_calls.result_event_id)
 WHERE result_event_id IS NOT NULL;

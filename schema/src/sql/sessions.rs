@@ -20,8 +20,6 @@ use crate::store::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
 };
 
-const SESSION_COLUMNS: &str = "id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id";
-
 /// Events per INSERT statement: 2 + 5 × this bound parameters, far below the limits of
 /// both dialects (SQLite 32766, PostgreSQL 65535). A commit holds a handful of events;
 /// only an unusually large batch takes more than one statement.
@@ -300,18 +298,6 @@ async fn insert_events(
     Ok(())
 }
 
-/// `$n IS NULL OR column op $n` for each bound, numbered from `first`.
-fn time_filter(column: &str, first: usize) -> String {
-    format!(
-        "AND (${a} IS NULL OR {column} > ${a}) AND (${b} IS NULL OR {column} >= ${b}) \
-         AND (${c} IS NULL OR {column} < ${c}) AND (${d} IS NULL OR {column} <= ${d})",
-        a = first,
-        b = first + 1,
-        c = first + 2,
-        d = first + 3
-    )
-}
-
 /// Puts the agent back into a session read by `RETURNING`: the one its writer stored,
 /// or else the snapshot it references.
 async fn complete(
@@ -371,28 +357,22 @@ impl SessionStore for SqlStore {
         let mut tx = self.pool.begin().await?;
         let mut body = new.body;
         let agent = store_agent(&mut tx, &mut body, now).await?;
-        let row: SessionRow = sqlx::query_as(&format!(
-            "INSERT INTO sessions (id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms, agent_snapshot_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, '{{}}', 1, $7, $7, $8) RETURNING {SESSION_COLUMNS}"
-        ))
-        .bind(&new.id)
-        .bind(&new.workspace_id)
-        .bind(&new.status)
-        .bind(body.to_string())
-        .bind(&new.agent_id)
-        .bind(new.agent_version)
-        .bind(now)
-        .bind(agent.as_ref().map(|(id, _)| id.as_str()))
-        .fetch_one(&mut *tx)
-        .await?;
-        // The primary thread shares the session's id, so `{thread}` may name either.
-        sqlx::query(
-            "INSERT INTO session_threads (id, session_id, parent_id, body, created_at_ms) VALUES ($1, $1, NULL, '{}', $2)",
-        )
-        .bind(&new.id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        let row: SessionRow = sqlx::query_as(include_str!("../../queries/sessions/insert_session.sql"))
+            .bind(&new.id)
+            .bind(&new.workspace_id)
+            .bind(&new.status)
+            .bind(body.to_string())
+            .bind(&new.agent_id)
+            .bind(new.agent_version)
+            .bind(now)
+            .bind(agent.as_ref().map(|(id, _)| id.as_str()))
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(include_str!("../../queries/sessions/insert_primary_thread.sql"))
+            .bind(&new.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(with_agent(row, agent))
     }
@@ -455,17 +435,16 @@ impl SessionStore for SqlStore {
         let mut body = body;
         let agent = store_agent(&mut tx, &mut body, now).await?;
         // A body without an agent keeps the snapshot the session has.
-        let row: Option<SessionRow> = sqlx::query_as(&format!(
-            "UPDATE sessions SET body = $3, updated_at_ms = $4, agent_snapshot_id = COALESCE($5, agent_snapshot_id) \
-             WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(workspace_id)
-        .bind(body.to_string())
-        .bind(now)
-        .bind(agent.as_ref().map(|(id, _)| id.as_str()))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row: Option<SessionRow> = sqlx::query_as(include_str!("../../queries/sessions/update_body.sql"))
+            .bind(id)
+            .bind(workspace_id)
+            .bind(body.to_string())
+            .bind(now)
+            .bind(None::<i64>)
+            .bind(0_i64)
+            .bind(agent.as_ref().map(|(id, _)| id.as_str()))
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
         };
@@ -494,19 +473,16 @@ impl SessionStore for SqlStore {
         };
         let mut body = body;
         let agent = store_agent(&mut tx, &mut body, now).await?;
-        let row: Option<SessionRow> = sqlx::query_as(&format!(
-            "UPDATE sessions SET body = $3, updated_at_ms = $4, resources_revision = resources_revision + 1, \
-             agent_snapshot_id = COALESCE($6, agent_snapshot_id) \
-             WHERE id = $1 AND workspace_id = $2 AND ($5 IS NULL OR resources_revision = $5) RETURNING {SESSION_COLUMNS}"
-        ))
-        .bind(&id)
-        .bind(&workspace_id)
-        .bind(body.to_string())
-        .bind(now)
-        .bind(expected_revision)
-        .bind(agent.as_ref().map(|(id, _)| id.as_str()))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row: Option<SessionRow> = sqlx::query_as(include_str!("../../queries/sessions/update_body.sql"))
+            .bind(&id)
+            .bind(&workspace_id)
+            .bind(body.to_string())
+            .bind(now)
+            .bind(expected_revision)
+            .bind(1_i64)
+            .bind(agent.as_ref().map(|(id, _)| id.as_str()))
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             let current = sqlx::query("SELECT resources_revision FROM sessions WHERE id = $1 AND workspace_id = $2")
                 .bind(&id)
@@ -532,15 +508,12 @@ impl SessionStore for SqlStore {
         let cursor = if backwards { &query.before_id } else { &query.after_id };
         // Parameters: $1..$6 fixed, $7..$10 the creation bounds, then one per status.
         let statuses: Vec<String> = (0..query.statuses.len()).map(|i| format!("${}", 11 + i)).collect();
-        let status_filter =
+        let statuses =
             if statuses.is_empty() { String::new() } else { format!("AND status IN ({})", statuses.join(", ")) };
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions \
-             WHERE workspace_id = $1 AND ($2 IS NULL OR agent_id = $2) AND ($3 IS NULL OR agent_version = $3) \
-               AND ($4 = 1 OR archived_at_ms IS NULL) AND ($5 IS NULL OR id {cursor_op} $5) {} {status_filter} \
-             ORDER BY id {order} LIMIT $6",
-            time_filter("created_at_ms", 7)
-        );
+        let sql = include_str!("../../queries/sessions/select_sessions.sql")
+            .replace("{cursor_op}", cursor_op)
+            .replace("{order}", order)
+            .replace("{statuses}", &statuses);
         let mut statement = sqlx::query_as::<_, SessionRow>(&sql)
             .bind(workspace_id)
             .bind(&query.agent_id)
@@ -571,15 +544,12 @@ impl SessionStore for SqlStore {
 
     async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session> {
         let mut tx = self.pool.begin().await?;
-        let row: Option<SessionRow> = sqlx::query_as(&format!(
-            "UPDATE sessions SET archived_at_ms = COALESCE(archived_at_ms, $3), updated_at_ms = $3 \
-             WHERE id = $1 AND workspace_id = $2 RETURNING {SESSION_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(workspace_id)
-        .bind(self.now())
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row: Option<SessionRow> = sqlx::query_as(include_str!("../../queries/sessions/archive_session.sql"))
+            .bind(id)
+            .bind(workspace_id)
+            .bind(self.now())
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
         };

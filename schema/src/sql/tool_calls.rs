@@ -26,8 +26,10 @@ struct ToolCallRow {
     use_seq: i64,
     confirmation: Option<String>,
     confirmation_event_id: Option<String>,
+    confirmation_seq: Option<i64>,
     result_event_id: Option<String>,
     result_kind: Option<String>,
+    result_seq: Option<i64>,
 }
 
 impl TryFrom<ToolCallRow> for ToolCall {
@@ -44,8 +46,10 @@ impl TryFrom<ToolCallRow> for ToolCall {
             use_seq: row.use_seq,
             confirmation: row.confirmation.map(Confirmation::try_from).transpose()?,
             confirmation_event_id: row.confirmation_event_id,
+            confirmation_seq: row.confirmation_seq,
             result_event_id: row.result_event_id,
             result_kind: row.result_kind,
+            result_seq: row.result_seq,
         })
     }
 }
@@ -116,6 +120,7 @@ pub(super) async fn record(tx: &mut Transaction<'_, Any>, session_id: &str, even
                     .bind(*use_id)
                     .bind(confirmation.as_str())
                     .bind(&event.event_id)
+                    .bind(event.seq)
                     .execute(&mut **tx)
                     .await?;
             }
@@ -125,6 +130,7 @@ pub(super) async fn record(tx: &mut Transaction<'_, Any>, session_id: &str, even
                     .bind(*use_id)
                     .bind(&event.event_id)
                     .bind(&event.kind)
+                    .bind(event.seq)
                     .execute(&mut **tx)
                     .await?;
             }

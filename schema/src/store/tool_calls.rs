@@ -103,11 +103,15 @@ pub struct ToolCall {
     pub confirmation: Option<Confirmation>,
     /// That confirmation's event id.
     pub confirmation_event_id: Option<String>,
+    /// That confirmation's sequence number (to read it back with an `EventQuery`).
+    pub confirmation_seq: Option<i64>,
     /// The first result answering it (`user.tool_result`, `agent.tool_result`,
     /// `agent.mcp_tool_result`, `user.custom_tool_result`), if any: its event id.
     pub result_event_id: Option<String>,
     /// That result's event type.
     pub result_kind: Option<String>,
+    /// That result's sequence number.
+    pub result_seq: Option<i64>,
 }
 
 impl ToolCall {

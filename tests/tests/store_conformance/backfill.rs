@@ -109,6 +109,7 @@ async fn backfills_existing_histories(url: &str, dialect: &str) {
         (Some("sevt_result"), Some("agent.tool_result")),
         "the first result counts"
     );
+    assert_eq!((ask.confirmation_seq, ask.result_seq), (Some(4), Some(6)));
     assert_eq!(answered[1].result_event_id.as_deref(), Some("sevt_mcp_result"));
     let other = store.open_tool_calls("sesn_b").await.unwrap();
     assert_eq!((other.len(), other[0].evaluated_permission.as_deref()), (1, Some("allow")));

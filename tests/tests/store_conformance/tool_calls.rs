@@ -61,13 +61,14 @@ conformance!(every_append_path_keeps_the_ledger, |store, _clock| async move {
     let call = &store.tool_calls(&session, std::slice::from_ref(&builtin)).await.unwrap()[0];
     assert_eq!(call.confirmation, Some(Confirmation::Allow));
     assert_eq!(call.confirmation_event_id.as_deref(), Some(submitted.events[0].event_id.as_str()));
+    assert_eq!(call.confirmation_seq, Some(submitted.events[0].seq), "the answer can be read back by its seq");
     assert!(call.is_open() && !call.awaits_confirmation(), "confirmed, not yet answered");
 
     // A fenced commit's result; a settlement's MCP result (named by mcp_tool_use_id).
     let held = claim(store.as_ref(), &submitted.run_id, "worker-a").await;
     let result = answer(&session, json!({ "type": "agent.tool_result", "tool_use_id": builtin, "content": [] }));
     let result_id = result.event_id.clone();
-    store.commit(&held, vec![result]).await.unwrap();
+    let result_seq = store.commit(&held, vec![result]).await.unwrap()[0].seq;
     let mcp_result =
         answer(&session, json!({ "type": "agent.mcp_tool_result", "mcp_tool_use_id": mcp, "content": [] }));
     store.commit_with_inbox(&held, vec![mcp_result]).await.unwrap();
@@ -83,6 +84,9 @@ conformance!(every_append_path_keeps_the_ledger, |store, _clock| async move {
         (all[0].result_event_id.as_deref(), all[0].result_kind.as_deref()),
         (Some(result_id.as_str()), Some("agent.tool_result"))
     );
+    assert_eq!(all[0].result_seq, Some(result_seq));
+    let read_back = agentd_schema::EventQuery { after_seq: Some(result_seq - 1), limit: 1, ..Default::default() };
+    assert_eq!(store.query_events(&session, &read_back).await.unwrap()[0].event_id, result_id);
     assert_eq!(all[1].result_kind.as_deref(), Some("agent.mcp_tool_result"));
     assert!(store.tool_calls(&session, &[]).await.unwrap().is_empty());
 });
