@@ -1,6 +1,6 @@
 //! The tool-call ledger (table `tool_calls`, migration 0013): one row per tool use,
 //! filled in by the answers that name it, written by the transaction that appends the
-//! events (`super::sessions::append` calls [`record`]), so it is never behind the
+//! events (the sessions area's append calls [`record`]), so it is never behind the
 //! committed history.
 
 use async_trait::async_trait;

@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 
-use super::{OutboxMessage, Run};
+use super::outbox::OutboxMessage;
+use super::runs::Run;
 use crate::error::StoreResult;
 
 /// Durable run control. Every change is one statement under the run row's own

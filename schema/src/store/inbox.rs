@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{Claim, NewEvent, StoredEvent};
+use super::runs::Claim;
+use super::sessions::{NewEvent, StoredEvent};
 use crate::error::StoreResult;
 
 /// A message waiting in a session's live inbox.

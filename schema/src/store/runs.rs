@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 
-use super::{NewEvent, OutboxMessage, StoredEvent};
+use super::outbox::OutboxMessage;
+use super::sessions::{NewEvent, StoredEvent};
 use crate::error::{StoreError, StoreResult};
 
 /// Where a run is in its life.
