@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use sqlx::{Any, Row, Transaction};
 
 use super::SqlStore;
-use super::runs::{RUN_COLUMNS, run};
+use super::runs::run;
 use crate::error::StoreResult;
 use crate::store::{DurableStore, OutboxMessage, Run};
 
@@ -29,41 +29,32 @@ async fn enqueue(tx: &mut Transaction<'_, Any>, run: &Run, now: i64, why: &str) 
 #[async_trait]
 impl DurableStore for SqlStore {
     async fn thread_runs(&self, thread_id: &str) -> StoreResult<Vec<Run>> {
-        let rows =
-            sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = $1 ORDER BY created_at_ms, id"))
-                .bind(thread_id)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(include_str!("../../queries/durable/thread_runs.sql"))
+            .bind(thread_id)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(run).collect()
     }
 
     async fn quarantine_expired(&self, thread_id: &str, max_attempts: i64, now_ms: i64) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'dead_letter', owner = NULL, lease_until_ms = NULL, dead_lettered_at_ms = $3, \
-             updated_at_ms = $3 \
-             WHERE thread_id = $1 AND status = 'leased' AND lease_until_ms < $3 AND attempts >= $2",
-        )
-        .bind(thread_id)
-        .bind(max_attempts)
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await?;
+        let done = sqlx::query(include_str!("../../queries/durable/quarantine.sql"))
+            .bind(thread_id)
+            .bind(max_attempts)
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 
     async fn requeue_dead_letter(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<OutboxMessage>> {
         let now = self.now();
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&format!(
-            "UPDATE runs SET status = 'pending', attempts = 0, generation = generation + 1, dead_lettered_at_ms = NULL, \
-             updated_at_ms = $3 \
-             WHERE id = $1 AND thread_id = $2 AND status = 'dead_letter' AND cancel_requested = 0 RETURNING {RUN_COLUMNS}"
-        ))
-        .bind(run_id)
-        .bind(thread_id)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(include_str!("../../queries/durable/requeue.sql"))
+            .bind(run_id)
+            .bind(thread_id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else { return Ok(None) };
         let message = enqueue(&mut tx, &run(&row)?, now, "requeue").await?;
         tx.commit().await?;
@@ -71,10 +62,8 @@ impl DurableStore for SqlStore {
     }
 
     async fn purge_dead_letters(&self, thread_id: &str) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM runs WHERE thread_id = $1 AND status = 'dead_letter'")
-            .bind(thread_id)
-            .execute(&self.pool)
-            .await?;
+        let done =
+            sqlx::query(include_str!("../../queries/durable/purge.sql")).bind(thread_id).execute(&self.pool).await?;
         Ok(done.rows_affected())
     }
 
@@ -83,20 +72,12 @@ impl DurableStore for SqlStore {
         let mut tx = self.pool.begin().await?;
         // A leased run's lease is revoked by a new epoch; it goes back to pending with the
         // intent so the next claim commits the cancelled outcome. Others just carry it.
-        let row = sqlx::query(&format!(
-            "UPDATE runs SET cancel_requested = 1, \
-             epoch = CASE WHEN status = 'leased' THEN epoch + 1 ELSE epoch END, \
-             owner = CASE WHEN status = 'leased' THEN NULL ELSE owner END, \
-             lease_until_ms = CASE WHEN status = 'leased' THEN NULL ELSE lease_until_ms END, \
-             status = CASE WHEN status IN ('leased', 'awaiting') THEN 'pending' ELSE status END, \
-             updated_at_ms = $3 \
-             WHERE id = $1 AND thread_id = $2 RETURNING {RUN_COLUMNS}"
-        ))
-        .bind(run_id)
-        .bind(thread_id)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(include_str!("../../queries/durable/cancel.sql"))
+            .bind(run_id)
+            .bind(thread_id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else { return Ok(None) };
         let cancelled = run(&row)?;
         let message = if cancelled.status == crate::store::RunStatus::Pending {
@@ -111,14 +92,11 @@ impl DurableStore for SqlStore {
     async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
         let now = self.now();
         let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = $1 \
-             AND (status = 'pending' OR (status = 'leased' AND lease_until_ms < $2)) ORDER BY created_at_ms"
-        ))
-        .bind(thread_id)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sqlx::query(include_str!("../../queries/durable/runnable.sql"))
+            .bind(thread_id)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
         let mut messages = Vec::new();
         for row in &rows {
             messages.push(enqueue(&mut tx, &run(row)?, now, &format!("reconcile:{now}")).await?);
@@ -128,39 +106,30 @@ impl DurableStore for SqlStore {
     }
 
     async fn supersede_runs(&self, thread_id: &str) -> StoreResult<Vec<String>> {
-        let rows = sqlx::query(
-            "UPDATE runs SET status = 'superseded', updated_at_ms = $2 \
-             WHERE thread_id = $1 AND status IN ('pending', 'awaiting') AND cancel_requested = 0 RETURNING id",
-        )
-        .bind(thread_id)
-        .bind(self.now())
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(include_str!("../../queries/durable/supersede.sql"))
+            .bind(thread_id)
+            .bind(self.now())
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
     }
 
     async fn request_pause(&self, thread_id: &str, run_id: Option<&str>) -> StoreResult<Option<Run>> {
-        let row = sqlx::query(&format!(
-            "UPDATE runs SET pause_requested = 1, updated_at_ms = $3 \
-             WHERE thread_id = $1 AND status = 'leased' AND ($2 IS NULL OR id = $2) RETURNING {RUN_COLUMNS}"
-        ))
-        .bind(thread_id)
-        .bind(run_id)
-        .bind(self.now())
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(include_str!("../../queries/durable/request_pause.sql"))
+            .bind(thread_id)
+            .bind(run_id)
+            .bind(self.now())
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(run).transpose()
     }
 
     async fn take_pause(&self, thread_id: &str) -> StoreResult<Option<Run>> {
-        let row = sqlx::query(&format!(
-            "UPDATE runs SET pause_requested = 0, updated_at_ms = $2 \
-             WHERE thread_id = $1 AND status = 'awaiting' AND pause_requested = 1 RETURNING {RUN_COLUMNS}"
-        ))
-        .bind(thread_id)
-        .bind(self.now())
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(include_str!("../../queries/durable/take_pause.sql"))
+            .bind(thread_id)
+            .bind(self.now())
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(run).transpose()
     }
 }

@@ -128,7 +128,7 @@ impl InboxStore for SqlStore {
                     return Ok(Err(InboxRefusal::NotAPermutation));
                 }
                 for (position, id) in order.iter().enumerate() {
-                    sqlx::query("UPDATE live_inbox SET position = $1 WHERE id = $2")
+                    sqlx::query(include_str!("../../queries/inbox/reorder.sql"))
                         .bind(position as i64 + 1)
                         .bind(id)
                         .execute(&mut *tx)
@@ -140,7 +140,7 @@ impl InboxStore for SqlStore {
                     tx.rollback().await?;
                     return Ok(Err(InboxRefusal::UnknownMessage));
                 }
-                sqlx::query("UPDATE live_inbox SET content = $1 WHERE id = $2")
+                sqlx::query(include_str!("../../queries/inbox/replace.sql"))
                     .bind(content.to_string())
                     .bind(&id)
                     .execute(&mut *tx)
@@ -151,7 +151,7 @@ impl InboxStore for SqlStore {
                     tx.rollback().await?;
                     return Ok(Err(InboxRefusal::UnknownMessage));
                 }
-                sqlx::query("DELETE FROM live_inbox WHERE id = $1").bind(&id).execute(&mut *tx).await?;
+                sqlx::query(include_str!("../../queries/inbox/withdraw.sql")).bind(&id).execute(&mut *tx).await?;
             }
         }
         let snapshot = InboxSnapshot { active: true, version, messages: messages(&mut tx, session_id).await? };
@@ -160,7 +160,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_pending(&self, session_id: &str) -> StoreResult<bool> {
-        let row = sqlx::query("SELECT id FROM live_inbox WHERE session_id = $1 LIMIT 1")
+        let row = sqlx::query(include_str!("../../queries/inbox/pending.sql"))
             .bind(session_id)
             .fetch_optional(&self.pool)
             .await?;

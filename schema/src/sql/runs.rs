@@ -18,10 +18,7 @@ use crate::store::{
 /// The outbox topic of run submissions.
 pub const SUBMISSIONS_TOPIC: &str = "submissions";
 
-pub(super) const RUN_COLUMNS: &str = "id, session_id, thread_id, status, epoch, generation, owner, lease_until_ms, \
-                           attempts, max_attempts, cancel_requested, pause_requested, outcome";
-
-/// A `runs` row as stored (the [`RUN_COLUMNS`]).
+/// A `runs` row as stored (`queries/runs/select_run.sql` names its columns).
 #[derive(Debug, FromRow)]
 pub(super) struct RunRow {
     id: String,
@@ -62,7 +59,7 @@ impl From<RunRow> for Run {
     }
 }
 
-/// A run from a row holding the [`RUN_COLUMNS`].
+/// A run from a row holding every column of [`RunRow`].
 pub(super) fn run(row: &AnyRow) -> StoreResult<Run> {
     Ok(RunRow::from_row(row)?.into())
 }
