@@ -203,7 +203,7 @@ impl TryFrom<String> for RunStatus {
 /// Runs and fencing (life of a turn, steps 3–5; ADR 0002).
 ///
 /// Every write under a claim presents its epoch: the transaction's first write to the
-/// run row is `queries/fence_run.sql`, so a stale epoch writes nothing and returns
+/// run row is `queries/runs/fence_run.sql`, so a stale epoch writes nothing and returns
 /// `StoreError::Fenced` (certainly not committed). Transactions that touch both lock the
 /// session row first, then the run row. Every method that returns `Ok` has committed.
 #[async_trait]
@@ -217,7 +217,7 @@ pub trait RunStore: Send + Sync {
     /// Reads a run.
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>>;
 
-    /// Claims a run for `lease_ms`, minting a new epoch (see `queries/claim_run.sql`).
+    /// Claims a run for `lease_ms`, minting a new epoch (see `queries/runs/claim_run.sql`).
     /// At most one claim of a run is live, and at most one run of a thread is leased.
     async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome>;
 
