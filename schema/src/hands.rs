@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::error::StoreResult;
 use crate::events::{ErrorType, EventType, RetryStatus, SessionError};
-use crate::store::{NewEvent, Store, WorkItem};
+#[cfg(doc)]
+use crate::store::WorkStore;
+use crate::store::{NewEvent, OutboxMessage, Store, Submission, ToolUseKind, WorkItem};
 
 /// The bus channel that wakes pollers of one environment.
 pub fn environment_channel(environment_id: &str) -> String {
@@ -63,19 +65,22 @@ pub async fn announce(bus: &dyn Bus, item: &WorkItem) {
 /// Lost leases a work item may have before its hands are given up on.
 pub const MAX_LOST_LEASES: i64 = 3;
 
-/// Expires work leases (see [`Store::expire_work_leases`]) and gives up on the hands of
-/// items that lost too many: each unanswered built-in call of the session gets an error
-/// result and the session a `session.error` (retries exhausted) that ends the turn.
+/// Expires work leases (see [`WorkStore::expire_work_leases`]) and gives up on the hands
+/// of items that lost too many: each unanswered built-in call of the session gets an
+/// error result and the session a `session.error` (retries exhausted) that ends the turn.
 /// These are input to the session's run, committed with a submission, so the worker
-/// idles the session exactly once. Returns how many sessions were given up on.
-pub async fn expire(store: &dyn Store, queue: &dyn agentd_proto::Queue) -> StoreResult<usize> {
+/// idles the session exactly once. Returns the submissions' queue messages, for the
+/// caller to publish (the outbox relay does; a row it cannot publish stays for the next
+/// pass).
+pub async fn expire(store: &dyn Store) -> StoreResult<Vec<OutboxMessage>> {
     let lost = store.expire_work_leases(MAX_LOST_LEASES).await?;
+    let mut messages = Vec::with_capacity(lost.len());
     for hands in &lost {
         tracing::warn!(work = %hands.work_id, session = %hands.session_id, lost_leases = hands.lost_leases,
             "hands lost too many leases; failing the session's open tool calls");
         let events = give_up_events(store, &hands.session_id, hands.lost_leases).await?;
         let submitted = store
-            .submit(crate::store::Submission {
+            .submit(Submission {
                 session_id: hands.session_id.clone(),
                 thread_id: hands.session_id.clone(),
                 events,
@@ -83,30 +88,21 @@ pub async fn expire(store: &dyn Store, queue: &dyn agentd_proto::Queue) -> Store
                 trace_context: Vec::new(),
             })
             .await?;
-        if let Err(error) = crate::outbox::publish(store, queue, &submitted.outbox).await {
-            tracing::warn!(%error, "hands give-up submission deferred to the outbox relay");
-        }
+        messages.push(submitted.outbox);
         metrics::counter!("agentd_hands_given_up_total").increment(1);
     }
-    Ok(lost.len())
+    Ok(messages)
 }
 
+/// An error result for each open built-in call of the session (from the tool-call
+/// ledger) and the `session.error` that ends the turn.
 async fn give_up_events(store: &dyn Store, session_id: &str, lost_leases: i64) -> StoreResult<Vec<NewEvent>> {
-    let query = crate::store::EventQuery {
-        types: [EventType::AgentToolUse, EventType::AgentToolResult, EventType::UserToolResult]
-            .map(|kind| kind.to_string())
-            .to_vec(),
-        limit: 100_000,
-        ..Default::default()
-    };
-    let history = store.query_events(session_id, &query).await?;
+    let open = store.open_tool_calls(session_id).await?;
     let message = format!("the environment's hands were lost {lost_leases} times; the tool call was abandoned");
-    let calls = crate::events::ToolCalls::of(&history);
-    let mut events: Vec<_> = calls
-        .open()
+    let mut events: Vec<_> = open
         .iter()
-        .filter(|call| call.kind == EventType::AgentToolUse)
-        .map(|call| NewEvent::synthetic_result(session_id, call.kind, &call.id, &message))
+        .filter(|call| call.use_kind == ToolUseKind::Builtin)
+        .map(|call| NewEvent::synthetic_result(session_id, EventType::AgentToolUse, &call.tool_use_id, &message))
         .collect();
     let error = SessionError::new(ErrorType::UnknownError, message, RetryStatus::Exhausted);
     events.push(NewEvent::session_error(session_id, &error));

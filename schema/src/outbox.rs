@@ -101,8 +101,13 @@ pub async fn relay_once(
         }
         metrics::counter!("agentd_stranded_runs_republished_total").increment(1);
     }
-    // Work items whose hands stopped heartbeating go back to the queue, or are given up.
-    crate::hands::expire(store, queue).await?;
+    // Work items whose hands stopped heartbeating go back to the queue, or are given up:
+    // the give-up submissions are published here like any other outbox row.
+    for message in crate::hands::expire(store).await? {
+        if let Err(error) = publish(store, queue, &message).await {
+            tracing::warn!(msg_id = %message.msg_id, %error, "hands give-up submission deferred to the next relay pass");
+        }
+    }
     Ok(published)
 }
 

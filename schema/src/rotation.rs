@@ -3,7 +3,7 @@
 //! reader keeps working while rows move, one at a time, from old to new.
 //!
 //! Crash-safe and idempotent: each row is rewritten by its own compare-and-swap
-//! ([`Store::replace_sealed`]), so a rotation killed at any point leaves every row
+//! ([`SealedStore::replace_sealed`](crate::store::SealedStore::replace_sealed)), so a rotation killed at any point leaves every row
 //! either wholly old or wholly new, and both open. Running it again skips rows the
 //! current key already opens. A pass that had to re-seal (or lost a race to a
 //! concurrent writer) is followed by another; the rotation is complete after a pass that

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentd_schema::{ConnectOptions, ManualClock, SessionQuery, SqlStore, Store};
+use agentd_schema::store::prelude::*;
+use agentd_schema::{ConnectOptions, ManualClock, SessionQuery, SqlStore};
 use agentd_tests::stores::{create_postgres_database, drop_postgres_database};
 use serde_json::{Value, json};
 use sqlx::any::AnyPoolOptions;

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use agentd_schema::secrets::SecretBox;
-use agentd_schema::{NewResource, Resource, Session, Store, SystemClock};
+use agentd_schema::store::prelude::*;
+use agentd_schema::{NewResource, Resource, Session, SystemClock};
 use agentd_tests::stores::{Kind, TestStore};
 use agentd_worker::credentials::Credentials;
 use futures::future::BoxFuture;
@@ -147,7 +148,14 @@ impl Rig {
         body["_sealed"] =
             json!(self.secrets.seal(&credential.id, &json!({ "access_token": access, "refresh_token": refresh })));
         self.store
-            .update_resource(&self.workspace_id, KIND, &credential.id, credential.version, body, false)
+            .update_resource(agentd_schema::ResourceUpdate {
+                workspace_id: self.workspace_id.clone(),
+                kind: KIND.into(),
+                id: credential.id.clone(),
+                expected_version: credential.version,
+                body,
+                versioned: false,
+            })
             .await
             .unwrap();
     }

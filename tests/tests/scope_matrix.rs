@@ -8,8 +8,9 @@
 //! letters, trailing `.` or `/`, `..`) names nothing; percent-encoding an allowed
 //! character is the same id and gets the same answer as the plain spelling.
 
+use agentd_schema::KeyKind;
 use agentd_schema::ids::new_id;
-use agentd_schema::{KeyKind, Store};
+use agentd_schema::store::prelude::*;
 use agentd_tests::gateway::TestGateway;
 use axum::http::StatusCode;
 use serde_json::json;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use agentd_schema::rotation::{self, Options};
 use agentd_schema::secrets::SecretBox;
-use agentd_schema::{A2aPushConfig, NewResource, NewSession, SealedTable, Session, Store};
+use agentd_schema::store::prelude::*;
+use agentd_schema::{A2aPushConfig, NewResource, NewSession, SealedTable, Session};
 use agentd_tests::process::Launch;
 use agentd_tests::stores::{Kind, TestStore};
 use agentd_worker::credentials::Credentials;
@@ -201,7 +202,7 @@ agentd_tests::store_conformance!(
         let id = &row.id;
         let mut body = row.body.clone();
         body["_sealed"] = json!(rotating.seal(id, &json!({ "token": token })));
-        store.update_resource(&seeded.workspace_id, "vault_credential", id, row.version, body, false).await.unwrap();
+        store.update_resource(credential_update(&seeded.workspace_id, id, row.version, body)).await.unwrap();
 
         // The rerun finishes the job; another one finds nothing to do.
         let report = rotation::rotate(store.as_ref(), &rotating, Options { batch: 5, limit: None }).await.unwrap();
@@ -242,10 +243,7 @@ agentd_tests::store_conformance!(
         let current = store.get_resource(&seeded.workspace_id, "vault_credential", &row.id).await.unwrap().unwrap();
         let mut body = current.body.clone();
         body["display_name"] = json!("renamed");
-        store
-            .update_resource(&seeded.workspace_id, "vault_credential", &row.id, current.version, body, false)
-            .await
-            .unwrap();
+        store.update_resource(credential_update(&seeded.workspace_id, &row.id, current.version, body)).await.unwrap();
         assert!(!store.replace_sealed(row, "{}").await.unwrap(), "stale read: nothing written");
 
         // A writer that read the row before a re-seal cannot write the old value back.
@@ -255,14 +253,7 @@ agentd_tests::store_conformance!(
         body["_sealed"] = json!(rotating.reseal(&row.id, body["_sealed"].as_str().unwrap()).unwrap().unwrap());
         assert!(store.replace_sealed(row, &body.to_string()).await.unwrap());
         let written = store
-            .update_resource(
-                &seeded.workspace_id,
-                "vault_credential",
-                &row.id,
-                stale.version,
-                stale.body.clone(),
-                false,
-            )
+            .update_resource(credential_update(&seeded.workspace_id, &row.id, stale.version, stale.body.clone()))
             .await;
         assert!(matches!(written, Err(agentd_schema::StoreError::Conflict(_))), "{written:?}");
     }
@@ -311,4 +302,21 @@ async fn the_command_survives_a_kill_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_survives_a_kill_postgres() {
     the_command_survives_a_kill(Kind::Postgres).await;
+}
+
+/// A compare-and-swap write of a vault credential's body, as a credential update makes.
+fn credential_update(
+    workspace_id: &str,
+    id: &str,
+    expected_version: i64,
+    body: Value,
+) -> agentd_schema::ResourceUpdate {
+    agentd_schema::ResourceUpdate {
+        workspace_id: workspace_id.to_owned(),
+        kind: "vault_credential".into(),
+        id: id.to_owned(),
+        expected_version,
+        body,
+        versioned: false,
+    }
 }

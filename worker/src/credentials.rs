@@ -199,8 +199,17 @@ impl Credentials {
         if let Some(secrets) = secrets.as_deref() {
             body[SEALED] = json!(secrets.seal(&credential.id, &Value::Object(opened)));
         }
-        let updated =
-            self.store.update_resource(&self.workspace_id, KIND, &credential.id, credential.version, body, false).await;
+        let updated = self
+            .store
+            .update_resource(agentd_schema::ResourceUpdate {
+                workspace_id: self.workspace_id.clone(),
+                kind: KIND.into(),
+                id: credential.id.clone(),
+                expected_version: credential.version,
+                body,
+                versioned: false,
+            })
+            .await;
         match updated {
             Ok(resource) => {
                 if let Some(loaded) = self.loaded.as_mut()

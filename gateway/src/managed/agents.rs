@@ -154,7 +154,14 @@ async fn save(
     agent.insert("version".into(), json!(current.version + 1));
     agent.insert("updated_at".into(), json!(rfc3339(now_ms())));
     store
-        .update_resource(&tenant.workspace_id, KIND, &current.id, current.version, Value::Object(agent), true)
+        .update_resource(agentd_schema::ResourceUpdate {
+            workspace_id: tenant.workspace_id.clone(),
+            kind: KIND.into(),
+            id: current.id.clone(),
+            expected_version: current.version,
+            body: Value::Object(agent),
+            versioned: true,
+        })
         .await
         .map_err(ApiError::from)
 }

@@ -373,7 +373,14 @@ pub async fn update(
     }
     credential.insert("updated_at".into(), json!(rfc3339(now_ms())));
     let updated = store
-        .update_resource(&tenant.workspace_id, KIND, &id, current.version, Value::Object(credential), false)
+        .update_resource(agentd_schema::ResourceUpdate {
+            workspace_id: tenant.workspace_id.clone(),
+            kind: KIND.into(),
+            id: id.to_string(),
+            expected_version: current.version,
+            body: Value::Object(credential),
+            versioned: false,
+        })
         .await?;
     Ok(Json(render(&updated)))
 }
@@ -467,7 +474,17 @@ async fn write_back(
             .expires_in
             .map_or(Value::Null, |seconds| json!(rfc3339(agentd_schema::oauth::expiry_ms(now_ms(), seconds))));
         body[SEALED] = json!(state.secrets.seal(&current.id, &Value::Object(secrets)));
-        match store.update_resource(&tenant.workspace_id, KIND, &current.id, current.version, body, false).await {
+        match store
+            .update_resource(agentd_schema::ResourceUpdate {
+                workspace_id: tenant.workspace_id.clone(),
+                kind: KIND.into(),
+                id: current.id.clone(),
+                expected_version: current.version,
+                body,
+                versioned: false,
+            })
+            .await
+        {
             Ok(_) => return Ok(()),
             Err(agentd_schema::StoreError::Conflict(_)) => {
                 current = store

@@ -241,7 +241,14 @@ pub async fn update(
     }
     environment.insert("updated_at".into(), json!(rfc3339(now_ms())));
     let updated = store
-        .update_resource(&tenant.workspace_id, KIND, &id, current.version, Value::Object(environment), false)
+        .update_resource(agentd_schema::ResourceUpdate {
+            workspace_id: tenant.workspace_id.clone(),
+            kind: KIND.into(),
+            id: id.to_string(),
+            expected_version: current.version,
+            body: Value::Object(environment),
+            versioned: false,
+        })
         .await?;
     Ok(Json(render(&updated)))
 }

@@ -61,7 +61,13 @@ async fn write(
     let outcome = state
         .backends
         .store
-        .replace_session_resources(&tenant.workspace_id, &session.id, expected, body, Vec::new())
+        .replace_session_resources(agentd_schema::ResourcesReplacement {
+            workspace_id: tenant.workspace_id.clone(),
+            session_id: session.id.clone(),
+            expected_revision: expected,
+            body,
+            events: Vec::new(),
+        })
         .await?;
     outcome.map(|(session, _)| session).map_err(|current| {
         ApiError::Conflict(format!(

@@ -89,8 +89,16 @@ pub async fn update(
         vault.insert("metadata".into(), merged);
     }
     vault.insert("updated_at".into(), json!(rfc3339(now_ms())));
-    let updated =
-        store.update_resource(&tenant.workspace_id, KIND, &id, current.version, Value::Object(vault), false).await?;
+    let updated = store
+        .update_resource(agentd_schema::ResourceUpdate {
+            workspace_id: tenant.workspace_id.clone(),
+            kind: KIND.into(),
+            id: id.to_string(),
+            expected_version: current.version,
+            body: Value::Object(vault),
+            versioned: false,
+        })
+        .await?;
     Ok(Json(render(&updated)))
 }
 

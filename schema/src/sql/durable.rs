@@ -3,35 +3,13 @@
 //! and whatever must run again gets its queue message through the outbox in the same
 //! transaction.
 
-use prost::Message;
+use async_trait::async_trait;
 use sqlx::{Any, Row, Transaction};
 
 use super::SqlStore;
-use super::runs::{RUN_COLUMNS, SUBMISSIONS_TOPIC, run};
+use super::runs::run;
 use crate::error::StoreResult;
-use crate::store::{OutboxMessage, Run};
-
-pub(super) async fn thread_runs(store: &SqlStore, thread_id: &str) -> StoreResult<Vec<Run>> {
-    let rows = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = $1 ORDER BY created_at_ms, id"))
-        .bind(thread_id)
-        .fetch_all(&store.pool)
-        .await?;
-    rows.iter().map(run).collect()
-}
-
-pub(super) async fn quarantine(store: &SqlStore, thread_id: &str, max_attempts: i64, now_ms: i64) -> StoreResult<u64> {
-    let done = sqlx::query(
-        "UPDATE runs SET status = 'dead_letter', owner = NULL, lease_until_ms = NULL, dead_lettered_at_ms = $3, \
-         updated_at_ms = $3 \
-         WHERE thread_id = $1 AND status = 'leased' AND lease_until_ms < $3 AND attempts >= $2",
-    )
-    .bind(thread_id)
-    .bind(max_attempts)
-    .bind(now_ms)
-    .execute(&store.pool)
-    .await?;
-    Ok(done.rows_affected())
-}
+use crate::store::{DurableStore, OutboxMessage, Run};
 
 /// Writes the queue message that makes `run` claimable, in `tx`.
 async fn enqueue(tx: &mut Transaction<'_, Any>, run: &Run, now: i64, why: &str) -> StoreResult<OutboxMessage> {
@@ -45,132 +23,113 @@ async fn enqueue(tx: &mut Transaction<'_, Any>, run: &Run, now: i64, why: &str) 
     };
     // Unique per operation, so the queue's dedupe window never swallows it.
     let msg_id = format!("{}:{}:{why}:{}", run.id, run.generation, run.epoch);
-    let payload = message.encode_to_vec();
-    let id: i64 =
-        sqlx::query("INSERT INTO outbox (topic, msg_id, payload, created_at_ms) VALUES ($1, $2, $3, $4) RETURNING id")
-            .bind(SUBMISSIONS_TOPIC)
-            .bind(&msg_id)
-            .bind(&payload)
-            .bind(now)
-            .fetch_one(&mut **tx)
-            .await?
-            .try_get("id")?;
-    Ok(OutboxMessage { id, topic: SUBMISSIONS_TOPIC.to_owned(), msg_id, payload, created_at_ms: now })
+    super::runs::enqueue(tx, &message, msg_id, now).await
 }
 
-pub(super) async fn requeue(store: &SqlStore, thread_id: &str, run_id: &str) -> StoreResult<Option<OutboxMessage>> {
-    let now = store.now();
-    let mut tx = store.pool.begin().await?;
-    let row = sqlx::query(&format!(
-        "UPDATE runs SET status = 'pending', attempts = 0, generation = generation + 1, dead_lettered_at_ms = NULL, \
-         updated_at_ms = $3 \
-         WHERE id = $1 AND thread_id = $2 AND status = 'dead_letter' AND cancel_requested = 0 RETURNING {RUN_COLUMNS}"
-    ))
-    .bind(run_id)
-    .bind(thread_id)
-    .bind(now)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let message = enqueue(&mut tx, &run(&row)?, now, "requeue").await?;
-    tx.commit().await?;
-    Ok(Some(message))
-}
-
-pub(super) async fn purge(store: &SqlStore, thread_id: &str) -> StoreResult<u64> {
-    let done = sqlx::query("DELETE FROM runs WHERE thread_id = $1 AND status = 'dead_letter'")
-        .bind(thread_id)
-        .execute(&store.pool)
-        .await?;
-    Ok(done.rows_affected())
-}
-
-pub(super) async fn cancel(
-    store: &SqlStore,
-    thread_id: &str,
-    run_id: &str,
-) -> StoreResult<Option<(Run, Option<OutboxMessage>)>> {
-    let now = store.now();
-    let mut tx = store.pool.begin().await?;
-    // A leased run's lease is revoked by a new epoch; it goes back to pending with the
-    // intent so the next claim commits the cancelled outcome. Others just carry it.
-    let row = sqlx::query(&format!(
-        "UPDATE runs SET cancel_requested = 1, \
-         epoch = CASE WHEN status = 'leased' THEN epoch + 1 ELSE epoch END, \
-         owner = CASE WHEN status = 'leased' THEN NULL ELSE owner END, \
-         lease_until_ms = CASE WHEN status = 'leased' THEN NULL ELSE lease_until_ms END, \
-         status = CASE WHEN status IN ('leased', 'awaiting') THEN 'pending' ELSE status END, \
-         updated_at_ms = $3 \
-         WHERE id = $1 AND thread_id = $2 RETURNING {RUN_COLUMNS}"
-    ))
-    .bind(run_id)
-    .bind(thread_id)
-    .bind(now)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let cancelled = run(&row)?;
-    let message = if cancelled.status == crate::store::RunStatus::Pending {
-        Some(enqueue(&mut tx, &cancelled, now, "cancel").await?)
-    } else {
-        None
-    };
-    tx.commit().await?;
-    Ok(Some((cancelled, message)))
-}
-
-pub(super) async fn runnable(store: &SqlStore, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
-    let now = store.now();
-    let mut tx = store.pool.begin().await?;
-    let rows = sqlx::query(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = $1 \
-         AND (status = 'pending' OR (status = 'leased' AND lease_until_ms < $2)) ORDER BY created_at_ms"
-    ))
-    .bind(thread_id)
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut messages = Vec::new();
-    for row in &rows {
-        messages.push(enqueue(&mut tx, &run(row)?, now, &format!("reconcile:{now}")).await?);
+#[async_trait]
+impl DurableStore for SqlStore {
+    async fn thread_runs(&self, thread_id: &str) -> StoreResult<Vec<Run>> {
+        let rows = sqlx::query(include_str!("../../queries/durable/thread_runs.sql"))
+            .bind(thread_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(run).collect()
     }
-    tx.commit().await?;
-    Ok(messages)
-}
 
-pub(super) async fn supersede(store: &SqlStore, thread_id: &str) -> StoreResult<Vec<String>> {
-    let rows = sqlx::query(
-        "UPDATE runs SET status = 'superseded', updated_at_ms = $2 \
-         WHERE thread_id = $1 AND status IN ('pending', 'awaiting') AND cancel_requested = 0 RETURNING id",
-    )
-    .bind(thread_id)
-    .bind(store.now())
-    .fetch_all(&store.pool)
-    .await?;
-    rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
-}
+    async fn quarantine_expired(&self, thread_id: &str, max_attempts: i64, now_ms: i64) -> StoreResult<u64> {
+        let done = sqlx::query(include_str!("../../queries/durable/quarantine.sql"))
+            .bind(thread_id)
+            .bind(max_attempts)
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
 
-pub(super) async fn request_pause(store: &SqlStore, thread_id: &str, run_id: Option<&str>) -> StoreResult<Option<Run>> {
-    let row = sqlx::query(&format!(
-        "UPDATE runs SET pause_requested = 1, updated_at_ms = $3 \
-         WHERE thread_id = $1 AND status = 'leased' AND ($2 IS NULL OR id = $2) RETURNING {RUN_COLUMNS}"
-    ))
-    .bind(thread_id)
-    .bind(run_id)
-    .bind(store.now())
-    .fetch_optional(&store.pool)
-    .await?;
-    row.as_ref().map(run).transpose()
-}
+    async fn requeue_dead_letter(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<OutboxMessage>> {
+        let now = self.now();
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(include_str!("../../queries/durable/requeue.sql"))
+            .bind(run_id)
+            .bind(thread_id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let message = enqueue(&mut tx, &run(&row)?, now, "requeue").await?;
+        tx.commit().await?;
+        Ok(Some(message))
+    }
 
-pub(super) async fn take_pause(store: &SqlStore, thread_id: &str) -> StoreResult<Option<Run>> {
-    let row = sqlx::query(&format!(
-        "UPDATE runs SET pause_requested = 0, updated_at_ms = $2 \
-         WHERE thread_id = $1 AND status = 'awaiting' AND pause_requested = 1 RETURNING {RUN_COLUMNS}"
-    ))
-    .bind(thread_id)
-    .bind(store.now())
-    .fetch_optional(&store.pool)
-    .await?;
-    row.as_ref().map(run).transpose()
+    async fn purge_dead_letters(&self, thread_id: &str) -> StoreResult<u64> {
+        let done =
+            sqlx::query(include_str!("../../queries/durable/purge.sql")).bind(thread_id).execute(&self.pool).await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>> {
+        let now = self.now();
+        let mut tx = self.pool.begin().await?;
+        // A leased run's lease is revoked by a new epoch; it goes back to pending with the
+        // intent so the next claim commits the cancelled outcome. Others just carry it.
+        let row = sqlx::query(include_str!("../../queries/durable/cancel.sql"))
+            .bind(run_id)
+            .bind(thread_id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let cancelled = run(&row)?;
+        let message = if cancelled.status == crate::store::RunStatus::Pending {
+            Some(enqueue(&mut tx, &cancelled, now, "cancel").await?)
+        } else {
+            None
+        };
+        tx.commit().await?;
+        Ok(Some((cancelled, message)))
+    }
+
+    async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
+        let now = self.now();
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(include_str!("../../queries/durable/runnable.sql"))
+            .bind(thread_id)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut messages = Vec::new();
+        for row in &rows {
+            messages.push(enqueue(&mut tx, &run(row)?, now, &format!("reconcile:{now}")).await?);
+        }
+        tx.commit().await?;
+        Ok(messages)
+    }
+
+    async fn supersede_runs(&self, thread_id: &str) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(include_str!("../../queries/durable/supersede.sql"))
+            .bind(thread_id)
+            .bind(self.now())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+    }
+
+    async fn request_pause(&self, thread_id: &str, run_id: Option<&str>) -> StoreResult<Option<Run>> {
+        let row = sqlx::query(include_str!("../../queries/durable/request_pause.sql"))
+            .bind(thread_id)
+            .bind(run_id)
+            .bind(self.now())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(run).transpose()
+    }
+
+    async fn take_pause(&self, thread_id: &str) -> StoreResult<Option<Run>> {
+        let row = sqlx::query(include_str!("../../queries/durable/take_pause.sql"))
+            .bind(thread_id)
+            .bind(self.now())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(run).transpose()
+    }
 }

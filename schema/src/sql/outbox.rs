@@ -1,35 +1,45 @@
 //! The transactional outbox: messages written with the state they announce and
 //! published after commit; a relay republishes rows whose publish may have been lost.
 
-use sqlx::Row;
+use async_trait::async_trait;
+use sqlx::FromRow;
 
 use super::SqlStore;
 use crate::error::StoreResult;
-use crate::store::OutboxMessage;
+use crate::store::{OutboxMessage, OutboxStore};
 
-pub(super) async fn due(store: &SqlStore, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>> {
-    let rows = sqlx::query(
-        "SELECT id, topic, msg_id, payload, created_at_ms FROM outbox \
-         WHERE created_at_ms <= $1 ORDER BY created_at_ms, id LIMIT $2",
-    )
-    .bind(created_before_ms)
-    .bind(limit.max(0))
-    .fetch_all(&store.pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(OutboxMessage {
-                id: row.try_get("id")?,
-                topic: row.try_get("topic")?,
-                msg_id: row.try_get("msg_id")?,
-                payload: row.try_get("payload")?,
-                created_at_ms: row.try_get("created_at_ms")?,
-            })
-        })
-        .collect()
+/// An `outbox` row as stored.
+#[derive(Debug, FromRow)]
+struct OutboxRow {
+    id: i64,
+    topic: String,
+    msg_id: String,
+    payload: Vec<u8>,
+    created_at_ms: i64,
 }
 
-pub(super) async fn delete(store: &SqlStore, id: i64) -> StoreResult<()> {
-    sqlx::query("DELETE FROM outbox WHERE id = $1").bind(id).execute(&store.pool).await?;
-    Ok(())
+#[async_trait]
+impl OutboxStore for SqlStore {
+    async fn outbox_due(&self, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>> {
+        let rows: Vec<OutboxRow> = sqlx::query_as(include_str!("../../queries/outbox/due.sql"))
+            .bind(created_before_ms)
+            .bind(limit.max(0))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| OutboxMessage {
+                id: row.id,
+                topic: row.topic,
+                msg_id: row.msg_id,
+                payload: row.payload,
+                created_at_ms: row.created_at_ms,
+            })
+            .collect())
+    }
+
+    async fn outbox_delete(&self, id: i64) -> StoreResult<()> {
+        sqlx::query("DELETE FROM outbox WHERE id = $1").bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
 }

@@ -1,50 +1,50 @@
 //! Generic versioned resources: most managed families store their wire body here.
 
+use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{FromRow, Row};
 
-use super::{SqlStore, json};
+use super::{JsonText, SqlStore, json};
 use crate::error::{StoreError, StoreResult};
-use crate::store::{ListQuery, NewResource, Resource};
+use crate::store::{ListQuery, NewResource, Resource, ResourceStore, ResourceUpdate};
 
 const COLUMNS: &str = "id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms, archived_at_ms";
 
-fn resource(row: &AnyRow) -> StoreResult<Resource> {
-    Ok(Resource {
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        kind: row.try_get("kind")?,
-        parent_id: row.try_get("parent_id")?,
-        version: row.try_get("version")?,
-        body: json(row, "body")?,
-        created_at_ms: row.try_get("created_at_ms")?,
-        updated_at_ms: row.try_get("updated_at_ms")?,
-        archived_at_ms: row.try_get("archived_at_ms")?,
-    })
+/// A `resources` row as stored (the [`COLUMNS`]).
+#[derive(Debug, FromRow)]
+struct ResourceRow {
+    id: String,
+    workspace_id: String,
+    kind: String,
+    parent_id: Option<String>,
+    version: i64,
+    #[sqlx(try_from = "String")]
+    body: JsonText,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    archived_at_ms: Option<i64>,
 }
 
-pub(super) async fn create(store: &SqlStore, new: NewResource) -> StoreResult<Resource> {
-    let now = store.now();
-    let body = new.body.to_string();
-    let mut tx = store.pool.begin().await?;
-    let row = sqlx::query(&format!(
-        "INSERT INTO resources (id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms) \
-         VALUES ($1, $2, $3, $4, 1, $5, $6, $6) RETURNING {COLUMNS}"
-    ))
-    .bind(&new.id)
-    .bind(&new.workspace_id)
-    .bind(&new.kind)
-    .bind(&new.parent_id)
-    .bind(&body)
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await?;
-    if new.versioned {
-        snapshot(&mut tx, &new.id, 1, &body, now).await?;
+impl From<ResourceRow> for Resource {
+    fn from(row: ResourceRow) -> Self {
+        Resource {
+            id: row.id,
+            workspace_id: row.workspace_id,
+            kind: row.kind,
+            parent_id: row.parent_id,
+            version: row.version,
+            body: row.body.0,
+            created_at_ms: row.created_at_ms,
+            updated_at_ms: row.updated_at_ms,
+            archived_at_ms: row.archived_at_ms,
+        }
     }
-    tx.commit().await?;
-    resource(&row)
+}
+
+/// A resource from a row holding the [`COLUMNS`].
+fn resource(row: &AnyRow) -> StoreResult<Resource> {
+    Ok(ResourceRow::from_row(row)?.into())
 }
 
 async fn snapshot(
@@ -54,7 +54,7 @@ async fn snapshot(
     body: &str,
     now: i64,
 ) -> StoreResult<()> {
-    sqlx::query("INSERT INTO resource_versions (resource_id, version, body, created_at_ms) VALUES ($1, $2, $3, $4)")
+    sqlx::query(include_str!("../../queries/resources/insert_version.sql"))
         .bind(id)
         .bind(version)
         .bind(body)
@@ -64,154 +64,163 @@ async fn snapshot(
     Ok(())
 }
 
-pub(super) async fn get(store: &SqlStore, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>> {
-    let row =
-        sqlx::query(&format!("SELECT {COLUMNS} FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3"))
+#[async_trait]
+impl ResourceStore for SqlStore {
+    async fn create_resource(&self, new: NewResource) -> StoreResult<Resource> {
+        let now = self.now();
+        let body = new.body.to_string();
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
+            .bind(&new.id)
+            .bind(&new.workspace_id)
+            .bind(&new.kind)
+            .bind(&new.parent_id)
+            .bind(&body)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        if new.versioned {
+            snapshot(&mut tx, &new.id, 1, &body, now).await?;
+        }
+        tx.commit().await?;
+        resource(&row)
+    }
+
+    async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>> {
+        let row = sqlx::query(include_str!("../../queries/resources/select_resource.sql"))
             .bind(id)
             .bind(workspace_id)
             .bind(kind)
-            .fetch_optional(&store.pool)
+            .fetch_optional(&self.pool)
             .await?;
-    row.as_ref().map(resource).transpose()
-}
-
-pub(super) async fn update(
-    store: &SqlStore,
-    workspace_id: &str,
-    kind: &str,
-    id: &str,
-    expected_version: i64,
-    body: Value,
-    versioned: bool,
-) -> StoreResult<Resource> {
-    let now = store.now();
-    let body = body.to_string();
-    let mut tx = store.pool.begin().await?;
-    // Compare-and-swap on the version: a concurrent writer makes this match nothing.
-    let row = sqlx::query(&format!(
-        "UPDATE resources SET body = $5, version = version + 1, updated_at_ms = $6 \
-         WHERE id = $1 AND workspace_id = $2 AND kind = $3 AND version = $4 RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(workspace_id)
-    .bind(kind)
-    .bind(expected_version)
-    .bind(&body)
-    .bind(now)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(row) = row else {
-        drop(tx);
-        return Err(match get(store, workspace_id, kind, id).await? {
-            Some(current) => {
-                StoreError::Conflict(format!("{kind} {id} is at version {}, not {expected_version}", current.version))
-            }
-            None => StoreError::NotFound { what: "resource", id: id.to_owned() },
-        });
-    };
-    let updated = resource(&row)?;
-    if versioned {
-        snapshot(&mut tx, id, updated.version, &body, now).await?;
+        row.as_ref().map(resource).transpose()
     }
-    tx.commit().await?;
-    Ok(updated)
-}
 
-pub(super) async fn archive(store: &SqlStore, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Resource> {
-    let row = sqlx::query(&format!(
-        "UPDATE resources SET archived_at_ms = COALESCE(archived_at_ms, $4), updated_at_ms = $4 \
-         WHERE id = $1 AND workspace_id = $2 AND kind = $3 RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(workspace_id)
-    .bind(kind)
-    .bind(store.now())
-    .fetch_optional(&store.pool)
-    .await?;
-    match row {
-        Some(row) => resource(&row),
-        None => Err(StoreError::NotFound { what: "resource", id: id.to_owned() }),
+    async fn update_resource(&self, update: ResourceUpdate) -> StoreResult<Resource> {
+        let ResourceUpdate { workspace_id, kind, id, expected_version, body, versioned } = update;
+        let (workspace_id, kind, id) = (workspace_id.as_str(), kind.as_str(), id.as_str());
+        let now = self.now();
+        let body = body.to_string();
+        let mut tx = self.pool.begin().await?;
+        // Compare-and-swap on the version: a concurrent writer makes this match nothing.
+        let row = sqlx::query(include_str!("../../queries/resources/update_resource.sql"))
+            .bind(id)
+            .bind(workspace_id)
+            .bind(kind)
+            .bind(expected_version)
+            .bind(&body)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            drop(tx);
+            return Err(match self.get_resource(workspace_id, kind, id).await? {
+                Some(current) => StoreError::Conflict(format!(
+                    "{kind} {id} is at version {}, not {expected_version}",
+                    current.version
+                )),
+                None => StoreError::NotFound { what: "resource", id: id.to_owned() },
+            });
+        };
+        let updated = resource(&row)?;
+        if versioned {
+            snapshot(&mut tx, id, updated.version, &body, now).await?;
+        }
+        tx.commit().await?;
+        Ok(updated)
     }
-}
 
-pub(super) async fn delete(store: &SqlStore, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool> {
-    let mut tx = store.pool.begin().await?;
-    let deleted = sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
+    async fn archive_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Resource> {
+        let row = sqlx::query(&format!(
+            "UPDATE resources SET archived_at_ms = COALESCE(archived_at_ms, $4), updated_at_ms = $4 \
+             WHERE id = $1 AND workspace_id = $2 AND kind = $3 RETURNING {COLUMNS}"
+        ))
         .bind(id)
         .bind(workspace_id)
         .bind(kind)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if deleted == 1 {
-        // Explicit, not only ON DELETE CASCADE: SQLite enforces cascades only with
-        // foreign_keys on, and a missed snapshot would outlive its resource.
-        sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1").bind(id).execute(&mut *tx).await?;
+        .bind(self.now())
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => resource(&row),
+            None => Err(StoreError::NotFound { what: "resource", id: id.to_owned() }),
+        }
     }
-    tx.commit().await?;
-    Ok(deleted == 1)
-}
 
-pub(super) async fn list(
-    store: &SqlStore,
-    workspace_id: &str,
-    kind: &str,
-    query: &ListQuery,
-) -> StoreResult<Vec<Resource>> {
-    // The cursor bounds are written for ascending order; descending swaps them so
-    // "after" always means "further along the listing".
-    let (order, after_op, before_op) = if query.descending { ("DESC", "<", ">") } else { ("ASC", ">", "<") };
-    let sql = format!(
-        "SELECT {COLUMNS} FROM resources \
-         WHERE workspace_id = $1 AND kind = $2 \
-           AND ($3 IS NULL OR parent_id = $3) \
-           AND ($4 IS NULL OR id {after_op} $4) \
-           AND ($5 IS NULL OR id {before_op} $5) \
-           AND ($6 = 1 OR archived_at_ms IS NULL) \
-           AND ($8 IS NULL OR created_at_ms >= $8) \
-           AND ($9 IS NULL OR created_at_ms <= $9) \
-         ORDER BY id {order} LIMIT $7"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(workspace_id)
-        .bind(kind)
-        .bind(&query.parent_id)
-        .bind(&query.after_id)
-        .bind(&query.before_id)
-        .bind(i64::from(query.include_archived))
-        .bind(query.limit.max(0))
-        .bind(query.created_gte_ms)
-        .bind(query.created_lte_ms)
-        .fetch_all(&store.pool)
-        .await?;
-    rows.iter().map(resource).collect()
-}
+    async fn delete_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let deleted = sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
+            .bind(id)
+            .bind(workspace_id)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted == 1 {
+            // Explicit, not only ON DELETE CASCADE: SQLite enforces cascades only with
+            // foreign_keys on, and a missed snapshot would outlive its resource.
+            sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1").bind(id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(deleted == 1)
+    }
 
-pub(super) async fn get_version(store: &SqlStore, resource_id: &str, version: i64) -> StoreResult<Option<Value>> {
-    let row = sqlx::query("SELECT body FROM resource_versions WHERE resource_id = $1 AND version = $2")
+    async fn list_resources(&self, workspace_id: &str, kind: &str, query: &ListQuery) -> StoreResult<Vec<Resource>> {
+        // The cursor bounds are written for ascending order; descending swaps them so
+        // "after" always means "further along the listing".
+        let (order, after_op, before_op) = if query.descending { ("DESC", "<", ">") } else { ("ASC", ">", "<") };
+        let sql = format!(
+            "SELECT {COLUMNS} FROM resources \
+             WHERE workspace_id = $1 AND kind = $2 \
+               AND ($3 IS NULL OR parent_id = $3) \
+               AND ($4 IS NULL OR id {after_op} $4) \
+               AND ($5 IS NULL OR id {before_op} $5) \
+               AND ($6 = 1 OR archived_at_ms IS NULL) \
+               AND ($8 IS NULL OR created_at_ms >= $8) \
+               AND ($9 IS NULL OR created_at_ms <= $9) \
+             ORDER BY id {order} LIMIT $7"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(kind)
+            .bind(&query.parent_id)
+            .bind(&query.after_id)
+            .bind(&query.before_id)
+            .bind(i64::from(query.include_archived))
+            .bind(query.limit.max(0))
+            .bind(query.created_gte_ms)
+            .bind(query.created_lte_ms)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(resource).collect()
+    }
+
+    async fn get_resource_version(&self, resource_id: &str, version: i64) -> StoreResult<Option<Value>> {
+        let row = sqlx::query("SELECT body FROM resource_versions WHERE resource_id = $1 AND version = $2")
+            .bind(resource_id)
+            .bind(version)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(|row| json(row, "body")).transpose()
+    }
+
+    async fn list_resource_versions(
+        &self,
+        resource_id: &str,
+        after_version: Option<i64>,
+        limit: i64,
+        descending: bool,
+    ) -> StoreResult<Vec<(i64, Value)>> {
+        let (order, after_op) = if descending { ("DESC", "<") } else { ("ASC", ">") };
+        let rows = sqlx::query(&format!(
+            "SELECT version, body FROM resource_versions WHERE resource_id = $1 AND ($2 IS NULL OR version {after_op} $2) \
+             ORDER BY version {order} LIMIT $3"
+        ))
         .bind(resource_id)
-        .bind(version)
-        .fetch_optional(&store.pool)
+        .bind(after_version)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
         .await?;
-    row.as_ref().map(|row| json(row, "body")).transpose()
-}
-
-pub(super) async fn list_versions(
-    store: &SqlStore,
-    resource_id: &str,
-    after_version: Option<i64>,
-    limit: i64,
-    descending: bool,
-) -> StoreResult<Vec<(i64, Value)>> {
-    let (order, after_op) = if descending { ("DESC", "<") } else { ("ASC", ">") };
-    let rows = sqlx::query(&format!(
-        "SELECT version, body FROM resource_versions WHERE resource_id = $1 AND ($2 IS NULL OR version {after_op} $2) \
-         ORDER BY version {order} LIMIT $3"
-    ))
-    .bind(resource_id)
-    .bind(after_version)
-    .bind(limit.max(0))
-    .fetch_all(&store.pool)
-    .await?;
-    rows.iter().map(|row| Ok((row.try_get("version")?, json(row, "body")?))).collect()
+        rows.iter().map(|row| Ok((row.try_get("version")?, json(row, "body")?))).collect()
+    }
 }

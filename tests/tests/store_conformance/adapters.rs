@@ -1,7 +1,8 @@
-//! The A2A part of the store seam (migration 0010: tasks, push configs, push
-//! deliveries), run against SQLite and PostgreSQL alike; each case gets a fresh database.
+//! Adapter threads and A2A (`AdapterStore`; migration 0010: tasks, push configs, push
+//! deliveries).
 
-use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, NewEvent, NewSession, Store};
+use agentd_schema::store::prelude::*;
+use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, NewEvent, NewSession};
 use agentd_tests::store_conformance as conformance;
 use serde_json::json;
 
@@ -221,4 +222,19 @@ conformance!(context_start_leases_exclude_until_released_or_expired, |store, clo
     // A holder that never releases loses the lease when it expires.
     clock.advance(30_001);
     assert!(store.a2a_lock_context("ws", "ctx", "c", 30_000).await.unwrap());
+});
+
+conformance!(adapter_threads_bind_once_per_workspace, |store, _clock| async move {
+    let first = session(store.as_ref(), 0).await;
+    let second = session(store.as_ref(), 0).await;
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap().id;
+    let other = store.ensure_workspace("acme", "other").await.unwrap().id;
+    assert_eq!(store.thread_session(&workspace, "chat-1").await.unwrap(), None);
+    assert_eq!(store.bind_thread(&workspace, "chat-1", &first).await.unwrap(), first);
+    // A later binding of the same thread reads the first one back.
+    assert_eq!(store.bind_thread(&workspace, "chat-1", &second).await.unwrap(), first, "the first binding wins");
+    assert_eq!(store.thread_session(&workspace, "chat-1").await.unwrap().as_deref(), Some(first.as_str()));
+    // Thread keys are per workspace.
+    assert_eq!(store.thread_session(&other, "chat-1").await.unwrap(), None);
+    assert_eq!(store.bind_thread(&other, "chat-1", &second).await.unwrap(), second);
 });

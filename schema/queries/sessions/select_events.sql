@@ -1,0 +1,18 @@
+-- A page of a session's events. The caller fills `{after_op}` (`>` ascending, `<`
+-- descending), `{order}` (ASC or DESC) and `{types}` (empty, or `AND type IN ($9, …)`
+-- with one bound parameter per type: types are bound, never inlined).
+--
+-- $1 session id, $2 thread id or NULL, $3 seq cursor or NULL, $4 limit,
+-- $5..$8 processed_at bounds (> >= < <=, each NULL for none)
+SELECT session_id, seq, event_id, thread_id, type, body, processed_at_ms
+FROM session_events
+WHERE session_id = $1
+  AND ($2 IS NULL OR thread_id = $2)
+  AND ($3 IS NULL OR seq {after_op} $3)
+  AND ($5 IS NULL OR processed_at_ms > $5)
+  AND ($6 IS NULL OR processed_at_ms >= $6)
+  AND ($7 IS NULL OR processed_at_ms < $7)
+  AND ($8 IS NULL OR processed_at_ms <= $8)
+  {types}
+ORDER BY seq {order}
+LIMIT $4

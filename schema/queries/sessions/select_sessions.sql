@@ -1,0 +1,21 @@
+-- A page of a workspace's sessions, without their agents. The caller fills `{cursor_op}`
+-- (`>` or `<`), `{order}` (ASC or DESC) and `{statuses}` (empty, or
+-- `AND status IN ($11, …)` with one bound parameter per status).
+--
+-- $1 workspace id, $2 agent id or NULL, $3 agent version or NULL, $4 include archived
+-- (1 or 0), $5 id cursor or NULL, $6 limit, $7..$10 created_at bounds (> >= < <=)
+SELECT id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms,
+       archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id
+FROM sessions
+WHERE workspace_id = $1
+  AND ($2 IS NULL OR agent_id = $2)
+  AND ($3 IS NULL OR agent_version = $3)
+  AND ($4 = 1 OR archived_at_ms IS NULL)
+  AND ($5 IS NULL OR id {cursor_op} $5)
+  AND ($7 IS NULL OR created_at_ms > $7)
+  AND ($8 IS NULL OR created_at_ms >= $8)
+  AND ($9 IS NULL OR created_at_ms < $9)
+  AND ($10 IS NULL OR created_at_ms <= $10)
+  {statuses}
+ORDER BY id {order}
+LIMIT $6

@@ -1,0 +1,242 @@
+//! Runs and fencing: submission, claim, lease renewal and fenced commits.
+
+use async_trait::async_trait;
+
+use super::outbox::OutboxMessage;
+use super::sessions::{NewEvent, StoredEvent};
+use crate::error::{StoreError, StoreResult};
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Runnable: waiting for a worker to claim it.
+    Pending,
+    /// Claimed by a worker until `lease_until_ms`.
+    Leased,
+    /// Parked at a checkpoint, waiting for input.
+    Awaiting,
+    /// Settled with an outcome.
+    Done,
+    /// Quarantined by an operator; only an explicit requeue revives it.
+    DeadLetter,
+    /// Replaced by a newer run of the thread (`supersede`); terminal, never claimed.
+    Superseded,
+}
+
+impl RunStatus {
+    /// The stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Leased => "leased",
+            RunStatus::Awaiting => "awaiting",
+            RunStatus::Done => "done",
+            RunStatus::DeadLetter => "dead_letter",
+            RunStatus::Superseded => "superseded",
+        }
+    }
+
+    /// Parses the stored text.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "pending" => RunStatus::Pending,
+            "leased" => RunStatus::Leased,
+            "awaiting" => RunStatus::Awaiting,
+            "done" => RunStatus::Done,
+            "dead_letter" => RunStatus::DeadLetter,
+            "superseded" => RunStatus::Superseded,
+            _ => return None,
+        })
+    }
+}
+
+/// A run row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// `run_…`
+    pub id: String,
+    /// The session.
+    pub session_id: String,
+    /// The thread it runs on.
+    pub thread_id: String,
+    /// Life-cycle state.
+    pub status: RunStatus,
+    /// Fencing token: bumped by every claim.
+    pub epoch: i64,
+    /// Bumped by every submission; names the queue message.
+    pub generation: i64,
+    /// The worker holding the lease.
+    pub owner: Option<String>,
+    /// Lease expiry, epoch ms.
+    pub lease_until_ms: Option<i64>,
+    /// Expired-lease recoveries since the last checkpoint.
+    pub attempts: i64,
+    /// Retry budget.
+    pub max_attempts: i64,
+    /// A durable cancel intent was recorded.
+    pub cancel_requested: bool,
+    /// A durable pause intent: the live attempt parks at its next step boundary, and an
+    /// awaiting run with it is a paused ticket.
+    pub pause_requested: bool,
+    /// Set once done.
+    pub outcome: Option<String>,
+}
+
+/// Proof of holding a run for one attempt; every fenced call presents it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The run.
+    pub run_id: String,
+    /// The claiming worker.
+    pub owner: String,
+    /// The epoch minted by this claim.
+    pub epoch: i64,
+    /// The run's session.
+    pub session_id: String,
+    /// The run's thread.
+    pub thread_id: String,
+    /// The submission generation at claim time.
+    pub generation: i64,
+    /// Recoveries since the last checkpoint, including this claim if it was one.
+    pub attempts: i64,
+    /// The run's retry budget.
+    pub max_attempts: i64,
+    /// A cancel intent was recorded before the claim.
+    pub cancel_requested: bool,
+    /// A pause intent was recorded before the claim: park at the first step boundary.
+    pub pause_requested: bool,
+    /// Lease expiry, epoch ms.
+    pub lease_until_ms: i64,
+}
+
+/// The result of trying to claim a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// This worker holds the run now.
+    Claimed(Claim),
+    /// Another worker holds a live lease until the given time: try again later.
+    Held {
+        /// Lease expiry, epoch ms.
+        lease_until_ms: i64,
+    },
+    /// Another run of the same thread is live: try again later.
+    ThreadBusy,
+    /// The run is settled or unknown: the message that named it is stale.
+    Stale,
+}
+
+/// Input that makes a thread's run runnable (life of a turn, step 2).
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The session.
+    pub session_id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// Events to commit with the submission (may be empty, e.g. a wake).
+    pub events: Vec<NewEvent>,
+    /// Retry budget of a newly created run.
+    pub max_attempts: i64,
+    /// W3C trace context to carry to the worker.
+    pub trace_context: Vec<(String, String)>,
+}
+
+/// What a submission committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The run that will process the input.
+    pub run_id: String,
+    /// Its generation after this submission.
+    pub generation: i64,
+    /// True when the run is leased: the live attempt picks the input up itself.
+    pub live: bool,
+    /// The committed events.
+    pub events: Vec<StoredEvent>,
+    /// The outbox row holding the queue message to publish.
+    pub outbox: OutboxMessage,
+}
+
+/// What settling an attempt committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    /// The committed events.
+    pub events: Vec<StoredEvent>,
+    /// The run's status afterwards: `Pending` when input arrived during the attempt
+    /// (the caller should claim it again), else what was asked for.
+    pub status: RunStatus,
+}
+
+/// A run that may need its submission republished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrandedRun {
+    /// The run.
+    pub run_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Its submission generation.
+    pub generation: i64,
+    /// Its epoch (changes with every claim).
+    pub epoch: i64,
+}
+
+/// How an attempt ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// Parked at a checkpoint until new input; the retry budget resets.
+    Awaiting,
+    /// Finished with an outcome (e.g. `completed`, `cancelled`, `indeterminate`).
+    Done {
+        /// The outcome recorded on the run.
+        outcome: String,
+    },
+}
+
+impl TryFrom<String> for RunStatus {
+    type Error = StoreError;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        RunStatus::parse(&text).ok_or_else(|| StoreError::Backend(format!("unknown run status {text:?}")))
+    }
+}
+
+/// Runs and fencing (life of a turn, steps 3–5; ADR 0002).
+///
+/// Every write under a claim presents its epoch: the transaction's first write to the
+/// run row is `queries/runs/fence_run.sql`, so a stale epoch writes nothing and returns
+/// `StoreError::Fenced` (certainly not committed). Transactions that touch both lock the
+/// session row first, then the run row. Every method that returns `Ok` has committed.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Life of a turn, step 2, in one transaction: append the input events, make the
+    /// thread's open run runnable (or create one, `pending`), and write the queue
+    /// message to the outbox. Nothing is published here. `NotFound` if the session does
+    /// not exist.
+    async fn submit(&self, submission: Submission) -> StoreResult<Submitted>;
+
+    /// Reads a run.
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>>;
+
+    /// Claims a run for `lease_ms`, minting a new epoch (see `queries/runs/claim_run.sql`).
+    /// At most one claim of a run is live, and at most one run of a thread is leased.
+    async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome>;
+
+    /// Extends the lease of `claim`; returns the new expiry. `Fenced` if it was lost.
+    async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64>;
+
+    /// Hands the run back as `pending` without spending retry budget. `Fenced` if the
+    /// claim was already lost.
+    async fn relinquish(&self, claim: &Claim) -> StoreResult<()>;
+
+    /// Commits events under `claim`, atomically with the epoch check. `Fenced` (and
+    /// nothing written) if the epoch is no longer current.
+    async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Commits final events and settles the attempt in one fenced transaction. Input
+    /// that arrived during the attempt leaves the run `pending` (see `Settled::status`).
+    async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled>;
+
+    /// Runs `pending` since before `cutoff_ms`, or leased with a lease that expired
+    /// before it: candidates for a republished submission (see `stranded_runs.sql`).
+    async fn stranded_runs(&self, cutoff_ms: i64, limit: i64) -> StoreResult<Vec<StrandedRun>>;
+}

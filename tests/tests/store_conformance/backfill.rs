@@ -1,0 +1,138 @@
+//! Migration 0013 (the tool-call ledger) on existing data, on SQLite and PostgreSQL:
+//! histories written before the ledger existed answer `open_tool_calls` and
+//! `tool_calls` as if the ledger had been kept all along.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentd_schema::store::prelude::*;
+use agentd_schema::{Confirmation, ConnectOptions, ManualClock, NewEvent, SqlStore, ToolUseKind};
+use agentd_tests::stores::{create_postgres_database, drop_postgres_database};
+use serde_json::{Value, json};
+use sqlx::any::AnyPoolOptions;
+
+/// The migration under test; the ones before it build the old schema.
+const VERSION: &str = "0013";
+
+/// The dialect's migrations before [`VERSION`], copied into `into`.
+fn previous_migrations(dialect: &str, into: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/migrations").join(dialect);
+    let target = into.join(dialect);
+    std::fs::create_dir_all(&target).unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < VERSION {
+            std::fs::copy(&path, target.join(name)).unwrap();
+        }
+    }
+    target
+}
+
+async fn backfills_existing_histories(url: &str, dialect: &str) {
+    sqlx::any::install_default_drivers();
+    let dir = tempfile::tempdir().unwrap();
+    let old = sqlx::migrate::Migrator::new(previous_migrations(dialect, dir.path())).await.unwrap();
+    let pool = AnyPoolOptions::new().max_connections(1).connect(url).await.unwrap();
+    old.run(&pool).await.unwrap();
+    for statement in [
+        "INSERT INTO organizations (id, name, created_at_ms) VALUES ('org_1', 'acme', 0)",
+        "INSERT INTO workspaces (id, organization_id, name, created_at_ms) VALUES ('wrkspc_1', 'org_1', 'default', 0)",
+    ] {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    let history: [(&str, &str, Value); 10] = [
+        ("sesn_a", "sevt_use_ask", json!({ "type": "agent.tool_use", "name": "bash", "evaluated_permission": "ask" })),
+        ("sesn_a", "sevt_use_custom", json!({ "type": "agent.custom_tool_use", "name": "lookup" })),
+        ("sesn_a", "sevt_use_mcp", json!({ "type": "agent.mcp_tool_use", "name": "search" })),
+        (
+            "sesn_a",
+            "sevt_allow",
+            json!({ "type": "user.tool_confirmation", "tool_use_id": "sevt_use_ask", "result": "allow" }),
+        ),
+        (
+            "sesn_a",
+            "sevt_deny",
+            json!({ "type": "user.tool_confirmation", "tool_use_id": "sevt_use_ask", "result": "deny" }),
+        ),
+        ("sesn_a", "sevt_result", json!({ "type": "agent.tool_result", "tool_use_id": "sevt_use_ask" })),
+        ("sesn_a", "sevt_result_again", json!({ "type": "user.tool_result", "tool_use_id": "sevt_use_ask" })),
+        ("sesn_a", "sevt_mcp_result", json!({ "type": "agent.mcp_tool_result", "mcp_tool_use_id": "sevt_use_mcp" })),
+        ("sesn_b", "sevt_use_b", json!({ "type": "agent.tool_use", "name": "read", "evaluated_permission": "allow" })),
+        // Another session's answer does not answer sesn_a's custom call.
+        ("sesn_b", "sevt_stray", json!({ "type": "user.custom_tool_result", "custom_tool_use_id": "sevt_use_custom" })),
+    ];
+    for (n, session) in ["sesn_a", "sesn_b"].into_iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO sessions (id, workspace_id, status, body, next_seq, created_at_ms, updated_at_ms) \
+             VALUES ($1, 'wrkspc_1', 'idle', '{}', $3, $2, $2)",
+        )
+        .bind(session)
+        .bind(n as i64)
+        .bind(history.len() as i64 + 1)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    for (seq, (session, id, body)) in history.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO session_events (session_id, seq, event_id, thread_id, type, body, processed_at_ms) \
+             VALUES ($1, $2, $3, $1, $4, $5, 0)",
+        )
+        .bind(*session)
+        .bind(seq as i64 + 1)
+        .bind(*id)
+        .bind(body["type"].as_str().unwrap())
+        .bind(body.to_string())
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+
+    let store = SqlStore::connect(ConnectOptions::new(url), Arc::new(ManualClock::new(0))).await.unwrap();
+    store.migrate().await.unwrap();
+    let open = store.open_tool_calls("sesn_a").await.unwrap();
+    assert_eq!(open.iter().map(|c| c.tool_use_id.as_str()).collect::<Vec<_>>(), ["sevt_use_custom"]);
+    assert_eq!((open[0].use_kind, open[0].name.as_str(), open[0].use_seq), (ToolUseKind::Custom, "lookup", 2));
+    let ids = ["sevt_use_ask", "sevt_use_mcp"].map(str::to_owned);
+    let answered = store.tool_calls("sesn_a", &ids).await.unwrap();
+    let ask = &answered[0];
+    assert_eq!(ask.evaluated_permission.as_deref(), Some("ask"));
+    assert_eq!(
+        (ask.confirmation, ask.confirmation_event_id.as_deref()),
+        (Some(Confirmation::Allow), Some("sevt_allow")),
+        "the first confirmation counts"
+    );
+    assert_eq!(
+        (ask.result_event_id.as_deref(), ask.result_kind.as_deref()),
+        (Some("sevt_result"), Some("agent.tool_result")),
+        "the first result counts"
+    );
+    assert_eq!((ask.confirmation_seq, ask.result_seq), (Some(4), Some(6)));
+    assert_eq!(answered[1].result_event_id.as_deref(), Some("sevt_mcp_result"));
+    let other = store.open_tool_calls("sesn_b").await.unwrap();
+    assert_eq!((other.len(), other[0].evaluated_permission.as_deref()), (1, Some("allow")));
+    // Appends after the migration keep the backfilled rows.
+    let result = NewEvent::new(
+        "sesn_a",
+        json!({ "type": "user.custom_tool_result", "custom_tool_use_id": "sevt_use_custom", "content": [] }),
+    );
+    store.append_events("sesn_a", vec![result]).await.unwrap();
+    assert!(store.open_tool_calls("sesn_a").await.unwrap().is_empty());
+    store.close().await;
+}
+
+#[tokio::test]
+async fn backfill_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
+    backfills_existing_histories(&url, "sqlite").await;
+}
+
+#[tokio::test]
+async fn backfill_postgres() {
+    let (url, database) = create_postgres_database("agentd_backfill").await;
+    backfills_existing_histories(&url, "postgres").await;
+    drop_postgres_database(&database).await;
+}

@@ -1,0 +1,104 @@
+//! Generic versioned resources (`ResourceStore`).
+
+use super::*;
+
+fn agent_update(workspace_id: &str, id: &str, expected_version: i64, body: serde_json::Value) -> ResourceUpdate {
+    ResourceUpdate {
+        workspace_id: workspace_id.to_owned(),
+        kind: "agent".into(),
+        id: id.to_owned(),
+        expected_version,
+        body,
+        versioned: true,
+    }
+}
+
+conformance!(resources_version_with_compare_and_swap, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let id = agentd_schema::ids::new_id("agent");
+    let created = store
+        .create_resource(NewResource {
+            id: id.clone(),
+            workspace_id: workspace.id.clone(),
+            kind: "agent".into(),
+            parent_id: None,
+            body: json!({ "name": "a" }),
+            versioned: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(created.version, 1);
+    let updated = store.update_resource(agent_update(&workspace.id, &id, 1, json!({ "name": "b" }))).await.unwrap();
+    assert_eq!(updated.version, 2);
+    let stale = store.update_resource(agent_update(&workspace.id, &id, 1, json!({ "name": "c" }))).await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    let current = store.get_resource(&workspace.id, "agent", &id).await.unwrap().unwrap();
+    assert_eq!(current.body, json!({ "name": "b" }), "a failed compare-and-swap changes nothing");
+    assert_eq!(store.get_resource_version(&id, 1).await.unwrap(), Some(json!({ "name": "a" })));
+    assert_eq!(store.get_resource_version(&id, 2).await.unwrap(), Some(json!({ "name": "b" })));
+    // Another workspace cannot see it.
+    let other = store.ensure_workspace("acme", "other").await.unwrap();
+    assert!(store.get_resource(&other.id, "agent", &id).await.unwrap().is_none());
+    let archived = store.archive_resource(&workspace.id, "agent", &id).await.unwrap();
+    assert!(archived.archived_at_ms.is_some());
+    let listed = store.list_resources(&workspace.id, "agent", &ListQuery { limit: 10, ..Default::default() }).await;
+    assert!(listed.unwrap().is_empty(), "archived rows are hidden by default");
+    let listed = store
+        .list_resources(&workspace.id, "agent", &ListQuery { limit: 10, include_archived: true, ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(store.delete_resource(&workspace.id, "agent", &id).await.unwrap());
+    assert_eq!(store.get_resource_version(&id, 1).await.unwrap(), None, "snapshots go with the resource");
+});
+
+conformance!(resource_pages_move_both_ways, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let id = format!("env_{n:02}");
+        store
+            .create_resource(NewResource {
+                id: id.clone(),
+                workspace_id: workspace.id.clone(),
+                kind: "environment".into(),
+                parent_id: None,
+                body: json!({ "n": n }),
+                versioned: false,
+            })
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let page = |after: Option<&str>, before: Option<&str>, descending: bool| ListQuery {
+        after_id: after.map(str::to_owned),
+        before_id: before.map(str::to_owned),
+        limit: 2,
+        descending,
+        ..Default::default()
+    };
+    let list = |q: ListQuery| {
+        let store = store.clone();
+        let workspace = workspace.id.clone();
+        async move {
+            store
+                .list_resources(&workspace, "environment", &q)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(page(None, None, false)).await, ["env_00", "env_01"]);
+    assert_eq!(list(page(Some("env_01"), None, false)).await, ["env_02", "env_03"]);
+    assert_eq!(list(page(None, None, true)).await, ["env_04", "env_03"]);
+    assert_eq!(list(page(Some("env_03"), None, true)).await, ["env_02", "env_01"]);
+    assert_eq!(list(page(None, Some("env_02"), false)).await, ["env_00", "env_01"]);
+});
+
+conformance!(updating_a_missing_resource_is_not_found, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let missing = store.update_resource(agent_update(&workspace.id, "agent_missing", 1, json!({}))).await;
+    assert!(matches!(missing, Err(StoreError::NotFound { .. })), "{missing:?}");
+});
