@@ -8,19 +8,19 @@
 
 use std::time::Duration;
 
+use agentd_schema::NewEvent;
+use agentd_schema::ids::SessionId;
 use agentd_schema::{A2aTask, EventQuery, RunStatus, StoredEvent, live::rfc3339};
-use axum::Extension;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;
-use crate::adapters::{Translate, follow, text_of, thread_session};
+use crate::adapters::{Translate, follow, text_of};
 use crate::admission::Tenant;
-use crate::managed::{events, sessions};
+use crate::domain::{input, runs, threads};
+use crate::managed::content;
 
 /// Terminal states.
 pub const TERMINAL: &[&str] =
@@ -38,8 +38,6 @@ pub fn is_final(state: &str) -> bool {
 
 /// Input event types a message may carry in a data part.
 const TOOL_INPUTS: &[&str] = &["user.tool_confirmation", "user.custom_tool_result"];
-/// Events that answer a task (user side).
-const USER_INPUTS: &[&str] = &["user.message", "user.tool_confirmation", "user.custom_tool_result"];
 /// How long a context's start lease lasts if its holder never releases it.
 const START_LEASE_MS: i64 = 30_000;
 /// Events read per store query.
@@ -359,8 +357,9 @@ pub async fn send(
                 current.state
             )));
         }
-        let session = sessions::load(store, tenant, &row.session_id).await?;
-        let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+        let session = SessionId::parse(&row.session_id)
+            .map_err(|_| A2aError::internal(format!("task {task_id}: its session id does not parse")))?;
+        let seq = commit(state, tenant, &session, bodies).await?;
         store.a2a_task_input(&row.id, seq).await?;
         let row = A2aTask { input_seq: seq, ..row };
         return Ok((row, seq - 1));
@@ -402,7 +401,8 @@ async fn start(
         }
     }
     let agent = agent_for(endpoint, headers, params);
-    let session = thread_session(state, tenant, &context, agent.as_deref()).await?;
+    let bound = threads::session(state, tenant, &context, agent.as_deref()).await?;
+    let session = &bound.session;
     if let Some(endpoint_agent) = &endpoint.agent
         && session.agent_id.as_deref() != Some(endpoint_agent.as_str())
     {
@@ -411,7 +411,7 @@ async fn start(
             session.agent_id.as_deref().unwrap_or("none")
         )));
     }
-    let seq = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+    let seq = commit(state, tenant, &bound.id, bodies).await?;
     let runs = store.thread_runs(&session.id).await?;
     let run = runs
         .iter()
@@ -436,33 +436,17 @@ async fn start(
     Ok((row, seq - 1))
 }
 
-/// Commits input through the managed `events.send` (its validation, budget and hands
-/// rules) and returns the sequence of the first committed event.
-async fn commit(
-    state: &AppState,
-    tenant: &Tenant,
-    session_id: &str,
-    before: i64,
-    bodies: Vec<Value>,
-) -> A2aResult<i64> {
-    let body = json!({ "events": bodies });
-    let session = agentd_schema::ids::SessionId::parse(session_id)
-        .map_err(|_| crate::error::ApiError::Internal(format!("bound session id does not parse: {session_id}")))?;
-    let sent =
-        events::send(State(state.clone()), Extension(tenant.clone()), Path(session), Bytes::from(body.to_string()))
-            .await?;
-    let ids: Vec<&str> = sent.0["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
-    let query = EventQuery {
-        after_seq: Some(before),
-        types: USER_INPUTS.iter().map(|s| (*s).to_owned()).collect(),
-        limit: 1000,
-        ..EventQuery::default()
-    };
-    let committed = state.backends.store.query_events(session_id, &query).await?;
-    committed
-        .iter()
-        .find(|e| ids.contains(&e.event_id.as_str()))
-        .map(|e| e.seq)
+/// Submits the message's input through the turn service (every acceptance rule,
+/// the budget and the hands) and returns the sequence of the first committed event.
+async fn commit(state: &AppState, tenant: &Tenant, session: &SessionId, bodies: Vec<Value>) -> A2aResult<i64> {
+    let mut events = Vec::with_capacity(bodies.len());
+    for (i, body) in bodies.iter().enumerate() {
+        let body = content::client_event(body, &format!("message.parts[{i}]"))?;
+        events.push(NewEvent::new(session, Value::Object(body)));
+    }
+    let accepted = input::submit(state, tenant, session, events).await?;
+    accepted
+        .first_seq()
         .ok_or_else(|| A2aError::params("message: nothing new to send (every tool answer was given before)"))
 }
 
@@ -671,16 +655,7 @@ pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A
     }
     let store = state.backends.store.as_ref();
     store.a2a_cancel_task(&row.id).await?;
-    let runs = store.thread_runs(&row.session_id).await?;
-    let open =
-        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
-    if let Some(run) = open
-        && let Some((_, message)) = store.cancel_run(&row.session_id, &run.id).await?
-        && let (Some(message), Some(queue)) = (message, &state.backends.queue)
-        && let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &message).await
-    {
-        tracing::warn!(%error, "a2a cancel's submission deferred to the outbox relay");
-    }
+    runs::cancel_open(state, &row.session_id).await?;
     let row = load(state, tenant, id).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {

@@ -1,0 +1,402 @@
+//! Turns: input into a session's thread. Every acceptance rule of every surface lives
+//! here — archived, deleted and terminated sessions, the budget, the session's agent and
+//! environment as they are now, answers to tool calls that are not open, confirmations,
+//! the order of a `system.message`, `user.tool_result` from hands, idempotent repeats —
+//! then the commit (`submit_and_publish`, life of a turn steps 2–3) and the hands.
+
+use std::collections::HashMap;
+
+use agentd_schema::ids::SessionId;
+use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, Submission, live};
+use serde_json::{Value, json};
+
+use super::error::{DomainError, DomainResult};
+use super::sessions;
+use crate::AppState;
+use crate::admission::{Access, Tenant};
+
+/// Event types that make the thread's run runnable.
+const RUN_INPUTS: &[&str] = &[
+    "user.message",
+    "user.custom_tool_result",
+    "user.tool_result",
+    "user.tool_confirmation",
+    "user.define_outcome",
+    "system.message",
+    // Our runner's answers on `cloud` environments.
+    "agent.tool_result",
+];
+
+/// Event types that start a new turn (a new model request the budget and the agent
+/// must admit).
+const NEW_TURN: &[&str] = &["user.message", "system.message", "user.define_outcome"];
+
+/// What a submission committed.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// The session as loaded when the input was admitted.
+    pub session: Session,
+    /// The events committed now, in order (empty when every event repeated an answer).
+    pub committed: Vec<StoredEvent>,
+    /// One entry per input event, in request order: the rendered event it committed, or
+    /// the earlier answer it repeated.
+    pub echoed: Vec<Value>,
+}
+
+impl Accepted {
+    /// The sequence number of the first event committed now.
+    pub fn first_seq(&self) -> Option<i64> {
+        self.committed.first().map(|e| e.seq)
+    }
+}
+
+/// Loads a session that may start a new turn, or says why not. The rules, in order:
+/// archived, terminated, budget reached, the session's agent disabled or archived (as
+/// the agent resource is now), its environment archived.
+pub async fn admit_turn(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainResult<Session> {
+    let session = sessions::load(state, tenant, id).await?;
+    admit(state, tenant, &session, true).await?;
+    Ok(session)
+}
+
+/// The rules of [`admit_turn`]; the turn rules (budget, agent, environment) only when
+/// `new_turn` (an answer to an open tool call finishes a turn that was admitted).
+pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_turn: bool) -> DomainResult<()> {
+    let id = &session.id;
+    if session.archived_at_ms.is_some() {
+        return Err(DomainError::Archived(format!("session {id} is archived and accepts no events")));
+    }
+    if session.status == "terminated" {
+        return Err(DomainError::Terminated(format!("session {id} is terminated and accepts no events")));
+    }
+    if !new_turn {
+        return Ok(());
+    }
+    if agentd_schema::budget::Standing::of(&session.body, &session.usage).reached() {
+        return Err(DomainError::BudgetReached(format!(
+            "session {id}: the session's budget (max_list_cost) is reached; no further model request is admitted"
+        )));
+    }
+    let store = state.backends.store.as_ref();
+    if let Some(agent_id) = session.agent_id.as_deref().or(session.body["agent"]["id"].as_str()) {
+        match store.get_resource(&tenant.workspace_id, "agent", agent_id).await? {
+            None => {
+                return Err(DomainError::AgentArchived(format!(
+                    "session {id}: its agent {agent_id} no longer exists; start a session with another agent"
+                )));
+            }
+            Some(agent) if agent.archived_at_ms.is_some() => {
+                return Err(DomainError::AgentArchived(format!(
+                    "session {id}: its agent {agent_id} is archived and takes no new turns"
+                )));
+            }
+            Some(agent) if agent.body.get("disabled_at").is_some_and(|v| !v.is_null()) => {
+                return Err(DomainError::AgentDisabled(format!(
+                    "session {id}: its agent {agent_id} is disabled and takes no new turns"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+    if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment_id).await?
+        && environment.archived_at_ms.is_some()
+    {
+        return Err(DomainError::EnvironmentArchived(format!(
+            "session {id}: its environment {environment_id} is archived and takes no new turns"
+        )));
+    }
+    Ok(())
+}
+
+/// Submits `events` (bodies already validated as client events, each with its id) to
+/// the session's primary thread: admission, tool-call checks, commit, publish, hands.
+/// Input that drives no run (`user.interrupt`) is appended and published only.
+pub async fn submit(
+    state: &AppState,
+    tenant: &Tenant,
+    id: &SessionId,
+    events: Vec<NewEvent>,
+) -> DomainResult<Accepted> {
+    if events.is_empty() {
+        return Err(DomainError::invalid("events: at least one event is required"));
+    }
+    let session = sessions::load(state, tenant, id).await?;
+    let new_turn = events.iter().any(|e| NEW_TURN.contains(&e.kind.as_str()));
+    admit(state, tenant, &session, new_turn).await?;
+    for (i, event) in events.iter().enumerate() {
+        if event.kind != "system.message" {
+            continue;
+        }
+        let follows = i.checked_sub(1).map(|p| events[p].kind.as_str());
+        let valid = i == events.len() - 1
+            && matches!(follows, Some("user.message" | "user.tool_result" | "user.custom_tool_result"));
+        if !valid {
+            return Err(DomainError::invalid(format!(
+                "events[{i}]: a system.message must be the final event and immediately follow the user.message, \
+                 user.tool_result or user.custom_tool_result it accompanies"
+            )));
+        }
+    }
+    let store = state.backends.store.as_ref();
+    let answers = events
+        .iter()
+        .any(|e| matches!(e.kind.as_str(), "user.custom_tool_result" | "user.tool_result" | "user.tool_confirmation"));
+    let ledger = if answers { tool_calls(state, &session.id).await? } else { ToolLedger::default() };
+    // `user.tool_result` comes from hands: the customer's worker on `self_hosted`
+    // environments; on `cloud` ones only our runner (with the item's sessions token or
+    // a runner key), and its answers are committed as `agent.tool_result`.
+    let hands = if events.iter().any(|e| e.kind == "user.tool_result") {
+        let environment = session.body["environment_id"].as_str().unwrap_or_default();
+        let environment = store.get_resource(&tenant.workspace_id, "environment", environment).await?;
+        environment.map(|env| agentd_schema::hands::hands_of(&env.body))
+    } else {
+        None
+    };
+    let from_runner = matches!(tenant.access, Access::Session { .. } | Access::Runner);
+    let self_hosted = hands == Some("self_hosted");
+    let runner_answer = hands == Some("cloud") && from_runner;
+    // Each output slot is a new event to commit, an answer committed earlier, or a
+    // repeat of an answer earlier in this same request.
+    let mut slots: Vec<Slot> = Vec::with_capacity(events.len());
+    let mut answered_now: HashMap<(String, String), String> = HashMap::new();
+    for (i, mut event) in events.into_iter().enumerate() {
+        let answer_key = match event.kind.as_str() {
+            "user.custom_tool_result" => Some(("custom_tool_use_id", &["agent.custom_tool_use"][..])),
+            "user.tool_result" => Some(("tool_use_id", &["agent.tool_use"][..])),
+            "user.tool_confirmation" => Some(("tool_use_id", &["agent.tool_use", "agent.mcp_tool_use"][..])),
+            _ => None,
+        };
+        let Some((field, kinds)) = answer_key else {
+            slots.push(Slot::New(event));
+            continue;
+        };
+        let kind = event.kind.clone();
+        let use_id = event.body[field].as_str().unwrap_or_default().to_owned();
+        let Some((use_kind, permission)) = ledger.uses.get(&use_id) else {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].{field}: no open tool call {use_id} in this session"
+            )));
+        };
+        if !kinds.contains(&use_kind.as_str()) {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].{field}: {use_id} is an {use_kind}, which {kind} cannot answer"
+            )));
+        }
+        if kind == "user.tool_confirmation" && permission.as_deref() != Some("ask") {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].tool_use_id: {use_id} does not await a confirmation"
+            )));
+        }
+        if kind == "user.tool_result" && !self_hosted && !runner_answer {
+            return Err(DomainError::invalid(format!(
+                "events[{i}]: user.tool_result is only valid on self_hosted environments"
+            )));
+        }
+        // A repeated answer is idempotent: echo the first, commit nothing.
+        let key = (kind, use_id);
+        if let Some(earlier) = ledger.answers.get(&key) {
+            slots.push(Slot::Earlier(earlier.clone()));
+            continue;
+        }
+        if let Some(first) = answered_now.get(&key) {
+            slots.push(Slot::SameAs(first.clone()));
+            continue;
+        }
+        if key.0 == "user.tool_result" && runner_answer {
+            event.kind = "agent.tool_result".to_owned();
+            event.body["type"] = json!("agent.tool_result");
+        }
+        answered_now.insert(key, event.event_id.clone());
+        slots.push(Slot::New(event));
+    }
+    let fresh: Vec<NewEvent> = slots
+        .iter()
+        .filter_map(|slot| match slot {
+            Slot::New(new) => Some(new.clone()),
+            _ => None,
+        })
+        .collect();
+    let drives_run = fresh.iter().any(|e| RUN_INPUTS.contains(&e.kind.as_str()));
+    let committed = if fresh.is_empty() {
+        Vec::new()
+    } else if drives_run {
+        let committed = submit_and_publish(state, &session.id, fresh).await?;
+        // New input after the previous work item stopped needs hands again.
+        if agentd_schema::hands::needs_hands(&session.body["agent"]) {
+            queue_hands(state, tenant, &session).await?;
+        }
+        committed
+    } else {
+        append_and_publish(state, &session.id, fresh).await?
+    };
+    let by_id: HashMap<&str, &StoredEvent> = committed.iter().map(|e| (e.event_id.as_str(), e)).collect();
+    let echoed = slots
+        .iter()
+        .map(|slot| match slot {
+            Slot::New(NewEvent { event_id, .. }) | Slot::SameAs(event_id) => {
+                by_id.get(event_id.as_str()).map_or(Value::Null, |e| live::render(e))
+            }
+            Slot::Earlier(earlier) => live::render(earlier),
+        })
+        .collect();
+    Ok(Accepted { session, committed, echoed })
+}
+
+/// One event of a submission, as it will be echoed.
+enum Slot {
+    /// To commit now.
+    New(NewEvent),
+    /// An answer committed by an earlier request.
+    Earlier(StoredEvent),
+    /// A repeat of the answer with this event id earlier in the same request.
+    SameAs(String),
+}
+
+/// Life of a turn, steps 2–3: commit the input with the run and its outbox row in one
+/// transaction, then publish the submission and the committed events. A failed publish
+/// is left to the outbox relay. Callers have admitted the input.
+pub(crate) async fn submit_and_publish(
+    state: &AppState,
+    session_id: &str,
+    events: Vec<NewEvent>,
+) -> DomainResult<Vec<StoredEvent>> {
+    let (Some(queue), Some(bus)) = (&state.backends.queue, &state.backends.bus) else {
+        return Err(DomainError::Unavailable("durable ingress is not configured on this process".to_owned()));
+    };
+    let store = state.backends.store.as_ref();
+    // W3C trace context rides with the submission so the worker's span joins this trace
+    // (empty when no OTLP exporter is configured).
+    let mut trace_context = HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        propagator.inject_context(&tracing::Span::current().context(), &mut trace_context);
+    });
+    let submitted = store
+        .submit(Submission {
+            session_id: session_id.to_owned(),
+            thread_id: session_id.to_owned(),
+            events,
+            max_attempts: state.max_attempts,
+            trace_context: trace_context.into_iter().collect(),
+        })
+        .await?;
+    if let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &submitted.outbox).await {
+        tracing::warn!(%error, run = %submitted.run_id, "submission publish deferred to the outbox relay");
+    }
+    live::publish_committed(bus.as_ref(), &submitted.events).await;
+    Ok(submitted.events)
+}
+
+/// Appends events that drive no run (an interrupt) and publishes them.
+pub(crate) async fn append_and_publish(
+    state: &AppState,
+    session_id: &str,
+    events: Vec<NewEvent>,
+) -> DomainResult<Vec<StoredEvent>> {
+    let stored = state.backends.store.append_events(session_id, events).await?;
+    if let Some(bus) = &state.backends.bus {
+        live::publish_committed(bus.as_ref(), &stored).await;
+    }
+    Ok(stored)
+}
+
+/// Queues a work item for the session's hands unless one is open, and wakes pollers.
+pub(crate) async fn queue_hands(state: &AppState, tenant: &Tenant, session: &Session) -> DomainResult<()> {
+    let Some(bus) = &state.backends.bus else { return Ok(()) };
+    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+    let store = state.backends.store.as_ref();
+    let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment_id).await? else {
+        return Ok(());
+    };
+    agentd_schema::hands::ensure(
+        store,
+        bus.as_ref(),
+        &session.workspace_id,
+        environment_id,
+        &session.id,
+        agentd_schema::hands::hands_of(&environment.body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The session's tool calls that await a confirmation (`evaluated_permission: ask`,
+/// neither confirmed nor answered), oldest first.
+pub async fn awaiting_confirmation(state: &AppState, session_id: &str) -> DomainResult<Vec<String>> {
+    let ledger = tool_calls(state, session_id).await?;
+    let mut open: Vec<&String> = ledger
+        .uses
+        .iter()
+        .filter(|(id, (_, permission))| permission.as_deref() == Some("ask") && !ledger.is_answered(id))
+        .map(|(id, _)| id)
+        .collect();
+    open.sort();
+    Ok(open.into_iter().cloned().collect())
+}
+
+/// Tool calls of a session and what has answered them so far.
+#[derive(Debug, Default)]
+pub struct ToolLedger {
+    /// tool use id → (event type, evaluated permission)
+    uses: HashMap<String, (String, Option<String>)>,
+    /// (answer type, tool use id) → the stored answer
+    answers: HashMap<(String, String), StoredEvent>,
+}
+
+impl ToolLedger {
+    /// Whether anything has answered the call (a result, a confirmation, the runner).
+    pub fn is_answered(&self, use_id: &str) -> bool {
+        self.answers.keys().any(|(_, answered)| answered == use_id)
+    }
+
+    /// Whether `use_id` is a call of type `kind` that nothing has answered yet.
+    pub fn is_open(&self, use_id: &str, kind: &str) -> bool {
+        self.uses.get(use_id).is_some_and(|(k, _)| k == kind) && !self.is_answered(use_id)
+    }
+}
+
+/// The one place that computes which tool calls of a session are open.
+///
+/// At merge this reads the store's `tool_calls` projection (`open_tool_calls`) instead
+/// of the event history.
+pub async fn tool_calls(state: &AppState, session_id: &str) -> DomainResult<ToolLedger> {
+    let types = [
+        "agent.custom_tool_use",
+        "agent.tool_use",
+        "agent.mcp_tool_use",
+        "user.custom_tool_result",
+        "user.tool_result",
+        "agent.tool_result",
+        "user.tool_confirmation",
+    ];
+    let events = state
+        .backends
+        .store
+        .query_events(
+            session_id,
+            &EventQuery {
+                types: types.iter().map(|t| (*t).to_owned()).collect(),
+                limit: 100_000,
+                ..EventQuery::default()
+            },
+        )
+        .await?;
+    let mut ledger = ToolLedger::default();
+    for event in events {
+        match event.kind.as_str() {
+            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => {
+                let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
+                ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
+            }
+            kind => {
+                let key = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
+                let id = event.body[key].as_str().unwrap_or_default().to_owned();
+                // A call answered by the runner (or by a denial) takes no second result.
+                let kind = if kind == "agent.tool_result" { "user.tool_result" } else { kind };
+                ledger.answers.entry((kind.to_owned(), id)).or_insert(event);
+            }
+        }
+    }
+    Ok(ledger)
+}
