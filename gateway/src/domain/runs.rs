@@ -4,8 +4,8 @@
 use agentd_schema::{NewEvent, Run, RunStatus};
 use serde_json::json;
 
+use super::commit;
 use super::error::{DomainError, DomainResult};
-use super::input;
 use crate::AppState;
 
 /// The thread's open run (pending, leased or awaiting), newest first.
@@ -65,6 +65,6 @@ pub async fn publish(state: &AppState, messages: &[agentd_schema::OutboxMessage]
 /// the worker stops the model request and idles with `end_turn`).
 pub async fn interrupt(state: &AppState, session_id: &str) -> DomainResult<()> {
     let event = NewEvent::new(session_id, json!({ "type": "user.interrupt" }));
-    input::append_and_publish(state, session_id, vec![event]).await?;
+    commit::append_and_publish(state, session_id, vec![event]).await?;
     Ok(())
 }

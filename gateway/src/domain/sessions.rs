@@ -6,8 +6,8 @@ use agentd_schema::ids::SessionId;
 use agentd_schema::{NewEvent, NewSession, Session};
 use serde_json::{Map, Value, json};
 
+use super::commit;
 use super::error::{DomainError, DomainResult};
-use super::input;
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::managed::agent_config::{self, normalize};
@@ -189,11 +189,11 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         .await?;
     if !request.initial_events.is_empty() {
         let events = request.initial_events.into_iter().map(|body| NewEvent::new(&id, Value::Object(body))).collect();
-        input::submit_and_publish(state, &id, events).await?;
+        commit::submit_and_publish(state, &id, events).await?;
     }
     // Session start: a session whose agent has built-in tools needs hands.
     if agentd_schema::hands::needs_hands(&session.body["agent"]) {
-        input::queue_hands(state, tenant, &session).await?;
+        commit::queue_hands(state, tenant, &session).await?;
     }
     load(state, tenant, &session.id).await
 }

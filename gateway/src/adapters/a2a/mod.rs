@@ -10,10 +10,12 @@
 
 pub mod card;
 pub mod compat;
+pub mod dispatch;
 pub mod jsonrpc;
 pub mod push;
 pub mod rest;
 pub mod tasks;
+pub mod view;
 
 use axum::Router;
 use axum::routing::{get, post};
