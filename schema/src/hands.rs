@@ -7,7 +7,8 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::error::StoreResult;
-use crate::store::{Store, WorkItem};
+use crate::events::{ErrorType, EventType, RetryStatus, SessionError};
+use crate::store::{NewEvent, Store, WorkItem};
 
 /// The bus channel that wakes pollers of one environment.
 pub fn environment_channel(environment_id: &str) -> String {
@@ -90,34 +91,24 @@ pub async fn expire(store: &dyn Store, queue: &dyn agentd_proto::Queue) -> Store
     Ok(lost.len())
 }
 
-async fn give_up_events(
-    store: &dyn Store,
-    session_id: &str,
-    lost_leases: i64,
-) -> StoreResult<Vec<crate::store::NewEvent>> {
+async fn give_up_events(store: &dyn Store, session_id: &str, lost_leases: i64) -> StoreResult<Vec<NewEvent>> {
     let query = crate::store::EventQuery {
-        types: ["agent.tool_use", "agent.tool_result", "user.tool_result"].map(str::to_owned).to_vec(),
+        types: [EventType::AgentToolUse, EventType::AgentToolResult, EventType::UserToolResult]
+            .map(|kind| kind.to_string())
+            .to_vec(),
         limit: 100_000,
         ..Default::default()
     };
-    let calls = store.query_events(session_id, &query).await?;
-    let answered: std::collections::HashSet<&str> =
-        calls.iter().filter(|e| e.kind != "agent.tool_use").filter_map(|e| e.body["tool_use_id"].as_str()).collect();
+    let history = store.query_events(session_id, &query).await?;
     let message = format!("the environment's hands were lost {lost_leases} times; the tool call was abandoned");
-    let event = |body: Value| crate::store::NewEvent::new(session_id, body);
+    let calls = crate::events::ToolCalls::of(&history);
     let mut events: Vec<_> = calls
+        .open()
         .iter()
-        .filter(|e| e.kind == "agent.tool_use" && !answered.contains(e.event_id.as_str()))
-        .map(|call| {
-            event(serde_json::json!({
-                "type": "agent.tool_result", "tool_use_id": call.event_id, "is_error": true,
-                "content": [{ "type": "text", "text": message }],
-            }))
-        })
+        .filter(|call| call.kind == EventType::AgentToolUse)
+        .map(|call| NewEvent::synthetic_result(session_id, call.kind, &call.id, &message))
         .collect();
-    events.push(event(serde_json::json!({
-        "type": "session.error",
-        "error": { "type": "unknown_error", "message": message, "retry_status": { "type": "exhausted" } },
-    })));
+    let error = SessionError::new(ErrorType::UnknownError, message, RetryStatus::Exhausted);
+    events.push(NewEvent::session_error(session_id, &error));
     Ok(events)
 }

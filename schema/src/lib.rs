@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod clock;
 pub mod egress;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod hands;
 pub mod ids;
@@ -20,5 +21,6 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{StoreError, StoreResult};
+pub use events::{ErrorType, EventType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
 pub use sql::{ConnectOptions, SqlStore};
 pub use store::*;

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use agentd_proto::v1::RunSubmission;
 use agentd_proto::{Delivery, Lifecycle, Queue};
-use agentd_schema::{ClaimOutcome, RunStatus, StoreError};
+use agentd_schema::{
+    ClaimOutcome, ErrorType, EventType, NewEvent, RetryStatus, RunStatus, SessionError, StopReason, StoreError,
+};
 use prost::Message;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -251,51 +253,28 @@ async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim, ending: Ending)
             &claim.session_id,
             &agentd_schema::EventQuery {
                 thread_id: Some(claim.thread_id.clone()),
-                types: vec!["span.model_request_start".into(), "span.model_request_end".into()],
+                types: vec![EventType::SpanModelRequestStart.to_string(), EventType::SpanModelRequestEnd.to_string()],
                 limit: 1,
                 descending: true,
                 ..agentd_schema::EventQuery::default()
             },
         )
         .await?;
-    if let Some(start) = last_span.first().filter(|e| e.kind == "span.model_request_start") {
-        events.push(agentd_schema::NewEvent {
-            event_id: id("span"),
-            thread_id: claim.thread_id.clone(),
-            kind: "span.model_request_end".into(),
-            body: serde_json::json!({
-                "type": "span.model_request_end",
-                "model_request_start_id": start.event_id,
-                "is_error": true,
-                "model_usage": { "input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0 },
-            }),
-        });
+    let thread = &claim.thread_id;
+    if let Some(start) = last_span.first().filter(|e| e.is(EventType::SpanModelRequestStart)) {
+        events.push(NewEvent::model_request_abandoned(thread, &start.event_id).with_id(id("span")));
     }
     if let Ending::Exhausted = ending {
-        events.push(agentd_schema::NewEvent {
-            event_id: id("error"),
-            thread_id: claim.thread_id.clone(),
-            kind: "session.error".into(),
-            body: serde_json::json!({
-                "type": "session.error",
-                "error": {
-                    "type": "unknown_error",
-                    "message": format!("the turn was retried {} times after its worker was lost and has been stopped", claim.attempts),
-                    "retry_status": { "type": "exhausted" },
-                },
-            }),
-        });
+        let message =
+            format!("the turn was retried {} times after its worker was lost and has been stopped", claim.attempts);
+        let error = SessionError::new(ErrorType::UnknownError, message, RetryStatus::Exhausted);
+        events.push(NewEvent::session_error(thread, &error).with_id(id("error")));
     }
     let (stop_reason, outcome) = match ending {
-        Ending::Exhausted => ("retries_exhausted", "indeterminate"),
-        Ending::Cancelled => ("end_turn", "cancelled"),
+        Ending::Exhausted => (StopReason::RetriesExhausted, "indeterminate"),
+        Ending::Cancelled => (StopReason::EndTurn, "cancelled"),
     };
-    events.push(agentd_schema::NewEvent {
-        event_id: id("idle"),
-        thread_id: claim.thread_id.clone(),
-        kind: "session.status_idle".into(),
-        body: serde_json::json!({ "type": "session.status_idle", "stop_reason": { "type": stop_reason }, "stop_details": null }),
-    });
+    events.push(NewEvent::status_idle(thread, stop_reason).with_id(id("idle")));
     let settled = ctx.store.settle(claim, events, agentd_schema::Settlement::Done { outcome: outcome.into() }).await?;
     agentd_schema::live::publish_committed(ctx.bus.as_ref(), &settled.events).await;
     Ok(())

@@ -4,9 +4,12 @@
 
 pub mod a2a;
 pub mod agent_loop;
+pub mod budget;
 pub mod consumer;
 pub mod credentials;
+pub mod history;
 pub mod mcp;
 pub mod providers;
 pub mod remote;
 pub mod run;
+pub mod signals;

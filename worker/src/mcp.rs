@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use agentd_schema::egress::{self, Target};
 use agentd_schema::scrub::Scrubber;
+use agentd_schema::{ErrorType, RetryStatus, SessionError};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -52,17 +53,16 @@ pub struct McpFailure {
 
 impl McpFailure {
     /// The `session.error` reporting it; the turn ends (ADR 0009).
-    pub fn session_error(&self) -> Value {
-        let kind = if self.authentication { "mcp_authentication_failed_error" } else { "mcp_connection_failed_error" };
-        json!({
-            "type": "session.error",
-            "error": {
-                "type": kind,
-                "mcp_server_name": self.server,
-                "message": self.message,
-                "retry_status": { "type": "exhausted" },
-            },
-        })
+    pub fn session_error(&self) -> SessionError {
+        let kind = if self.authentication {
+            ErrorType::McpAuthenticationFailedError
+        } else {
+            ErrorType::McpConnectionFailedError
+        };
+        SessionError {
+            mcp_server_name: Some(self.server.clone()),
+            ..SessionError::new(kind, self.message.clone(), RetryStatus::Exhausted)
+        }
     }
 }
 
@@ -388,6 +388,7 @@ pub fn result_content(result: &CallToolResult) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentd_schema::NewEvent;
 
     /// An "MCP server" on 127.0.0.1 that answers every request with `status`, echoing
     /// the bearer token it received in every encoding (rmcp puts a 4xx body into its
@@ -448,7 +449,8 @@ mod tests {
             }
             for encoded in agentd_schema::scrub::encodings(token) {
                 assert!(!failure.message.contains(&encoded), "{status}: {encoded:?} in {}", failure.message);
-                assert!(!failure.session_error().to_string().contains(&encoded), "{status}: {encoded:?}");
+                let event = NewEvent::session_error("sesn_1", &failure.session_error());
+                assert!(!event.body.to_string().contains(&encoded), "{status}: {encoded:?}");
             }
         }
     }
@@ -473,7 +475,7 @@ mod tests {
     #[test]
     fn failures_become_the_wire_errors() {
         let failure = McpFailure { server: "calc".into(), authentication: true, message: "no".into() };
-        let event = failure.session_error();
+        let event = NewEvent::session_error("sesn_1", &failure.session_error()).body;
         assert_eq!(event["error"]["type"], "mcp_authentication_failed_error");
         assert_eq!(event["error"]["mcp_server_name"], "calc");
         assert_eq!(event["error"]["retry_status"]["type"], "exhausted");

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use agentd_schema::secrets::SecretBox;
-use agentd_schema::{Session, Store};
+use agentd_schema::{EventType, NewEvent, Session, Store};
 use serde_json::{Value, json};
 
 use crate::agent_loop::{RemoteCall, RemoteTarget};
@@ -42,7 +42,7 @@ pub struct Remote {
 /// The events recording one call, and whether its server failed (the turn ends).
 pub struct Outcome {
     /// The result event, then a `session.error` when the server failed.
-    pub events: Vec<Value>,
+    pub events: Vec<NewEvent>,
     /// The server could not be used.
     pub failed: bool,
 }
@@ -76,14 +76,11 @@ impl Remote {
     }
 
     /// Notes the calls among `events` that this attempt commits as allowed.
-    pub fn note_released(&mut self, events: &[Value]) {
+    pub fn note_released(&mut self, events: &[NewEvent]) {
         for event in events {
-            let remote_kind = matches!(event["type"].as_str(), Some("agent.mcp_tool_use" | "agent.tool_use"));
-            if remote_kind
-                && event["evaluated_permission"] == "allow"
-                && let Some(id) = event["id"].as_str()
-            {
-                self.released.insert(id.to_owned());
+            let remote_kind = matches!(event.event_type(), Some(EventType::AgentMcpToolUse | EventType::AgentToolUse));
+            if remote_kind && event.body["evaluated_permission"] == "allow" {
+                self.released.insert(event.event_id.clone());
             }
         }
     }
@@ -95,10 +92,7 @@ impl Remote {
             RemoteTarget::Mcp { server, tool } => self.run_mcp(agent, call, server, tool, released).await,
             RemoteTarget::A2a { tool } => {
                 let text_result = |text: String, is_error: bool| Outcome {
-                    events: vec![json!({
-                        "type": "agent.tool_result", "tool_use_id": call.id, "is_error": is_error,
-                        "content": [{ "type": "text", "text": text }],
-                    })],
+                    events: vec![NewEvent::tool_result(&self.session_id, &call.id, text_content(&text), is_error)],
                     failed: false,
                 };
                 // SendMessage is not idempotent: an interrupted call is never sent again.
@@ -128,16 +122,16 @@ impl Remote {
     }
 
     async fn run_mcp(&mut self, agent: &Value, call: &RemoteCall, server: &str, tool: &str, released: bool) -> Outcome {
-        let result = |content: Value, is_error: bool| json!({ "type": "agent.mcp_tool_result", "mcp_tool_use_id": call.id, "is_error": is_error, "content": content });
-        let text = |text: &str| json!([{ "type": "text", "text": text }]);
+        // Events are on the session's thread until the attempt commits them on its own.
+        let thread = self.session_id.clone();
+        let result = |content: Value, is_error: bool| NewEvent::mcp_tool_result(&thread, &call.id, content, is_error);
+        let error = |failure: &McpFailure| NewEvent::session_error(&thread, &failure.session_error());
+        let text = text_content;
         if !released {
             // Whether the tool is safe to repeat is the server's to say: list its tools.
             let mut probe = ModelRequest::default();
             if let Err(failure) = self.offer(agent, &mut probe).await {
-                return Outcome {
-                    events: vec![result(text(INTERRUPTED), true), failure.session_error()],
-                    failed: true,
-                };
+                return Outcome { events: vec![result(text(INTERRUPTED), true), error(&failure)], failed: true };
             }
             let rerunnable = self.mcp.find(tool).is_some_and(|t| t.server == server && t.rerunnable);
             if !rerunnable {
@@ -157,7 +151,7 @@ impl Remote {
             },
             Err(failure) => {
                 let message = format!("the MCP server {server:?} failed: {}", failure.message);
-                Outcome { events: vec![result(text(&message), true), failure.session_error()], failed: true }
+                Outcome { events: vec![result(text(&message), true), error(&failure)], failed: true }
             }
         }
     }
@@ -166,4 +160,9 @@ impl Remote {
     pub async fn close(self) {
         self.mcp.close().await;
     }
+}
+
+/// One text block.
+fn text_content(text: &str) -> Value {
+    json!([{ "type": "text", "text": text }])
 }

@@ -149,12 +149,7 @@ pub(super) async fn take(
     sqlx::query("DELETE FROM live_inbox WHERE session_id = $1").bind(session_id).execute(&mut **tx).await?;
     Ok(taken
         .into_iter()
-        .map(|m| NewEvent {
-            event_id: m.id.replacen("inbox_", "sevt_", 1),
-            thread_id: thread_id.to_owned(),
-            kind: "user.message".into(),
-            body: serde_json::json!({ "type": "user.message", "content": m.content }),
-        })
+        .map(|m| NewEvent::user_message_content(thread_id, m.content).with_id(m.id.replacen("inbox_", "sevt_", 1)))
         .collect())
 }
 

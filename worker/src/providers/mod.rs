@@ -166,11 +166,12 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The `session.error` type.
-    pub fn wire_type(self) -> &'static str {
+    pub fn error_type(self) -> agentd_schema::ErrorType {
+        use agentd_schema::ErrorType;
         match self {
-            ErrorKind::Overloaded => "model_overloaded_error",
-            ErrorKind::RateLimited => "model_rate_limited_error",
-            ErrorKind::RequestFailed => "model_request_failed_error",
+            ErrorKind::Overloaded => ErrorType::ModelOverloadedError,
+            ErrorKind::RateLimited => ErrorType::ModelRateLimitedError,
+            ErrorKind::RequestFailed => ErrorType::ModelRequestFailedError,
         }
     }
 }

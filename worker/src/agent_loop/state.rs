@@ -1,0 +1,122 @@
+//! What `decide` needs to know about a thread, folded once over its committed history:
+//! the open tool calls and where the last input, interrupt, request and status are.
+//! Positions are indexes into the history.
+
+use agentd_schema::events::ToolCalls;
+use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
+
+/// The fold of a thread's committed history.
+#[derive(Debug, Default)]
+pub struct Thread {
+    /// The thread the history belongs to.
+    pub thread_id: String,
+    /// Tool calls and their answers and confirmations.
+    pub calls: ToolCalls,
+    /// The last `span.model_request_start`.
+    pub last_model_start: Option<usize>,
+    /// The start of the last request that also ended well: a request cut off by a crash
+    /// or failed consumed nothing, and its input is still pending.
+    pub last_completed_start: Option<usize>,
+    /// The last `span.model_request_end`.
+    pub last_model_end: Option<usize>,
+    /// The last input: the client's, or a tool result.
+    pub last_input: Option<usize>,
+    /// The last input from the client: what an interrupt is measured against (results
+    /// the worker records for its own calls do not resume an interrupted turn).
+    pub last_client_input: Option<usize>,
+    /// The last `user.interrupt`.
+    pub last_interrupt: Option<usize>,
+    /// The last `session.status_idle` and its stop reason.
+    pub last_idle: Option<(usize, Option<StopReason>)>,
+    /// The last `session.error` that gave up (retries, hands or a remote server exhausted).
+    pub last_given_up: Option<usize>,
+    /// Whether the last status event is `session.status_running`.
+    pub running: bool,
+}
+
+impl Thread {
+    /// Folds `history`.
+    pub fn of(history: &[StoredEvent]) -> Self {
+        let mut thread = Thread::default();
+        if let Some(first) = history.first() {
+            thread.thread_id.clone_from(&first.thread_id);
+        }
+        for (at, event) in history.iter().enumerate() {
+            thread.fold(at, event);
+        }
+        thread
+    }
+
+    fn fold(&mut self, at: usize, event: &StoredEvent) {
+        self.calls.fold(at, event);
+        let Some(kind) = event.event_type() else { return };
+        let client_input = kind.is_client_input() && kind != EventType::UserInterrupt;
+        if client_input {
+            self.last_client_input = Some(at);
+        }
+        if client_input || kind.is_tool_answer() {
+            self.last_input = Some(at);
+        }
+        match kind {
+            EventType::UserInterrupt => self.last_interrupt = Some(at),
+            EventType::SpanModelRequestStart => self.last_model_start = Some(at),
+            EventType::SpanModelRequestEnd => {
+                self.last_model_end = Some(at);
+                // A request that failed (a provider error, or a cut-off request closed
+                // after a crash) consumed nothing: its input is still pending.
+                if event.body["is_error"] != true {
+                    self.last_completed_start = self.last_model_start;
+                }
+            }
+            EventType::SessionStatusIdle => {
+                self.last_idle = Some((at, StopReason::of(&event.body)));
+                self.running = false;
+            }
+            EventType::SessionStatusRunning => self.running = true,
+            EventType::SessionError if RetryStatus::of(&event.body) == Some(RetryStatus::Exhausted) => {
+                self.last_given_up = Some(at);
+            }
+            _ => {}
+        }
+    }
+
+    /// A request whose start was committed but whose end never was (its worker died).
+    pub fn orphaned_request(&self) -> Option<usize> {
+        self.last_model_start.filter(|start| self.last_model_end.is_none_or(|end| end < *start))
+    }
+
+    /// An interrupt came after the client's last input.
+    pub fn interrupted(&self) -> bool {
+        self.last_interrupt.is_some_and(|interrupt| self.last_client_input.is_none_or(|input| interrupt > input))
+    }
+
+    /// The turn was given up on (see `hands::give_up`, `remote.rs`) and has not ended
+    /// since, nor has new input arrived.
+    pub fn given_up_unended(&self) -> bool {
+        self.last_given_up.is_some_and(|error| {
+            self.last_idle.as_ref().is_none_or(|(i, _)| *i < error) && self.last_input.is_none_or(|input| input < error)
+        })
+    }
+
+    /// Input a model request has not consumed: input is consumed by a request only if it
+    /// was committed before that request started, and a turn that was given up on
+    /// consumed the input before it too.
+    pub fn input_pending(&self) -> bool {
+        let consumed_up_to = self.last_completed_start.max(self.last_given_up);
+        self.last_input.is_some_and(|input| consumed_up_to.is_none_or(|start| input > start))
+    }
+
+    /// The session already idled with `stop` and no input came since.
+    pub fn idled_with(&self, stop: &StopReason) -> bool {
+        self.last_idle
+            .as_ref()
+            .is_some_and(|(i, reason)| reason.as_ref() == Some(stop) && self.last_input.is_none_or(|input| input < *i))
+    }
+
+    /// The last idle came after the last model request and the last interrupt.
+    pub fn idle_after_last_step(&self) -> bool {
+        self.last_idle.as_ref().is_some_and(|(i, _)| {
+            self.last_model_end.is_none_or(|end| *i > end) && self.last_interrupt.is_none_or(|interrupt| *i > interrupt)
+        })
+    }
+}

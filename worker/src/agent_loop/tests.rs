@@ -1,0 +1,363 @@
+//! `decide`'s cases: event lists in, decisions out.
+
+use agentd_schema::{NewEvent, Permission, StoredEvent};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::providers::{Block, Role};
+
+fn bodies(events: &[NewEvent]) -> Vec<Value> {
+    events.iter().map(|e| e.body.clone()).collect()
+}
+
+/// The events of an idle decision, as bodies.
+fn idle_bodies(decision: Decision) -> Vec<Value> {
+    let Decision::Idle { events } = decision else { panic!("not an idle: {decision:?}") };
+    bodies(&events)
+}
+
+fn idle(stop_reason: Value) -> Value {
+    json!({ "type": "session.status_idle", "stop_reason": stop_reason, "stop_details": null })
+}
+
+fn builtin_tool_use(name: &str, input: Value, policy: &str) -> Value {
+    NewEvent::tool_use("sesn_1", name, input, Permission::of_policy(policy)).body
+}
+
+fn mcp_tool_use(server: &str, name: &str, input: Value, policy: &str) -> Value {
+    NewEvent::mcp_tool_use("sesn_1", server, name, input, Permission::of_policy(policy)).body
+}
+
+fn history(events: &[Value]) -> Vec<StoredEvent> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, body)| StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: i as i64 + 1,
+            event_id: body["id"].as_str().map_or_else(|| format!("sevt_{i}"), str::to_owned),
+            thread_id: "sesn_1".into(),
+            kind: body["type"].as_str().unwrap_or_default().to_owned(),
+            body: body.clone(),
+            processed_at_ms: 0,
+        })
+        .collect()
+}
+
+fn agent() -> Value {
+    json!({
+        "model": { "id": "claude-sonnet-4-5" },
+        "system": "be brief",
+        "tools": [
+            { "type": "custom", "name": "lookup", "description": "d", "input_schema": { "type": "object" } },
+            { "type": "agent_toolset_20260401", "default_config": { "enabled": true, "permission_policy": { "type": "always_ask" } },
+              "configs": [{ "name": "read", "enabled": true, "permission_policy": { "type": "always_allow" } }] }
+        ]
+    })
+}
+
+fn user(text: &str) -> Value {
+    json!({ "type": "user.message", "content": [{ "type": "text", "text": text }] })
+}
+
+#[test]
+fn new_input_calls_the_model_after_marking_the_session_running() {
+    let decision = decide(&agent(), &history(&[user("hi")]));
+    let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
+    assert_eq!(bodies(&before), vec![json!({ "type": "session.status_running" })]);
+    assert_eq!(request.system.as_deref(), Some("be brief"));
+    assert_eq!(request.messages.len(), 1);
+    let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"lookup") && names.contains(&"bash") && names.contains(&"read"), "{names:?}");
+}
+
+#[test]
+fn a_finished_model_turn_idles_with_end_turn_once() {
+    let turn = [
+        user("hi"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"span.model_request_start"}),
+        json!({"type":"agent.message","content":[{"type":"text","text":"hello"}]}),
+        json!({"type":"span.model_request_end"}),
+    ];
+    let decision = decide(&agent(), &history(&turn));
+    assert_eq!(idle_bodies(decision), vec![idle(json!({ "type": "end_turn" }))]);
+    let mut done = turn.to_vec();
+    done.push(idle(json!({ "type": "end_turn" })));
+    assert_eq!(decide(&agent(), &history(&done)), Decision::Park);
+}
+
+#[test]
+fn custom_tools_block_until_every_call_is_answered() {
+    let mut events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"agent.custom_tool_use","id":"t1","name":"lookup","input":{}}),
+        json!({"type":"agent.custom_tool_use","id":"t2","name":"lookup","input":{}}),
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::Idle { events: idle_events } = decide(&agent(), &history(&events)) else { panic!() };
+    assert_eq!(idle_events[0].body["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1", "t2"] }));
+    events.extend(bodies(&idle_events));
+    events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t1","content":[]}));
+    let Decision::Idle { events: again } = decide(&agent(), &history(&events)) else { panic!() };
+    assert_eq!(again[0].body["stop_reason"]["event_ids"], json!(["t2"]), "fewer answers re-idle with the remainder");
+    events.extend(bodies(&again));
+    events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t2","content":[]}));
+    let decision = decide(&agent(), &history(&events));
+    let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
+    assert_eq!(bodies(&before), vec![json!({ "type": "session.status_running" })]);
+    assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
+}
+
+#[test]
+fn a_denied_confirmation_appends_a_synthetic_error_result_and_continues() {
+    let events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        builtin_tool_use("bash", json!({"command":"ls"}), "always_ask")
+            .as_object()
+            .map(|m| {
+                let mut m = m.clone();
+                m.insert("id".into(), json!("t1"));
+                Value::Object(m)
+            })
+            .unwrap(),
+        json!({"type":"span.model_request_end"}),
+        idle(json!({"type":"requires_action","event_ids":["t1"]})),
+        json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"deny","deny_message":"no"}),
+    ];
+    let Decision::CallModel { before, .. } = decide(&agent(), &history(&events)) else { panic!() };
+    assert_eq!(before[0].body["type"], "session.status_running");
+    assert_eq!(before[1].body["type"], "agent.tool_result");
+    assert_eq!(before[1].body["is_error"], true);
+    assert_eq!(before[1].body["content"][0]["text"], "no");
+}
+
+fn allowed_read(id: &str) -> Value {
+    let mut call = builtin_tool_use("read", json!({"file_path":"a"}), "always_allow");
+    call["id"] = json!(id);
+    call
+}
+
+#[test]
+fn allowed_builtin_calls_wait_for_hands_without_idling() {
+    let events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        allowed_read("t1"),
+        json!({"type":"span.model_request_end"}),
+    ];
+    assert_eq!(decide(&agent(), &history(&events)), Decision::AwaitHands { events: vec![] });
+    // The hands answer: the model is asked again with the result.
+    let mut answered = events.clone();
+    answered.push(json!({"type":"agent.tool_result","tool_use_id":"t1","content":[{"type":"text","text":"x"}]}));
+    assert!(matches!(decide(&agent(), &history(&answered)), Decision::CallModel { .. }));
+}
+
+#[test]
+fn hands_that_gave_up_end_the_turn_once() {
+    let mut events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        allowed_read("t1"),
+        json!({"type":"span.model_request_end"}),
+        json!({"type":"agent.tool_result","tool_use_id":"t1","is_error":true,"content":[]}),
+        json!({"type":"session.error","error":{"type":"unknown_error","message":"lost","retry_status":{"type":"exhausted"}}}),
+    ];
+    let Decision::Idle { events: idle_events } = decide(&agent(), &history(&events)) else { panic!() };
+    assert_eq!(bodies(&idle_events), vec![idle(json!({"type":"retries_exhausted"}))]);
+    events.extend(bodies(&idle_events));
+    assert_eq!(decide(&agent(), &history(&events)), Decision::Park, "ended once");
+    events.push(user("again"));
+    assert!(matches!(decide(&agent(), &history(&events)), Decision::CallModel { .. }), "new input runs again");
+}
+
+#[test]
+fn input_that_arrived_during_a_request_is_consumed_by_the_next_one() {
+    let events = vec![
+        user("one"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"span.model_request_start"}),
+        user("two"),
+        json!({"type":"agent.message","content":[{"type":"text","text":"re: one"}]}),
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::CallModel { before, request } = decide(&agent(), &history(&events)) else { panic!() };
+    assert!(before.is_empty(), "already running");
+    let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::User], "user two follows the reply it missed");
+    assert_eq!(request.messages[2].content, vec![Block::Text("two".into())]);
+}
+
+#[test]
+fn a_request_cut_off_by_a_crash_is_made_again() {
+    let events = vec![user("go"), json!({"type":"session.status_running"}), json!({"type":"span.model_request_start"})];
+    let Decision::CallModel { before, request } = decide(&agent(), &history(&events)) else { panic!() };
+    assert_eq!(before.len(), 1, "the orphaned span is closed: {before:?}");
+    assert_eq!(before[0].body["type"], "span.model_request_end");
+    assert_eq!(before[0].body["model_request_start_id"], "sevt_2");
+    assert_eq!(before[0].body["is_error"], true);
+    assert_eq!(request.messages.len(), 1);
+}
+
+#[test]
+fn input_survives_two_requests_cut_off_by_crashes_in_a_row() {
+    // The first cut-off request was closed (is_error) by the recovery; the second was
+    // cut off too. The user's message is still unanswered: ask the model again.
+    let events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"span.model_request_start"}),
+        json!({"type":"span.model_request_end","model_request_start_id":"sevt_2","is_error":true}),
+        json!({"type":"span.model_request_start"}),
+    ];
+    let Decision::CallModel { before, request } = decide(&agent(), &history(&events)) else {
+        panic!("the input was taken as answered")
+    };
+    assert_eq!(before[0].body["model_request_start_id"], "sevt_4", "the second cut-off request is closed");
+    assert_eq!(request.messages.len(), 1);
+}
+
+#[test]
+fn an_interrupt_after_the_last_input_idles_instead_of_calling_the_model() {
+    let events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"span.model_request_start"}),
+        json!({"type":"user.interrupt"}),
+        json!({"type":"span.model_request_end"}),
+    ];
+    assert_eq!(idle_bodies(decide(&agent(), &history(&events))), vec![idle(json!({"type":"end_turn"}))]);
+    let mut events = events;
+    events.push(idle(json!({"type":"end_turn"})));
+    assert_eq!(decide(&agent(), &history(&events)), Decision::Park);
+    events.push(user("again"));
+    assert!(matches!(decide(&agent(), &history(&events)), Decision::CallModel { .. }));
+}
+
+fn remote_agent() -> Value {
+    json!({
+        "model": { "id": "claude-sonnet-4-5" },
+        "mcp_servers": [{ "type": "url", "name": "calc", "url": "http://127.0.0.1:1/mcp" }],
+        "tools": [
+            { "type": "mcp_toolset", "mcp_server_name": "calc", "default_config": { "enabled": true, "permission_policy": { "type": "always_ask" } }, "configs": [] },
+            { "type": "a2a_agent", "name": "helper", "url": "http://127.0.0.1:2", "permission_policy": { "type": "always_allow" } }
+        ]
+    })
+}
+
+#[test]
+fn allowed_mcp_and_a2a_calls_are_made_by_the_worker_not_the_hands() {
+    let mut a2a = builtin_tool_use("helper", json!({"message":"hi"}), "always_allow");
+    a2a["id"] = json!("t2");
+    let mut mcp = mcp_tool_use("calc", "add", json!({"a":1}), "always_allow");
+    mcp["id"] = json!("t1");
+    let events =
+        vec![user("go"), json!({"type":"session.status_running"}), mcp, a2a, json!({"type":"span.model_request_end"})];
+    let decision = decide(&remote_agent(), &history(&events));
+    let Decision::CallRemote { before, calls } = decision else { panic!("{decision:?}") };
+    assert!(before.is_empty(), "already running");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].target, RemoteTarget::Mcp { server: "calc".into(), tool: "add".into() });
+    assert_eq!(calls[1].target, RemoteTarget::A2a { tool: "helper".into() });
+    assert!(calls.iter().all(|c| !c.released_now), "released by the request that committed them, not here");
+    let names: Vec<String> = tool_specs(&remote_agent()).into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["helper"], "MCP tools come from their server, the A2A tool from the config");
+}
+
+#[test]
+fn mcp_confirmations_release_or_deny_the_call() {
+    let mut ask = mcp_tool_use("calc", "bump", json!({}), "always_ask");
+    ask["id"] = json!("t1");
+    let mut events =
+        vec![user("go"), json!({"type":"session.status_running"}), ask, json!({"type":"span.model_request_end"})];
+    let Decision::Idle { events: idle_events } = decide(&remote_agent(), &history(&events)) else { panic!() };
+    assert_eq!(idle_events[0].body["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1"] }));
+    events.extend(bodies(&idle_events));
+
+    let mut allowed = events.clone();
+    allowed.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"allow"}));
+    let Decision::CallRemote { before, calls } = decide(&remote_agent(), &history(&allowed)) else { panic!() };
+    assert_eq!(bodies(&before), vec![json!({ "type": "session.status_running" })]);
+    assert!(calls[0].released_now, "the commit of status_running marks the call as started here");
+    // After that commit, a new attempt sees a call someone may have started.
+    allowed.push(json!({"type":"session.status_running"}));
+    let Decision::CallRemote { calls, .. } = decide(&remote_agent(), &history(&allowed)) else { panic!() };
+    assert!(!calls[0].released_now);
+
+    let mut denied = events;
+    denied.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"deny","deny_message":"no"}));
+    let Decision::CallModel { before, request } = decide(&remote_agent(), &history(&denied)) else { panic!() };
+    assert_eq!(before[1].body["type"], "agent.mcp_tool_result");
+    assert_eq!(before[1].body["mcp_tool_use_id"], "t1");
+    assert_eq!(before[1].body["is_error"], true);
+    assert!(matches!(request.messages.last().unwrap().content[0], Block::ToolResult { .. }));
+}
+
+#[test]
+fn an_interrupt_before_a_remote_call_is_made_means_it_is_not_made() {
+    let mut mcp = mcp_tool_use("calc", "add", json!({"a":1}), "always_allow");
+    mcp["id"] = json!("t1");
+    let mut a2a = builtin_tool_use("helper", json!({"message":"hi"}), "always_allow");
+    a2a["id"] = json!("t2");
+    let mut events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        mcp,
+        a2a,
+        json!({"type":"span.model_request_end"}),
+        json!({"type":"user.interrupt"}),
+    ];
+    let decision = decide(&remote_agent(), &history(&events));
+    let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
+    assert_eq!(end[0].body["type"], "agent.mcp_tool_result");
+    assert_eq!((end[0].body["mcp_tool_use_id"].as_str(), end[0].body["is_error"].as_bool()), (Some("t1"), Some(true)));
+    assert_eq!(end[0].body["content"][0]["text"], INTERRUPTED_UNANSWERED);
+    assert_eq!(end[1].body["type"], "agent.tool_result");
+    assert_eq!((end[1].body["tool_use_id"].as_str(), end[1].body["is_error"].as_bool()), (Some("t2"), Some(true)));
+    assert_eq!(end.last().unwrap().body["stop_reason"]["type"], "end_turn", "the interrupted turn ends");
+    events.extend(bodies(&end));
+    assert!(matches!(decide(&remote_agent(), &history(&events)), Decision::Park), "and stays ended");
+
+    // An interrupt after the call's use but before the confirmation that allows it:
+    // the confirmation releases it later, so the call is made.
+    let mut ask = mcp_tool_use("calc", "bump", json!({}), "always_ask");
+    ask["id"] = json!("t3");
+    let mut asked = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        ask,
+        json!({"type":"span.model_request_end"}),
+        json!({"type":"session.status_idle","stop_reason":{"type":"requires_action","event_ids":["t3"]}}),
+        json!({"type":"user.interrupt"}),
+        json!({"type":"user.tool_confirmation","tool_use_id":"t3","result":"allow"}),
+    ];
+    let decision = decide(&remote_agent(), &history(&asked));
+    assert!(matches!(decision, Decision::CallRemote { .. }), "{decision:?}");
+    // An interrupt after the allowing confirmation: not made.
+    asked.push(json!({"type":"session.status_running"}));
+    asked.push(json!({"type":"user.interrupt"}));
+    let decision = decide(&remote_agent(), &history(&asked));
+    let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
+    assert_eq!(end[0].body["mcp_tool_use_id"], "t3");
+    assert_eq!(end[0].body["content"][0]["text"], INTERRUPTED_UNANSWERED);
+}
+
+#[test]
+fn a_failed_remote_server_ends_the_turn_once() {
+    let mut mcp = mcp_tool_use("calc", "add", json!({}), "always_allow");
+    mcp["id"] = json!("t1");
+    let mut events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        mcp,
+        json!({"type":"span.model_request_end"}),
+        json!({"type":"agent.mcp_tool_result","mcp_tool_use_id":"t1","is_error":true,"content":[]}),
+        json!({"type":"session.error","error":{"type":"mcp_connection_failed_error","mcp_server_name":"calc","message":"down","retry_status":{"type":"exhausted"}}}),
+    ];
+    let Decision::Idle { events: end } = decide(&remote_agent(), &history(&events)) else { panic!() };
+    assert_eq!(bodies(&end), vec![idle(json!({"type":"retries_exhausted"}))]);
+    events.extend(bodies(&end));
+    assert_eq!(decide(&remote_agent(), &history(&events)), Decision::Park);
+}

@@ -1,0 +1,73 @@
+//! Budget reconciliation in the worker: the `session.usage` snapshot after every model
+//! request, and the budget stop before every step once the ceiling is reached
+//! (`agentd_schema::budget` has the arithmetic).
+
+use agentd_schema::budget::Standing;
+use agentd_schema::{EventType, NewEvent, Session, StopReason, StoredEvent};
+use serde_json::{Value, json};
+
+use crate::agent_loop::Decision;
+use crate::providers::Usage;
+
+/// Turns a decision into the budget stop once the ceiling is reached: no model request
+/// is admitted, and a turn that would end normally ends with `budget_reached`.
+/// `session.budget_reached` is committed once per budget (again only after the
+/// budget is changed). Idles that wait for the client (requires_action) stand.
+pub fn within_budget(decision: Decision, history: &[StoredEvent], session: &Session, standing: &Standing) -> Decision {
+    let ends_turn = decision.ends_turn();
+    let before = match decision {
+        Decision::CallModel { before, .. } => {
+            before.into_iter().filter(|e| !e.is(EventType::SessionStatusRunning)).collect()
+        }
+        Decision::Idle { mut events } if ends_turn => {
+            events.pop();
+            events
+        }
+        other => return other,
+    };
+    let last_budget_change =
+        history.iter().rposition(|e| e.is(EventType::SessionUpdated) && e.body.get("budget").is_some());
+    let already = history
+        .iter()
+        .enumerate()
+        .any(|(i, e)| e.is(EventType::SessionBudgetReached) && last_budget_change.is_none_or(|change| i > change));
+    let thread_id = history.first().map_or(session.id.as_str(), |e| e.thread_id.as_str());
+    let mut events = before;
+    let mut usage = session.usage.clone();
+    usage["list_cost"] = standing.list_cost();
+    let budget = &session.body["budget"];
+    if !already {
+        events.push(NewEvent::budget_reached(thread_id, budget.clone(), usage.clone()));
+    }
+    events.push(NewEvent::session_usage(thread_id, usage, budget.clone()));
+    events.push(NewEvent::status_idle(thread_id, StopReason::BudgetReached));
+    Decision::Idle { events }
+}
+
+/// What a model request needs to reconcile usage afterwards.
+pub struct Reconcile {
+    /// The session's cumulative usage before the request.
+    pub before: Value,
+    /// The session body (budget and price snapshot).
+    pub body: Value,
+}
+
+impl Reconcile {
+    /// The `session.usage` snapshot after a request: cumulative usage including it, and
+    /// its list cost when the session froze prices.
+    pub fn snapshot(&self, thread_id: &str, request: &Usage) -> NewEvent {
+        let n = |key: &str| self.before[key].as_u64().unwrap_or(0);
+        let cache_5m = self.before["cache_creation"]["ephemeral_5m_input_tokens"].as_u64().unwrap_or(0);
+        let mut usage = json!({
+            "input_tokens": n("input_tokens") + request.input_tokens,
+            "output_tokens": n("output_tokens") + request.output_tokens,
+            "cache_read_input_tokens": n("cache_read_input_tokens") + request.cache_read_input_tokens,
+            "cache_creation": { "ephemeral_5m_input_tokens": cache_5m + request.cache_creation_input_tokens, "ephemeral_1h_input_tokens": 0 },
+        });
+        let list_cost = Standing::of(&self.body, &usage).list_cost();
+        if !list_cost.is_null() {
+            usage["list_cost"] = list_cost;
+        }
+        NewEvent::session_usage(thread_id, usage, self.body["budget"].clone())
+    }
+}
