@@ -5,7 +5,7 @@
 //! gateway or worker receives the request. Without a queue the routes fail closed (503).
 
 use agentd_schema::ids::{RunId, SessionId};
-use agentd_schema::{NewEvent, Run, RunStatus, StoredEvent};
+use agentd_schema::{EventType, NewEvent, Run, RunStatus, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -124,9 +124,9 @@ async fn dispatches(
 }
 
 fn message(event: &StoredEvent) -> Option<Value> {
-    let role = match event.kind.as_str() {
-        "user.message" => "user",
-        "agent.message" => "assistant",
+    let role = match event.event_type() {
+        Some(EventType::UserMessage) => "user",
+        Some(EventType::AgentMessage) => "assistant",
         _ => return None,
     };
     let text: String = event.body["content"]
@@ -148,7 +148,7 @@ async fn messages(
     let thread = thread(&state, &tenant, &thread_id).await?;
     let query = agentd_schema::EventQuery {
         thread_id: Some(thread.clone()),
-        types: vec!["user.message".into(), "agent.message".into()],
+        types: vec![EventType::UserMessage.as_str().into(), EventType::AgentMessage.as_str().into()],
         limit: 100_000,
         ..Default::default()
     };
@@ -300,8 +300,8 @@ async fn deliver(
             // rejected by the store (409) instead of committing a second confirmation.
             event_id: format!("sevt_deliver_{}", id.trim_start_matches("sevt_")),
             thread_id: thread.clone(),
-            kind: "user.tool_confirmation".into(),
-            body: json!({ "type": "user.tool_confirmation", "tool_use_id": id, "result": result }),
+            kind: EventType::UserToolConfirmation.as_str().into(),
+            body: json!({ "type": EventType::UserToolConfirmation, "tool_use_id": id, "result": result }),
         })
         .collect();
     input::submit(&state, &tenant, &thread_id, confirmations).await?;

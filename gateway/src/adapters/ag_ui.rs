@@ -12,7 +12,7 @@ use agentd_schema::ids::AgentId;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{NewEvent, Session, StoredEvent};
+use agentd_schema::{EventType, NewEvent, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Uri};
@@ -213,7 +213,7 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
             if calls.is_answered(&call) {
                 return Ok(Vec::new());
             }
-            if !calls.is_open(&call, "agent.custom_tool_use") {
+            if !calls.is_open(&call, EventType::AgentCustomToolUse) {
                 return Err(ApiError::invalid(format!("messages[-1].toolCallId: no open frontend tool call {call}")));
             }
             let failed = last["error"].as_str().is_some_and(|e| !e.is_empty());
@@ -223,7 +223,7 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
                 content_text(&last["content"])
             };
             Ok(vec![event(json!({
-                "type": "user.custom_tool_result", "custom_tool_use_id": call, "is_error": failed,
+                "type": EventType::UserCustomToolResult, "custom_tool_use_id": call, "is_error": failed,
                 "content": [{ "type": "text", "text": if text.is_empty() { "(no output)".to_owned() } else { text } }],
             }))])
         }

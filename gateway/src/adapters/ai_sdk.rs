@@ -11,7 +11,7 @@ use agentd_schema::ids::AgentId;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent};
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
@@ -134,7 +134,7 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
             for part in last["parts"].as_array().into_iter().flatten() {
                 let Some(id) = part["toolCallId"].as_str() else { continue };
                 match part["state"].as_str() {
-                    Some("output-available" | "output-error") if calls.is_open(id, "agent.custom_tool_use") => {
+                    Some("output-available" | "output-error") if calls.is_open(id, EventType::AgentCustomToolUse) => {
                         let failed = part["state"] == "output-error";
                         let text = if failed {
                             part["errorText"].as_str().unwrap_or("the tool failed").to_owned()
@@ -145,14 +145,14 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
                             }
                         };
                         inputs.push(event(json!({
-                            "type": "user.custom_tool_result", "custom_tool_use_id": id, "is_error": failed,
+                            "type": EventType::UserCustomToolResult, "custom_tool_use_id": id, "is_error": failed,
                             "content": [{ "type": "text", "text": text }],
                         })));
                     }
-                    Some("approval-responded" | "output-denied") if calls.is_open(id, "agent.tool_use") => {
+                    Some("approval-responded" | "output-denied") if calls.is_open(id, EventType::AgentToolUse) => {
                         let approved = part["approval"]["approved"].as_bool().unwrap_or(false);
                         let mut confirmation = json!({
-                            "type": "user.tool_confirmation", "tool_use_id": id,
+                            "type": EventType::UserToolConfirmation, "tool_use_id": id,
                             "result": if approved { "allow" } else { "deny" },
                         });
                         if let Some(reason) = part["approval"]["reason"].as_str().filter(|_| !approved) {

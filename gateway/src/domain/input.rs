@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use agentd_schema::ids::SessionId;
-use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, live};
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent, live};
 use serde_json::{Value, json};
 
 use super::commit::{append_and_publish, queue_hands, submit_and_publish};
@@ -17,20 +17,25 @@ use crate::AppState;
 use crate::admission::{Access, Tenant};
 
 /// Event types that make the thread's run runnable.
-const RUN_INPUTS: &[&str] = &[
-    "user.message",
-    "user.custom_tool_result",
-    "user.tool_result",
-    "user.tool_confirmation",
-    "user.define_outcome",
-    "system.message",
+const RUN_INPUTS: &[EventType] = &[
+    EventType::UserMessage,
+    EventType::UserCustomToolResult,
+    EventType::UserToolResult,
+    EventType::UserToolConfirmation,
+    EventType::UserDefineOutcome,
+    EventType::SystemMessage,
     // Our runner's answers on `cloud` environments.
-    "agent.tool_result",
+    EventType::AgentToolResult,
 ];
 
 /// Event types that start a new turn (a new model request the budget and the agent
 /// must admit).
-const NEW_TURN: &[&str] = &["user.message", "system.message", "user.define_outcome"];
+const NEW_TURN: &[EventType] = &[EventType::UserMessage, EventType::SystemMessage, EventType::UserDefineOutcome];
+
+/// Whether `event` is of one of `kinds`.
+fn one_of(event: &NewEvent, kinds: &[EventType]) -> bool {
+    kinds.iter().any(|kind| event.is(*kind))
+}
 
 /// What a submission committed.
 #[derive(Debug, Clone)]
@@ -123,15 +128,15 @@ pub async fn submit(
         return Err(DomainError::invalid("events: at least one event is required"));
     }
     let session = sessions::load(state, tenant, id).await?;
-    let new_turn = events.iter().any(|e| NEW_TURN.contains(&e.kind.as_str()));
+    let new_turn = events.iter().any(|e| one_of(e, NEW_TURN));
     admit(state, tenant, &session, new_turn).await?;
     for (i, event) in events.iter().enumerate() {
-        if event.kind != "system.message" {
+        if !event.is(EventType::SystemMessage) {
             continue;
         }
-        let follows = i.checked_sub(1).map(|p| events[p].kind.as_str());
-        let valid = i == events.len() - 1
-            && matches!(follows, Some("user.message" | "user.tool_result" | "user.custom_tool_result"));
+        let accompanies = [EventType::UserMessage, EventType::UserToolResult, EventType::UserCustomToolResult];
+        let follows = i.checked_sub(1).map(|p| &events[p]);
+        let valid = i == events.len() - 1 && follows.is_some_and(|e| one_of(e, &accompanies));
         if !valid {
             return Err(DomainError::invalid(format!(
                 "events[{i}]: a system.message must be the final event and immediately follow the user.message, \
@@ -140,14 +145,14 @@ pub async fn submit(
         }
     }
     let store = state.backends.store.as_ref();
-    let answers = events
-        .iter()
-        .any(|e| matches!(e.kind.as_str(), "user.custom_tool_result" | "user.tool_result" | "user.tool_confirmation"));
+    let answers = events.iter().any(|e| {
+        one_of(e, &[EventType::UserCustomToolResult, EventType::UserToolResult, EventType::UserToolConfirmation])
+    });
     let ledger = if answers { tool_calls(state, &session.id).await? } else { ToolLedger::default() };
     // `user.tool_result` comes from hands: the customer's worker on `self_hosted`
     // environments; on `cloud` ones only our runner (with the item's sessions token or
     // a runner key), and its answers are committed as `agent.tool_result`.
-    let hands = if events.iter().any(|e| e.kind == "user.tool_result") {
+    let hands = if events.iter().any(|e| e.is(EventType::UserToolResult)) {
         let environment = session.body["environment_id"].as_str().unwrap_or_default();
         let environment = store.get_resource(&tenant.workspace_id, "environment", environment).await?;
         environment.map(|env| agentd_schema::hands::hands_of(&env.body))
@@ -162,10 +167,12 @@ pub async fn submit(
     let mut slots: Vec<Slot> = Vec::with_capacity(events.len());
     let mut answered_now: HashMap<(String, String), String> = HashMap::new();
     for (i, mut event) in events.into_iter().enumerate() {
-        let answer_key = match event.kind.as_str() {
-            "user.custom_tool_result" => Some(("custom_tool_use_id", &["agent.custom_tool_use"][..])),
-            "user.tool_result" => Some(("tool_use_id", &["agent.tool_use"][..])),
-            "user.tool_confirmation" => Some(("tool_use_id", &["agent.tool_use", "agent.mcp_tool_use"][..])),
+        let answer_key = match event.event_type() {
+            Some(EventType::UserCustomToolResult) => Some(("custom_tool_use_id", &[EventType::AgentCustomToolUse][..])),
+            Some(EventType::UserToolResult) => Some(("tool_use_id", &[EventType::AgentToolUse][..])),
+            Some(EventType::UserToolConfirmation) => {
+                Some(("tool_use_id", &[EventType::AgentToolUse, EventType::AgentMcpToolUse][..]))
+            }
             _ => None,
         };
         let Some((field, kinds)) = answer_key else {
@@ -179,17 +186,17 @@ pub async fn submit(
                 "events[{i}].{field}: no open tool call {use_id} in this session"
             )));
         };
-        if !kinds.contains(&use_kind.as_str()) {
+        if !kinds.iter().any(|k| *use_kind == *k) {
             return Err(DomainError::invalid(format!(
                 "events[{i}].{field}: {use_id} is an {use_kind}, which {kind} cannot answer"
             )));
         }
-        if kind == "user.tool_confirmation" && permission.as_deref() != Some("ask") {
+        if event.is(EventType::UserToolConfirmation) && permission.as_deref() != Some("ask") {
             return Err(DomainError::invalid(format!(
                 "events[{i}].tool_use_id: {use_id} does not await a confirmation"
             )));
         }
-        if kind == "user.tool_result" && !self_hosted && !runner_answer {
+        if event.is(EventType::UserToolResult) && !self_hosted && !runner_answer {
             return Err(DomainError::invalid(format!(
                 "events[{i}]: user.tool_result is only valid on self_hosted environments"
             )));
@@ -204,9 +211,9 @@ pub async fn submit(
             slots.push(Slot::SameAs(first.clone()));
             continue;
         }
-        if key.0 == "user.tool_result" && runner_answer {
-            event.kind = "agent.tool_result".to_owned();
-            event.body["type"] = json!("agent.tool_result");
+        if event.is(EventType::UserToolResult) && runner_answer {
+            event.kind = EventType::AgentToolResult.as_str().to_owned();
+            event.body["type"] = json!(EventType::AgentToolResult);
         }
         answered_now.insert(key, event.event_id.clone());
         slots.push(Slot::New(event));
@@ -218,7 +225,7 @@ pub async fn submit(
             _ => None,
         })
         .collect();
-    let drives_run = fresh.iter().any(|e| RUN_INPUTS.contains(&e.kind.as_str()));
+    let drives_run = fresh.iter().any(|e| one_of(e, RUN_INPUTS));
     let committed = if fresh.is_empty() {
         Vec::new()
     } else if drives_run {
@@ -284,8 +291,8 @@ impl ToolLedger {
     }
 
     /// Whether `use_id` is a call of type `kind` that nothing has answered yet.
-    pub fn is_open(&self, use_id: &str, kind: &str) -> bool {
-        self.uses.get(use_id).is_some_and(|(k, _)| k == kind) && !self.is_answered(use_id)
+    pub fn is_open(&self, use_id: &str, kind: EventType) -> bool {
+        self.uses.get(use_id).is_some_and(|(k, _)| *k == kind) && !self.is_answered(use_id)
     }
 }
 
@@ -295,13 +302,13 @@ impl ToolLedger {
 /// of the event history.
 pub async fn tool_calls(state: &AppState, session_id: &str) -> DomainResult<ToolLedger> {
     let types = [
-        "agent.custom_tool_use",
-        "agent.tool_use",
-        "agent.mcp_tool_use",
-        "user.custom_tool_result",
-        "user.tool_result",
-        "agent.tool_result",
-        "user.tool_confirmation",
+        EventType::AgentCustomToolUse,
+        EventType::AgentToolUse,
+        EventType::AgentMcpToolUse,
+        EventType::UserCustomToolResult,
+        EventType::UserToolResult,
+        EventType::AgentToolResult,
+        EventType::UserToolConfirmation,
     ];
     let events = state
         .backends
@@ -309,7 +316,7 @@ pub async fn tool_calls(state: &AppState, session_id: &str) -> DomainResult<Tool
         .query_events(
             session_id,
             &EventQuery {
-                types: types.iter().map(|t| (*t).to_owned()).collect(),
+                types: types.iter().map(|t| t.as_str().to_owned()).collect(),
                 limit: 100_000,
                 ..EventQuery::default()
             },
@@ -317,19 +324,17 @@ pub async fn tool_calls(state: &AppState, session_id: &str) -> DomainResult<Tool
         .await?;
     let mut ledger = ToolLedger::default();
     for event in events {
-        match event.kind.as_str() {
-            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => {
-                let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
-                ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
-            }
-            kind => {
-                let key = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
-                let id = event.body[key].as_str().unwrap_or_default().to_owned();
-                // A call answered by the runner (or by a denial) takes no second result.
-                let kind = if kind == "agent.tool_result" { "user.tool_result" } else { kind };
-                ledger.answers.entry((kind.to_owned(), id)).or_insert(event);
-            }
+        let Some(kind) = event.event_type() else { continue };
+        if kind.is_tool_use() {
+            let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
+            ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
+            continue;
         }
+        let key = if kind == EventType::UserCustomToolResult { "custom_tool_use_id" } else { "tool_use_id" };
+        let id = event.body[key].as_str().unwrap_or_default().to_owned();
+        // A call answered by the runner (or by a denial) takes no second result.
+        let kind = if kind == EventType::AgentToolResult { EventType::UserToolResult } else { kind };
+        ledger.answers.entry((kind.as_str().to_owned(), id)).or_insert(event);
     }
     Ok(ledger)
 }

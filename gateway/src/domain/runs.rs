@@ -2,7 +2,6 @@
 //! (AG-UI and MCP clients that go away mid-run).
 
 use agentd_schema::{NewEvent, Run, RunStatus};
-use serde_json::json;
 
 use super::commit;
 use super::error::{DomainError, DomainResult};
@@ -64,7 +63,7 @@ pub async fn publish(state: &AppState, messages: &[agentd_schema::OutboxMessage]
 /// Interrupts the session's turn: commits `user.interrupt` (committed history stays;
 /// the worker stops the model request and idles with `end_turn`).
 pub async fn interrupt(state: &AppState, session_id: &str) -> DomainResult<()> {
-    let event = NewEvent::new(session_id, json!({ "type": "user.interrupt" }));
+    let event = NewEvent::user_interrupt(session_id);
     commit::append_and_publish(state, session_id, vec![event]).await?;
     Ok(())
 }

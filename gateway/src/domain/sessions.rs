@@ -3,7 +3,7 @@
 //! request is typed; the JSON wire shape is parsed by the managed handler.
 
 use agentd_schema::ids::SessionId;
-use agentd_schema::{NewEvent, NewSession, Session};
+use agentd_schema::{EventType, NewEvent, NewSession, Session};
 use serde_json::{Map, Value, json};
 
 use super::commit;
@@ -145,7 +145,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
     }
     for (i, event) in request.initial_events.iter().enumerate() {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or_default();
-        if kind != "user.message" && kind != "user.define_outcome" {
+        if *kind != EventType::UserMessage && *kind != EventType::UserDefineOutcome {
             return Err(DomainError::invalid(format!(
                 "initial_events[{i}].type: initial events may only be user.message or user.define_outcome"
             )));
@@ -156,7 +156,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
     let outcome_evaluations: Vec<Value> = request
         .initial_events
         .iter()
-        .filter(|e| e.get("type").and_then(Value::as_str) == Some("user.define_outcome"))
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some(EventType::UserDefineOutcome.as_str()))
         .map(|e| {
             json!({ "type": "outcome_evaluation", "outcome_id": e["outcome_id"], "description": e["description"],
                     "iteration": 0, "result": "pending", "explanation": null, "completed_at": null })
@@ -210,7 +210,7 @@ pub async fn delete(state: &AppState, tenant: &Tenant, id: &SessionId) -> Domain
     }
     if let Some(bus) = &state.backends.bus {
         let event = json!({
-            "type": "session.deleted",
+            "type": EventType::SessionDeleted,
             "id": agentd_schema::ids::new_id("sevt"),
             "processed_at": agentd_schema::live::rfc3339(crate::managed::query::now_ms()),
         });

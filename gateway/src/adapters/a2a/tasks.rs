@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use agentd_schema::NewEvent;
 use agentd_schema::ids::SessionId;
 use agentd_schema::{A2aTask, RunStatus, StoredEvent, live::rfc3339};
+use agentd_schema::{EventType, NewEvent};
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -84,7 +84,7 @@ fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
         }
     }
     if !texts.is_empty() {
-        answers.push(json!({ "type": "user.message", "content": texts }));
+        answers.push(json!({ "type": EventType::UserMessage, "content": texts }));
     }
     Ok(answers)
 }
