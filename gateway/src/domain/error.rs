@@ -121,3 +121,59 @@ impl From<StoreError> for DomainError {
 
 /// Result of a domain operation.
 pub type DomainResult<T> = Result<T, DomainError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One of each variant, for the surfaces' mapping tests.
+    fn every_variant() -> Vec<DomainError> {
+        vec![
+            DomainError::NotFound("session not found: sesn_x".into()),
+            DomainError::invalid("events: at least one event is required"),
+            DomainError::Archived("session sesn_x is archived and accepts no events".into()),
+            DomainError::Deleted("thread \"t\": its session sesn_x was deleted; start a new thread".into()),
+            DomainError::Terminated("session sesn_x is terminated and accepts no events".into()),
+            DomainError::BudgetReached("session sesn_x: the session's budget (max_list_cost) is reached".into()),
+            DomainError::AgentDisabled("session sesn_x: its agent agent_x is disabled".into()),
+            DomainError::AgentArchived("session sesn_x: its agent agent_x is archived".into()),
+            DomainError::EnvironmentArchived("session sesn_x: its environment env_x is archived".into()),
+            DomainError::Conflict("run run_x already ended".into()),
+            DomainError::Gone("session sesn_x has no live run".into()),
+            DomainError::Unavailable("the store is unavailable; retry once it is back".into()),
+            DomainError::Internal("db password in here".into()),
+        ]
+    }
+
+    #[test]
+    fn every_surface_maps_every_variant() {
+        use crate::adapters::a2a::A2aError;
+        use crate::error::ApiError;
+        for error in every_variant() {
+            let refusal = error.is_refusal();
+            let managed = ApiError::from(error.clone());
+            let a2a = A2aError::from(error.clone());
+            let (status, wire) = (managed.code().http_status(), managed.wire_type());
+            match &error {
+                DomainError::Deleted(_) | DomainError::NotFound(_) => assert_eq!(status, 404, "{error:?}"),
+                DomainError::Conflict(_) => assert_eq!(status, 409, "{error:?}"),
+                DomainError::Gone(_) => assert_eq!(status, 410, "{error:?}"),
+                DomainError::Unavailable(_) => assert_eq!(status, 503, "{error:?}"),
+                DomainError::Internal(_) => {
+                    assert_eq!(status, 500);
+                    assert_eq!(managed.to_string(), "internal error", "the cause is not sent");
+                    assert_eq!(a2a.message, "internal error", "the cause is not sent");
+                }
+                _ => assert_eq!((status, wire), (400, "invalid_request_error"), "{error:?}"),
+            }
+            // Every refusing state is one A2A decision on both bindings.
+            if refusal {
+                assert_eq!((a2a.code(), a2a.to_rest().0), (-32004, 400), "{error:?}");
+                assert_eq!(a2a.to_rest().1["error"]["status"], "FAILED_PRECONDITION", "{error:?}");
+                assert!(!error.code().is_empty());
+            }
+        }
+        let budget = ApiError::from(DomainError::BudgetReached("x".into()));
+        assert!(matches!(budget, ApiError::InvalidRequest { code: Some("budget_reached"), .. }));
+    }
+}
