@@ -11,6 +11,8 @@ use super::error::{DomainError, DomainResult};
 use super::sessions::{self, AgentRef, CreateSession};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::admission::scope::{self, Reach};
+use crate::error::ApiError;
 
 /// The binding key of the workspace's adapter environment (reserved: no thread has it).
 const ENVIRONMENT_KEY: &str = "agentd:adapter-environment";
@@ -24,6 +26,7 @@ pub async fn bound(state: &AppState, tenant: &Tenant, thread: &str) -> DomainRes
     let Some(id) = store.thread_session(&tenant.workspace_id, thread).await? else { return Ok(None) };
     let id =
         SessionId::parse(&id).map_err(|_| DomainError::Internal(format!("bound session id {id:?} does not parse")))?;
+    authorize(state, tenant, &id).await?;
     if store.get_session(&tenant.workspace_id, &id).await?.is_none() {
         return Err(DomainError::Deleted(format!(
             "thread {thread:?}: its session {id} was deleted; start a new thread"
@@ -39,6 +42,18 @@ pub struct Bound {
     pub id: SessionId,
     /// The session as loaded.
     pub session: Session,
+}
+
+/// The one scope check (ADR 0012) on a session reached through a binding rather than a
+/// path: today only API keys use the adapters, but a narrower credential must not reach
+/// a session outside it by naming its thread.
+async fn authorize(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainResult<()> {
+    let reach = Reach::Session(id.clone());
+    scope::check(state.backends.store.as_ref(), tenant, &reach).await.map_err(|error| match error {
+        ApiError::NotFound(message) => DomainError::NotFound(message),
+        ApiError::Unavailable(message) => DomainError::Unavailable(message),
+        other => DomainError::Internal(format!("scope check: {other}")),
+    })
 }
 
 /// The session bound to `thread`, created on first use for `agent` (and bound; the
