@@ -73,11 +73,11 @@ async fn start(
     };
     let bound = match threads::session(state, tenant, &thread, agent).await {
         Ok(bound) => bound,
-        Err(error) => return refused(error, &thread, &run_id),
+        Err(error) => return refused(error),
     };
     // Admitted before the run's frontend tools change the session's agent.
     if let Err(error) = turns::admit(state, tenant, &bound.session, last["role"] == "user").await {
-        return refused(error, &thread, &run_id);
+        return refused(error);
     }
     let session = with_frontend_tools(state, tenant, bound.session, input.get("tools")).await?;
     let inputs = new_input(state, &session, last).await?;
@@ -86,7 +86,7 @@ async fn start(
     }
     let accepted = match turns::submit(state, tenant, &bound.id, inputs).await {
         Ok(accepted) => accepted,
-        Err(error) => return refused(error, &thread, &run_id),
+        Err(error) => return refused(error),
     };
     let after_seq = accepted.first_seq().map_or(session.next_seq, |seq| seq) - 1;
     Ok(stream(state.clone(), session.id.clone(), thread, run_id, after_seq))
@@ -97,7 +97,7 @@ async fn start(
 /// way AG-UI reports a run that could not run: a stream of one `RUN_ERROR` whose `code`
 /// names the reason (`runAgent` resolves and `onRunErrorEvent` fires). A malformed
 /// request or a failure is the managed JSON error with its status, before any stream.
-fn refused(error: DomainError, thread: &str, run_id: &str) -> ApiResult<Response> {
+fn refused(error: DomainError) -> ApiResult<Response> {
     match error {
         DomainError::Archived(_)
         | DomainError::Deleted(_)
@@ -106,10 +106,9 @@ fn refused(error: DomainError, thread: &str, run_id: &str) -> ApiResult<Response
         | DomainError::AgentDisabled(_)
         | DomainError::AgentArchived(_)
         | DomainError::EnvironmentArchived(_) => {
-            let event = json!({
-                "type": "RUN_ERROR", "message": error.to_string(), "code": error.code(),
-                "threadId": thread, "runId": run_id, "timestamp": crate::managed::query::now_ms(),
-            });
+            let now = crate::managed::query::now_ms();
+            let event =
+                json!({ "type": "RUN_ERROR", "message": error.to_string(), "code": error.code(), "timestamp": now });
             let frames =
                 futures::stream::once(async move { Ok::<_, Infallible>(Event::default().data(event.to_string())) });
             let mut response = Sse::new(frames).into_response();

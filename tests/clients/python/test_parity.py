@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -33,6 +36,9 @@ from fake_models import FakeAnthropic, say
 from harness import Deployment, unique
 
 MODEL = "claude-sonnet-4-5"
+NODE_DIR = Path(__file__).resolve().parent.parent / "node"
+# The official JS clients (`ai`, `@ag-ui/client`) when they are installed.
+NODE = (NODE_DIR / "node_modules" / "ai").is_dir() and shutil.which("node") is not None
 STATES = ["archived", "deleted", "budget_reached", "agent_disabled", "agent_archived"]
 # The AG-UI `RUN_ERROR.code` of each refusing state.
 AG_UI_CODES = {
@@ -121,6 +127,21 @@ class Conversation:
             raise AssertionError(state)
 
 
+def drive(script: str, deployment: Deployment, **options: Any) -> dict[str, Any]:
+    """One `send` scenario of a node driver (tests/clients/node) on `options["thread"]`."""
+    options = {"url": deployment.url, "key": deployment.bootstrap_key, **options}
+    result = subprocess.run(
+        ["node", script, "send", json.dumps(options)],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "SUPPRESS_TRANSFORMATION_WARNINGS": "1"},
+    )
+    assert result.returncode == 0, f"node {script} failed:\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def ai_sdk_body(thread: str, text: str) -> dict[str, Any]:
     return {"id": thread, "trigger": "submit-message",
             "messages": [{"id": unique("m"), "role": "user", "parts": [{"type": "text", "text": text}]}]}
@@ -175,6 +196,15 @@ def refused_everywhere(conversation: Conversation, state: str) -> None:
         response = http.post(path, json=body, headers=headers, timeout=30)
         assert response.headers["content-type"].startswith("application/json"), (path, response.text)
         managed_refusal(response, state)
+
+    if NODE:
+        # `useChat`'s engine shows the JSON error as the chat's error and never streams.
+        report = drive("ai_sdk.mjs", deployment, thread=thread, agent=conversation.agent, text=text)
+        assert report["status"] == "error" and len(report["errors"]) == 1, report
+        assert json.loads(report["errors"][0])["type"] == "error", report
+        # `HttpAgent.runAgent` resolves and reports the RUN_ERROR, with no other event.
+        report = drive("ag_ui.mjs", deployment, thread=thread, agent=conversation.agent, text=text)
+        assert report["seen"] == ["RUN_ERROR"] and len(report["runErrors"]) == 1 and report["failures"] == [], report
 
     # AG-UI: run and agent run — one RUN_ERROR naming the reason, nothing else.
     for path in ["/v1/ag-ui", f"/v1/ag-ui/agents/{conversation.agent}"]:
