@@ -19,10 +19,20 @@ enum Refusing {
     BudgetReached,
     AgentDisabled,
     AgentArchived,
+    // Beyond the five: the other states `domain::input` refuses.
+    Terminated,
+    EnvironmentArchived,
 }
 
-const STATES: [Refusing; 5] =
-    [Refusing::Archived, Refusing::Deleted, Refusing::BudgetReached, Refusing::AgentDisabled, Refusing::AgentArchived];
+const STATES: [Refusing; 7] = [
+    Refusing::Archived,
+    Refusing::Deleted,
+    Refusing::BudgetReached,
+    Refusing::AgentDisabled,
+    Refusing::AgentArchived,
+    Refusing::Terminated,
+    Refusing::EnvironmentArchived,
+];
 
 /// Every way to put input into a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +184,13 @@ async fn case(gateway: &TestGateway, key: &str, workspace: &str, n: usize, state
         Refusing::AgentArchived => {
             ok(gateway, key, "POST", &format!("/v1/agents/{agent}/archive"), None).await;
         }
+        Refusing::Terminated => {
+            let terminated = NewEvent::new(&session, json!({ "type": "session.status_terminated" }));
+            store.append_events(&session, vec![terminated]).await.unwrap();
+        }
+        Refusing::EnvironmentArchived => {
+            ok(gateway, key, "POST", &format!("/v1/environments/{environment}/archive"), None).await;
+        }
     }
     Case { workspace: workspace.to_owned(), agent, agent_name, session, thread }
 }
@@ -224,6 +241,9 @@ async fn refused_through(gateway: &TestGateway, key: &str, case: &Case, state: R
         if state == Refusing::BudgetReached {
             assert_eq!(body["error"]["details"]["error_code"], "budget_reached", "{what}: {body}");
         }
+        if state == Refusing::EnvironmentArchived {
+            assert_eq!(body["error"]["details"]["error_code"], "environment_archived", "{what}: {body}");
+        }
     };
     match surface {
         Surface::EventsSend => {
@@ -257,6 +277,8 @@ async fn refused_through(gateway: &TestGateway, key: &str, case: &Case, state: R
                 Refusing::BudgetReached => "budget_reached",
                 Refusing::AgentDisabled => "agent_disabled",
                 Refusing::AgentArchived => "agent_archived",
+                Refusing::Terminated => "session_terminated",
+                Refusing::EnvironmentArchived => "environment_archived",
             };
             assert_eq!(events[0]["code"], code, "{what}: {events:?}");
         }
@@ -310,6 +332,8 @@ async fn refused_through(gateway: &TestGateway, key: &str, case: &Case, state: R
                     let expected = match state {
                         Refusing::Archived => "archived",
                         Refusing::Deleted => "deleted",
+                        Refusing::Terminated => "terminated",
+                        Refusing::EnvironmentArchived => "environment",
                         _ => "budget",
                     };
                     assert!(text.contains(expected), "{what}: {response}");
@@ -323,7 +347,14 @@ async fn refused_through(gateway: &TestGateway, key: &str, case: &Case, state: R
         Surface::LiveInbox => {
             let uri = format!("/v1/ext/sessions/{session}/live-inbox");
             let body = json!({ "content": [{ "type": "text", "text": "hello" }] });
-            managed(&send(gateway, key, "POST", &uri, Some(body)).await);
+            let answer = send(gateway, key, "POST", &uri, Some(body)).await;
+            if state == Refusing::Terminated {
+                // The live inbox's own answer for a terminated session (docs/api/live-inbox.md).
+                assert_eq!(answer.status, StatusCode::GONE, "{what}: {}", answer.text);
+                assert_eq!(answer.json()["error"]["type"], "invalid_request_error", "{what}");
+            } else {
+                managed(&answer);
+            }
         }
     }
 }
