@@ -5,7 +5,7 @@
 //! gateway or worker receives the request. Without a queue the routes fail closed (503).
 
 use agentd_schema::ids::{RunId, SessionId};
-use agentd_schema::{NewEvent, Run, RunStatus, StoredEvent};
+use agentd_schema::{EventType, NewEvent, Run, RunStatus, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::{input, runs};
 use crate::error::{ApiError, ApiResult};
-use crate::managed::{body, events, query::Query};
+use crate::managed::{body, query::Query};
 
 /// The durable routes, relative to `/v1`.
 pub fn router() -> Router<AppState> {
@@ -49,13 +50,7 @@ async fn thread(state: &AppState, tenant: &Tenant, thread: &str) -> ApiResult<St
 }
 
 async fn publish(state: &AppState, messages: &[agentd_schema::OutboxMessage]) {
-    let Some(queue) = &state.backends.queue else { return };
-    for message in messages {
-        if let Err(error) = agentd_schema::outbox::publish(state.backends.store.as_ref(), queue.as_ref(), message).await
-        {
-            tracing::warn!(%error, "durable operation's submission deferred to the outbox relay");
-        }
-    }
+    runs::publish(state, messages).await;
 }
 
 fn run_id(bytes: &Bytes) -> ApiResult<String> {
@@ -98,11 +93,9 @@ async fn submit_background(
     body::only_known(&map, &["text"], "body")?;
     let text = body::string(map.get("text"), "text", 1, 100_000)?;
     let thread = thread(&state, &tenant, &thread_id).await?;
-    events::submit_and_publish(&state, &thread, vec![NewEvent::user_message(&thread, &text)]).await?;
-    let runs = state.backends.store.thread_runs(&thread).await?;
-    let run =
-        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
-    let run_id = run.map(|r| r.id.clone()).unwrap_or_default();
+    input::submit(&state, &tenant, &thread_id, vec![NewEvent::user_message(&thread, &text)]).await?;
+    let run = runs::open_run(&state, &thread).await?;
+    let run_id = run.map(|r| r.id).unwrap_or_default();
     Ok(Json(json!({ "run_id": run_id, "queued": true })))
 }
 
@@ -115,24 +108,7 @@ async fn cancel(
 ) -> ApiResult<Json<Value>> {
     let run_id = run_id(&bytes)?;
     let thread = thread(&state, &tenant, &thread_id).await?;
-    let existing = state.backends.store.thread_runs(&thread).await?;
-    match existing.iter().find(|r| r.id == run_id) {
-        None => return Err(ApiError::NotFound(format!("run not found in this thread: {run_id}"))),
-        Some(run) if run.status == RunStatus::Superseded => {
-            return Err(ApiError::Conflict(format!("run {run_id} was superseded and cannot be cancelled")));
-        }
-        Some(run) if run.status == RunStatus::Done => {
-            return Err(ApiError::Conflict(format!(
-                "run {run_id} already ended ({})",
-                run.outcome.as_deref().unwrap_or("done")
-            )));
-        }
-        Some(_) => {}
-    }
-    let Some((run, message)) = state.backends.store.cancel_run(&thread, &run_id).await? else {
-        return Err(ApiError::NotFound(format!("run not found in this thread: {run_id}")));
-    };
-    publish(&state, message.as_slice()).await;
+    let run = runs::cancel(&state, &thread, &run_id).await?;
     Ok(Json(json!({ "cancelled": true, "run_id": run.id, "status": status_name(run.status) })))
 }
 
@@ -148,9 +124,9 @@ async fn dispatches(
 }
 
 fn message(event: &StoredEvent) -> Option<Value> {
-    let role = match event.kind.as_str() {
-        "user.message" => "user",
-        "agent.message" => "assistant",
+    let role = match event.event_type() {
+        Some(EventType::UserMessage) => "user",
+        Some(EventType::AgentMessage) => "assistant",
         _ => return None,
     };
     let text: String = event.body["content"]
@@ -172,7 +148,7 @@ async fn messages(
     let thread = thread(&state, &tenant, &thread_id).await?;
     let query = agentd_schema::EventQuery {
         thread_id: Some(thread.clone()),
-        types: vec!["user.message".into(), "agent.message".into()],
+        types: vec![EventType::UserMessage.as_str().into(), EventType::AgentMessage.as_str().into()],
         limit: 100_000,
         ..Default::default()
     };
@@ -270,8 +246,10 @@ async fn supersede(
     body::only_known(&map, &["text"], "body")?;
     let text = body::string(map.get("text"), "text", 1, 100_000)?;
     let thread = thread(&state, &tenant, &thread_id).await?;
+    // Admitted before anything is superseded: a refused message changes nothing.
+    input::admit_turn(&state, &tenant, &thread_id).await?;
     state.backends.store.supersede_runs(&thread).await?;
-    events::submit_and_publish(&state, &thread, vec![NewEvent::user_message(&thread, &text)]).await?;
+    input::submit(&state, &tenant, &thread_id, vec![NewEvent::user_message(&thread, &text)]).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
     let current =
         runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
@@ -310,7 +288,7 @@ async fn deliver(
     body::only_known(&map, &["allow"], "body")?;
     let allow = body::optional_bool(map.get("allow"), "allow")?.unwrap_or(true);
     let thread = thread(&state, &tenant, &thread_id).await?;
-    let open = events::awaiting_confirmation(&state, &thread).await?;
+    let open = input::awaiting_confirmation(&state, &thread).await?;
     if open.is_empty() {
         return Err(ApiError::Conflict(format!("no run on thread {thread} awaits a decision")));
     }
@@ -322,11 +300,11 @@ async fn deliver(
             // rejected by the store (409) instead of committing a second confirmation.
             event_id: format!("sevt_deliver_{}", id.trim_start_matches("sevt_")),
             thread_id: thread.clone(),
-            kind: "user.tool_confirmation".into(),
-            body: json!({ "type": "user.tool_confirmation", "tool_use_id": id, "result": result }),
+            kind: EventType::UserToolConfirmation.as_str().into(),
+            body: json!({ "type": EventType::UserToolConfirmation, "tool_use_id": id, "result": result }),
         })
         .collect();
-    events::submit_and_publish(&state, &thread, confirmations).await?;
+    input::submit(&state, &tenant, &thread_id, confirmations).await?;
     let runs = state.backends.store.thread_runs(&thread).await?;
     let run =
         runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
@@ -371,10 +349,11 @@ async fn resume(
     body::only_known(&map, &["text"], "body")?;
     let text = body::string(map.get("text"), "text", 1, 100_000)?;
     let thread = thread(&state, &tenant, &thread_id).await?;
+    input::admit_turn(&state, &tenant, &thread_id).await?;
     let Some(run) = state.backends.store.take_pause(&thread).await? else {
         return Err(ApiError::Conflict(format!("no paused run on thread {thread} to resume")));
     };
-    events::submit_and_publish(&state, &thread, vec![NewEvent::user_message(&thread, &text)]).await?;
+    input::submit(&state, &tenant, &thread_id, vec![NewEvent::user_message(&thread, &text)]).await?;
     Ok(Json(json!({ "resumed": true, "run_id": run.id })))
 }
 

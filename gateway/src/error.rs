@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::admission::request_id;
+use crate::domain::DomainError;
 
 /// An error answered by a managed (`/v1`) route.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +124,28 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict_error",
             ApiError::RateLimited { .. } => "rate_limit_error",
             ApiError::Unavailable(_) | ApiError::Internal(_) => "api_error",
+        }
+    }
+}
+
+impl From<DomainError> for ApiError {
+    /// The managed API's answer to each domain error. A session that is archived,
+    /// terminated, over its budget or whose agent or environment refuses new turns is a
+    /// 400 (the request cannot succeed as it is); a deleted session is a 404.
+    fn from(error: DomainError) -> Self {
+        match error {
+            DomainError::NotFound(message) | DomainError::Deleted(message) => ApiError::NotFound(message),
+            DomainError::Invalid { message, code } => ApiError::InvalidRequest { message, code },
+            DomainError::Archived(message)
+            | DomainError::Terminated(message)
+            | DomainError::AgentDisabled(message)
+            | DomainError::AgentArchived(message) => ApiError::invalid(message),
+            DomainError::BudgetReached(message) => ApiError::invalid_with_code("budget_reached", message),
+            DomainError::EnvironmentArchived(message) => ApiError::invalid_with_code("environment_archived", message),
+            DomainError::Conflict(message) => ApiError::Conflict(message),
+            DomainError::Gone(message) => ApiError::Gone(message),
+            DomainError::Unavailable(message) => ApiError::Unavailable(message),
+            DomainError::Internal(cause) => ApiError::Internal(cause),
         }
     }
 }

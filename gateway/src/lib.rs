@@ -4,6 +4,7 @@
 
 pub mod adapters;
 pub mod admission;
+pub mod domain;
 pub mod durable;
 pub mod envelope;
 pub mod error;

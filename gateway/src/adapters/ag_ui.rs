@@ -9,11 +9,10 @@
 //! framing without `[DONE]`. A client that disconnects mid-run interrupts it.
 
 use agentd_schema::ids::AgentId;
-use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, live};
+use agentd_schema::{EventType, NewEvent, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Uri};
@@ -24,11 +23,12 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::follow::Kind;
-use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages, thread_session};
+use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::{DomainError, input as turns, runs, threads};
 use crate::error::{ApiError, ApiResult};
-use crate::managed::{body, events, limits};
+use crate::managed::{body, limits};
 
 /// `POST /v1/ag-ui`: the agent from `forwardedProps.agent`, the body's `agent`, or the
 /// `x-agentd-agent` header.
@@ -72,16 +72,58 @@ async fn start(
     let Some(last) = messages.last() else {
         return Err(ApiError::invalid("messages: at least one message is required"));
     };
-    let session = thread_session(state, tenant, &thread, agent).await?;
-    let session = with_frontend_tools(state, tenant, session, input.get("tools")).await?;
+    let bound = match threads::session(state, tenant, &thread, agent).await {
+        Ok(bound) => bound,
+        Err(error) => return refused(error),
+    };
+    // Admitted before the run's frontend tools change the session's agent.
+    if let Err(error) = turns::admit(state, tenant, &bound.session, last["role"] == "user").await {
+        return refused(error);
+    }
+    let session = with_frontend_tools(state, tenant, bound.session, input.get("tools")).await?;
     let inputs = new_input(state, &session, last).await?;
     if inputs.is_empty() {
         return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
     }
-    let after_seq = session.next_seq - 1;
     let wake = Wake::subscribe(state, &session.id).await;
-    events::submit_and_publish(state, &session.id, inputs).await?;
+    let accepted = match turns::submit(state, tenant, &bound.id, inputs).await {
+        Ok(accepted) => accepted,
+        Err(error) => return refused(error),
+    };
+    let after_seq = accepted.first_seq().map_or(session.next_seq, |seq| seq) - 1;
     Ok(stream(state.clone(), session.id.clone(), Run { thread, run_id, after_seq, wake, input: messages.to_vec() }))
+}
+
+/// AG-UI's answer to a refused run. A session that takes no input (archived, deleted,
+/// terminated, over budget, its agent or environment refusing new turns) answers the
+/// way AG-UI reports a run that could not run: a stream of one `RUN_ERROR` whose `code`
+/// names the reason (`runAgent` resolves and `onRunErrorEvent` fires). A malformed
+/// request or a failure is the managed JSON error with its status, before any stream.
+fn refused(error: DomainError) -> ApiResult<Response> {
+    match error {
+        DomainError::Archived(_)
+        | DomainError::Deleted(_)
+        | DomainError::Terminated(_)
+        | DomainError::BudgetReached(_)
+        | DomainError::AgentDisabled(_)
+        | DomainError::AgentArchived(_)
+        | DomainError::EnvironmentArchived(_) => {
+            let now = crate::managed::query::now_ms();
+            let event =
+                json!({ "type": "RUN_ERROR", "message": error.to_string(), "code": error.code(), "timestamp": now });
+            let frames =
+                futures::stream::once(async move { Ok::<_, Infallible>(Event::default().data(event.to_string())) });
+            let mut response = Sse::new(frames).into_response();
+            response.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));
+            Ok(response)
+        }
+        DomainError::NotFound(_)
+        | DomainError::Invalid { .. }
+        | DomainError::Conflict(_)
+        | DomainError::Gone(_)
+        | DomainError::Unavailable(_)
+        | DomainError::Internal(_) => Err(ApiError::from(error)),
+    }
 }
 
 /// Frontend tools declared by the run become custom tools of the session's agent.
@@ -168,18 +210,11 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
         }
         Some("tool") => {
             let call = body::string(last.get("toolCallId"), "messages[-1].toolCallId", 1, 256)?;
-            let query = EventQuery {
-                types: ["agent.custom_tool_use", "user.custom_tool_result"].map(str::to_owned).to_vec(),
-                limit: 100_000,
-                ..EventQuery::default()
-            };
-            let history = state.backends.store.query_events(&session.id, &query).await?;
-            let answered: HashSet<&str> =
-                history.iter().filter_map(|e| e.body["custom_tool_use_id"].as_str()).collect();
-            if answered.contains(call.as_str()) {
+            let calls = turns::tool_calls(state, &session.id).await?;
+            if calls.is_answered(&call) {
                 return Ok(Vec::new());
             }
-            if !history.iter().any(|e| e.event_id == call && e.kind == "agent.custom_tool_use") {
+            if !calls.is_open(&call, EventType::AgentCustomToolUse) {
                 return Err(ApiError::invalid(format!("messages[-1].toolCallId: no open frontend tool call {call}")));
             }
             let failed = last["error"].as_str().is_some_and(|e| !e.is_empty());
@@ -189,7 +224,7 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
                 content_text(&last["content"])
             };
             Ok(vec![event(json!({
-                "type": "user.custom_tool_result", "custom_tool_use_id": call, "is_error": failed,
+                "type": EventType::UserCustomToolResult, "custom_tool_use_id": call, "is_error": failed,
                 "content": [{ "type": "text", "text": if text.is_empty() { "(no output)".to_owned() } else { text } }],
             }))])
         }
@@ -225,14 +260,8 @@ fn stream(state: AppState, session_id: String, run: Run) -> Response {
 
 /// The client went away mid-run: interrupt it (committed history stays).
 async fn interrupt(state: &AppState, session_id: &str) {
-    let event = NewEvent::new(session_id, json!({ "type": "user.interrupt" }));
-    match state.backends.store.append_events(session_id, vec![event]).await {
-        Ok(stored) => {
-            if let Some(bus) = &state.backends.bus {
-                live::publish_committed(bus.as_ref(), &stored).await;
-            }
-            tracing::info!(session = %session_id, "AG-UI client disconnected; run interrupted");
-        }
+    match runs::interrupt(state, session_id).await {
+        Ok(()) => tracing::info!(session = %session_id, "AG-UI client disconnected; run interrupted"),
         Err(error) => tracing::warn!(%error, "could not interrupt the run of a disconnected AG-UI client"),
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent};
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
@@ -23,11 +23,12 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::follow::Kind;
-use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages, thread_session};
+use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::{DomainError, input, threads};
 use crate::error::{ApiError, ApiResult};
-use crate::managed::{body, events};
+use crate::managed::body;
 
 /// `POST /v1/ai-sdk/chat`: the agent from the body's `agent` or `x-agentd-agent`.
 pub async fn chat(
@@ -85,16 +86,36 @@ async fn run(
     let Some(last) = messages.last() else {
         return Err(ApiError::invalid("messages: at least one message is required"));
     };
-    let session = thread_session(state, tenant, thread, agent).await?;
-    let inputs = new_input(state, &session, last).await?;
+    let bound = threads::session(state, tenant, thread, agent).await.map_err(refused)?;
+    let inputs = new_input(state, &bound.session, last).await?;
     if inputs.is_empty() {
         return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
     }
-    let after_seq = session.next_seq - 1;
     let continuation = last["role"] == "assistant";
-    let wake = Wake::subscribe(state, &session.id).await;
-    events::submit_and_publish(state, &session.id, inputs).await?;
-    Ok(stream(state.clone(), session.id.clone(), after_seq, wake, continuation))
+    let wake = Wake::subscribe(state, &bound.session.id).await;
+    let accepted = input::submit(state, tenant, &bound.id, inputs).await.map_err(refused)?;
+    let after_seq = accepted.first_seq().map_or(bound.session.next_seq, |seq| seq) - 1;
+    Ok(stream(state.clone(), bound.session.id.clone(), after_seq, wake, continuation))
+}
+
+/// The AI SDK's answer to a refused request: the JSON error before the stream
+/// (`DefaultChatTransport` shows its body), with the managed status and `error.type`.
+fn refused(error: DomainError) -> ApiError {
+    match error {
+        DomainError::NotFound(_)
+        | DomainError::Invalid { .. }
+        | DomainError::Archived(_)
+        | DomainError::Deleted(_)
+        | DomainError::Terminated(_)
+        | DomainError::BudgetReached(_)
+        | DomainError::AgentDisabled(_)
+        | DomainError::AgentArchived(_)
+        | DomainError::EnvironmentArchived(_)
+        | DomainError::Conflict(_)
+        | DomainError::Gone(_)
+        | DomainError::Unavailable(_)
+        | DomainError::Internal(_) => ApiError::from(error),
+    }
 }
 
 /// The session input in the client's last message: a user message's text, or, on an
@@ -111,32 +132,12 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
             Ok(vec![NewEvent::user_message(&session.id, &text)])
         }
         Some("assistant") => {
-            let query = EventQuery {
-                types: [
-                    "agent.custom_tool_use",
-                    "user.custom_tool_result",
-                    "agent.tool_use",
-                    "agent.tool_result",
-                    "user.tool_confirmation",
-                ]
-                .map(str::to_owned)
-                .to_vec(),
-                limit: 100_000,
-                ..EventQuery::default()
-            };
-            let history = state.backends.store.query_events(&session.id, &query).await?;
-            let answered: HashSet<&str> = history
-                .iter()
-                .filter_map(|e| e.body["custom_tool_use_id"].as_str().or(e.body["tool_use_id"].as_str()))
-                .collect();
-            let open = |id: &str, kind: &str| {
-                !answered.contains(id) && history.iter().any(|e| e.event_id == id && e.kind == kind)
-            };
+            let calls = input::tool_calls(state, &session.id).await?;
             let mut inputs = Vec::new();
             for part in last["parts"].as_array().into_iter().flatten() {
                 let Some(id) = part["toolCallId"].as_str() else { continue };
                 match part["state"].as_str() {
-                    Some("output-available" | "output-error") if open(id, "agent.custom_tool_use") => {
+                    Some("output-available" | "output-error") if calls.is_open(id, EventType::AgentCustomToolUse) => {
                         let failed = part["state"] == "output-error";
                         let text = if failed {
                             part["errorText"].as_str().unwrap_or("the tool failed").to_owned()
@@ -147,14 +148,14 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
                             }
                         };
                         inputs.push(event(json!({
-                            "type": "user.custom_tool_result", "custom_tool_use_id": id, "is_error": failed,
+                            "type": EventType::UserCustomToolResult, "custom_tool_use_id": id, "is_error": failed,
                             "content": [{ "type": "text", "text": text }],
                         })));
                     }
-                    Some("approval-responded" | "output-denied") if open(id, "agent.tool_use") => {
+                    Some("approval-responded" | "output-denied") if calls.is_open(id, EventType::AgentToolUse) => {
                         let approved = part["approval"]["approved"].as_bool().unwrap_or(false);
                         let mut confirmation = json!({
-                            "type": "user.tool_confirmation", "tool_use_id": id,
+                            "type": EventType::UserToolConfirmation, "tool_use_id": id,
                             "result": if approved { "allow" } else { "deny" },
                         });
                         if let Some(reason) = part["approval"]["reason"].as_str().filter(|_| !approved) {

@@ -299,12 +299,12 @@ impl Surface {
     /// A refusal of admission (429, or 503 when the limiter cannot answer) in the
     /// surface's own error shape; `id` is the JSON-RPC request id, when known.
     fn refuse(self, error: ApiError, id: &Value) -> Response {
-        use crate::adapters::{a2a, mcp};
+        use crate::adapters::a2a;
         match self {
             Surface::Managed => error.into_response(),
-            Surface::A2aJsonRpc => a2a::jsonrpc::error_response(id, &a2a::A2aError::from(error)),
+            Surface::A2aJsonRpc => a2a::dispatch::error_response(id, &a2a::A2aError::from(error)),
             Surface::A2aRest => a2a::rest::failure(&a2a::A2aError::from(error)),
-            Surface::Mcp => mcp::admission_error(id, error),
+            Surface::Mcp => mcp_refusal(id, error),
         }
     }
 }
@@ -413,6 +413,32 @@ async fn meter(state: &AppState, surface: Surface, request: Request, next: Next)
     headers.insert("anthropic-ratelimit-requests-remaining", HeaderValue::from(decision.remaining));
     if let Ok(reset) = HeaderValue::from_str(&decision.reset_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) {
         headers.insert("anthropic-ratelimit-requests-reset", reset);
+    }
+    response
+}
+
+/// JSON-RPC code of a rate-limited request (implementation-defined range, as A2A's).
+pub const RATE_LIMITED: i32 = -32000;
+
+/// Admission's refusal of a JSON-RPC request (rate limited: HTTP 429 with
+/// `retry-after`; limiter down: 503) as a JSON-RPC error answering `id`, the body MCP
+/// clients surface for a non-2xx answer.
+pub fn mcp_refusal(id: &serde_json::Value, error: ApiError) -> Response {
+    let status = axum::http::StatusCode::from_u16(error.code().http_status())
+        .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+    let retry_after = match &error {
+        ApiError::RateLimited { retry_after_secs, .. } => Some(*retry_after_secs),
+        _ => None,
+    };
+    let code = if retry_after.is_some() { RATE_LIMITED } else { rmcp::model::ErrorCode::INTERNAL_ERROR.0 };
+    let mut message = serde_json::json!({ "code": code, "message": error.to_string() });
+    if let Some(secs) = retry_after {
+        message["data"] = serde_json::json!({ "retry_after_secs": secs });
+    }
+    let body = serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": message });
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Some(secs) = retry_after {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
     }
     response
 }

@@ -15,11 +15,12 @@ use super::body::{self, as_object, join, tag};
 use super::family::{Family, with_lifecycle};
 use super::limits::{MAX_ALLOWED_HOSTS, MAX_DISPLAY_NAME_CHARS, MAX_SECRET_BYTES, MAX_URL_CHARS};
 use super::query::{now_ms, rfc3339};
-use super::vaults;
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
+/// The parent family (read here without depending on the vaults handlers).
+const VAULTS: super::family::Family = super::family::Family { kind: "vault", noun: "vault" };
 const KIND: &str = "vault_credential";
 /// The stored field holding the sealed secrets; stripped from every response.
 const SEALED: &str = "_sealed";
@@ -306,7 +307,7 @@ pub async fn create(
     let request = body::object(&bytes)?;
     body::only_known(&request, &["auth", "display_name", "metadata"], "")?;
     let store = state.backends.store.as_ref();
-    let vault = vaults::load(store, &tenant, &vault_id).await?;
+    let vault = VAULTS.load(store, &tenant, &vault_id, None).await?;
     if vault.archived_at_ms.is_some() {
         return Err(ApiError::invalid(format!("vault {vault_id} is archived")));
     }
@@ -393,7 +394,7 @@ pub async fn list(
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let store = state.backends.store.as_ref();
-    vaults::load(store, &tenant, &vault_id).await?;
+    VAULTS.load(store, &tenant, &vault_id, None).await?;
     Ok(Json(FAMILY.page(store, &tenant, &uri, Some(vault_id.into()), false, render).await?))
 }
 

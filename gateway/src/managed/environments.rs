@@ -18,6 +18,7 @@ use super::limits::{
 use super::query::{now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::environments::{self as domain, CreateEnvironment};
 use crate::error::{ApiError, ApiResult};
 
 const KIND: &str = "environment";
@@ -39,7 +40,7 @@ async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resourc
 fn config(request: Option<&Value>, stored: Option<&Value>) -> ApiResult<Value> {
     let request = match request {
         None | Some(Value::Null) => {
-            return Ok(stored.cloned().unwrap_or_else(|| cloud(&Map::new(), None).unwrap_or_default()));
+            return Ok(stored.cloned().unwrap_or_else(domain::default_cloud));
         }
         Some(value) => as_object(value, "config")?,
     };
@@ -161,7 +162,7 @@ fn scope(value: Option<&Value>) -> ApiResult<Value> {
     }
 }
 
-/// `POST /v1/environments`.
+/// `POST /v1/environments`: the wire body parsed into a typed request for the service.
 pub async fn create(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
@@ -169,25 +170,18 @@ pub async fn create(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, FIELDS, "")?;
-    let metadata = body::optional_metadata(request.get("metadata"))?;
-    let id = agentd_schema::ids::new_id("env");
-    let now = rfc3339(now_ms());
-    let environment = json!({
-        "type": "environment",
-        "id": id,
-        "name": body::string(request.get("name"), "name", 1, MAX_NAME_CHARS)?,
-        "description": match request.get("description") {
-            None | Some(Value::Null) => Value::Null,
-            Some(_) => json!(body::string(request.get("description"), "description", 0, MAX_DESCRIPTION_CHARS)?),
+    let metadata = Value::Object(body::optional_metadata(request.get("metadata"))?);
+    let create = CreateEnvironment {
+        name: body::string(request.get("name"), "name", 1, MAX_NAME_CHARS)?,
+        description: match request.get("description") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(body::string(request.get("description"), "description", 0, MAX_DESCRIPTION_CHARS)?),
         },
-        "config": config(request.get("config"), None)?,
-        "metadata": metadata,
-        "scope": scope(request.get("scope"))?,
-        "created_at": now,
-        "updated_at": now,
-        "archived_at": null,
-    });
-    let resource = FAMILY.create(state.backends.store.as_ref(), &tenant, id, None, environment, false).await?;
+        config: config(request.get("config"), None)?,
+        metadata,
+        scope: scope(request.get("scope"))?.as_str().unwrap_or("organization").to_owned(),
+    };
+    let resource = domain::create(&state, &tenant, create).await?;
     Ok(Json(render(&resource)))
 }
 

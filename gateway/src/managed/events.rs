@@ -7,13 +7,13 @@
 //! any gateway replica, whichever worker commits.
 
 use agentd_schema::ids::{SessionId, ThreadId};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
 
 use agentd_proto::BusItem;
 use agentd_proto::v1::{LiveEvent, live_event};
-use agentd_schema::{EventQuery, NewEvent, Session, StoredEvent, Submission, TimeBounds, live};
+use agentd_schema::{EventQuery, NewEvent, Session, TimeBounds, live};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -29,20 +29,10 @@ use super::content;
 use super::query::{ChunkedPage, Query, decode_cursor, rfc3339};
 use super::sessions::load;
 use crate::AppState;
-use crate::admission::{Access, Tenant};
+use crate::admission::Tenant;
+use crate::domain::input;
 use crate::error::{ApiError, ApiResult};
 
-/// Event types that make the thread's run runnable.
-const RUN_INPUTS: &[&str] = &[
-    "user.message",
-    "user.custom_tool_result",
-    "user.tool_result",
-    "user.tool_confirmation",
-    "user.define_outcome",
-    "system.message",
-    // Our runner's answers on `cloud` environments.
-    "agent.tool_result",
-];
 /// Every type `events.list?types[]=` accepts.
 const EVENT_TYPES: &[&str] = &[
     "user.message",
@@ -96,124 +86,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const RESYNC_FIRST: Duration = Duration::from_secs(1);
 const RESYNC_MAX: Duration = Duration::from_secs(16);
 
-/// Life of a turn, steps 2–3: commit the input with the run and its outbox row in one
-/// transaction, then publish the submission and the committed events. A failed publish
-/// is left to the outbox relay.
-pub async fn submit_and_publish(
-    state: &AppState,
-    session_id: &str,
-    events: Vec<NewEvent>,
-) -> ApiResult<Vec<StoredEvent>> {
-    let (Some(queue), Some(bus)) = (&state.backends.queue, &state.backends.bus) else {
-        return Err(ApiError::Unavailable("durable ingress is not configured on this process".to_owned()));
-    };
-    let store = state.backends.store.as_ref();
-    // W3C trace context rides with the submission so the worker's span joins this trace
-    // (empty when no OTLP exporter is configured).
-    let mut trace_context = HashMap::new();
-    opentelemetry::global::get_text_map_propagator(|propagator| {
-        use tracing_opentelemetry::OpenTelemetrySpanExt;
-        propagator.inject_context(&tracing::Span::current().context(), &mut trace_context);
-    });
-    let submitted = store
-        .submit(Submission {
-            session_id: session_id.to_owned(),
-            thread_id: session_id.to_owned(),
-            events,
-            max_attempts: state.max_attempts,
-            trace_context: trace_context.into_iter().collect(),
-        })
-        .await?;
-    if let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &submitted.outbox).await {
-        tracing::warn!(%error, run = %submitted.run_id, "submission publish deferred to the outbox relay");
-    }
-    live::publish_committed(bus.as_ref(), &submitted.events).await;
-    Ok(submitted.events)
-}
-
-/// Queues a work item for the session's hands unless one is open, and wakes pollers.
-pub async fn queue_hands(state: &AppState, session: &Session, environment: &Value) -> ApiResult<()> {
-    let Some(bus) = &state.backends.bus else { return Ok(()) };
-    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
-    agentd_schema::hands::ensure(
-        state.backends.store.as_ref(),
-        bus.as_ref(),
-        &session.workspace_id,
-        environment_id,
-        &session.id,
-        agentd_schema::hands::hands_of(environment),
-    )
-    .await?;
-    Ok(())
-}
-
-/// The session's tool calls that await a confirmation (`evaluated_permission: ask`,
-/// neither confirmed nor answered), oldest first.
-pub async fn awaiting_confirmation(state: &AppState, session_id: &str) -> ApiResult<Vec<String>> {
-    let ledger = tool_ledger(state, session_id).await?;
-    let mut open: Vec<&String> = ledger
-        .uses
-        .iter()
-        .filter(|(id, (_, permission))| {
-            permission.as_deref() == Some("ask") && !ledger.answers.keys().any(|(_, answered)| answered == *id)
-        })
-        .map(|(id, _)| id)
-        .collect();
-    open.sort();
-    Ok(open.into_iter().cloned().collect())
-}
-
-/// Tool calls of a session and what has answered them so far.
-#[derive(Default)]
-struct ToolLedger {
-    /// tool use id → (event type, evaluated permission)
-    uses: HashMap<String, (String, Option<String>)>,
-    /// (answer type, tool use id) → the stored answer
-    answers: HashMap<(String, String), StoredEvent>,
-}
-
-async fn tool_ledger(state: &AppState, session_id: &str) -> ApiResult<ToolLedger> {
-    let types = [
-        "agent.custom_tool_use",
-        "agent.tool_use",
-        "agent.mcp_tool_use",
-        "user.custom_tool_result",
-        "user.tool_result",
-        "agent.tool_result",
-        "user.tool_confirmation",
-    ];
-    let events = state
-        .backends
-        .store
-        .query_events(
-            session_id,
-            &EventQuery {
-                types: types.iter().map(|t| (*t).to_owned()).collect(),
-                limit: 100_000,
-                ..EventQuery::default()
-            },
-        )
-        .await?;
-    let mut ledger = ToolLedger::default();
-    for event in events {
-        match event.kind.as_str() {
-            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => {
-                let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
-                ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
-            }
-            kind => {
-                let key = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
-                let id = event.body[key].as_str().unwrap_or_default().to_owned();
-                // A call answered by the runner (or by a denial) takes no second result.
-                let kind = if kind == "agent.tool_result" { "user.tool_result" } else { kind };
-                ledger.answers.entry((kind.to_owned(), id)).or_insert(event);
-            }
-        }
-    }
-    Ok(ledger)
-}
-
-/// `POST /v1/sessions/{session_id}/events`.
+/// `POST /v1/sessions/{session_id}/events`: parse, submit through the turn service
+/// (every acceptance rule is there), echo what each event committed or repeated.
 pub async fn send(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
@@ -222,171 +96,13 @@ pub async fn send(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, &["events"], "")?;
-    let store = state.backends.store.as_ref();
-    let session = load(store, &tenant, &id).await?;
-    if session.archived_at_ms.is_some() {
-        return Err(ApiError::invalid(format!("session {id} is archived and accepts no events")));
-    }
-    if session.status == "terminated" {
-        return Err(ApiError::invalid(format!("session {id} is terminated and accepts no events")));
-    }
     let items = body::array(request.get("events"), "events", super::limits::MAX_EVENTS_PER_REQUEST)?;
-    let budget_reached = agentd_schema::budget::Standing::of(&session.body, &session.usage).reached();
-    if items.is_empty() {
-        return Err(ApiError::invalid("events: at least one event is required"));
-    }
-    let mut parsed = Vec::with_capacity(items.len());
+    let mut events = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        parsed.push(content::client_event(item, &format!("events[{i}]"))?);
+        events.push(NewEvent::new(&id, Value::Object(content::client_event(item, &format!("events[{i}]"))?)));
     }
-    for (i, event) in parsed.iter().enumerate() {
-        let new_turn =
-            matches!(event["type"].as_str(), Some("user.message" | "system.message" | "user.define_outcome"));
-        if budget_reached && new_turn {
-            return Err(ApiError::invalid_with_code(
-                "budget_reached",
-                format!(
-                    "events[{i}]: the session's budget (max_list_cost) is reached; no further model request is admitted"
-                ),
-            ));
-        }
-        if event["type"] != "system.message" {
-            continue;
-        }
-        let follows = i.checked_sub(1).and_then(|p| parsed[p]["type"].as_str());
-        let valid = i == parsed.len() - 1
-            && matches!(follows, Some("user.message" | "user.tool_result" | "user.custom_tool_result"));
-        if !valid {
-            return Err(ApiError::invalid(format!(
-                "events[{i}]: a system.message must be the final event and immediately follow the user.message, \
-                 user.tool_result or user.custom_tool_result it accompanies"
-            )));
-        }
-    }
-    let needs_ledger = parsed.iter().any(|e| {
-        matches!(e["type"].as_str(), Some("user.custom_tool_result" | "user.tool_result" | "user.tool_confirmation"))
-    });
-    let ledger = if needs_ledger { tool_ledger(&state, &id).await? } else { ToolLedger::default() };
-    // `user.tool_result` comes from hands: the customer's worker on `self_hosted`
-    // environments; on `cloud` ones only our runner (with the item's sessions token or
-    // a runner key), and its answers are committed as `agent.tool_result`.
-    let hands = if parsed.iter().any(|e| e["type"] == "user.tool_result") {
-        let environment = session.body["environment_id"].as_str().unwrap_or_default();
-        let environment = store.get_resource(&tenant.workspace_id, "environment", environment).await?;
-        environment.map(|env| agentd_schema::hands::hands_of(&env.body))
-    } else {
-        None
-    };
-    let from_runner = matches!(tenant.access, Access::Session { .. } | Access::Runner);
-    let self_hosted = hands == Some("self_hosted");
-    let runner_answer = hands == Some("cloud") && from_runner;
-    // Each output slot is a new event to commit, an answer committed earlier, or a
-    // repeat of an answer earlier in this same request.
-    let mut slots: Vec<Slot> = Vec::with_capacity(parsed.len());
-    let mut answered_now: HashMap<(String, String), String> = HashMap::new();
-    for (i, event) in parsed.into_iter().enumerate() {
-        let kind = event["type"].as_str().unwrap_or_default().to_owned();
-        let answer_key = match kind.as_str() {
-            "user.custom_tool_result" => Some(("custom_tool_use_id", &["agent.custom_tool_use"][..])),
-            "user.tool_result" => Some(("tool_use_id", &["agent.tool_use"][..])),
-            "user.tool_confirmation" => Some(("tool_use_id", &["agent.tool_use", "agent.mcp_tool_use"][..])),
-            _ => None,
-        };
-        if let Some((field, kinds)) = answer_key {
-            let use_id = event[field].as_str().unwrap_or_default().to_owned();
-            let Some((use_kind, permission)) = ledger.uses.get(&use_id) else {
-                return Err(ApiError::invalid(format!(
-                    "events[{i}].{field}: no open tool call {use_id} in this session"
-                )));
-            };
-            if !kinds.contains(&use_kind.as_str()) {
-                return Err(ApiError::invalid(format!(
-                    "events[{i}].{field}: {use_id} is an {use_kind}, which {kind} cannot answer"
-                )));
-            }
-            if kind == "user.tool_confirmation" && permission.as_deref() != Some("ask") {
-                return Err(ApiError::invalid(format!(
-                    "events[{i}].tool_use_id: {use_id} does not await a confirmation"
-                )));
-            }
-            if kind == "user.tool_result" && !self_hosted && !runner_answer {
-                return Err(ApiError::invalid(format!(
-                    "events[{i}]: user.tool_result is only valid on self_hosted environments"
-                )));
-            }
-            // A repeated answer is idempotent: echo the first, commit nothing.
-            let key = (kind, use_id);
-            if let Some(earlier) = ledger.answers.get(&key) {
-                slots.push(Slot::Earlier(earlier.clone()));
-                continue;
-            }
-            if let Some(first) = answered_now.get(&key) {
-                slots.push(Slot::SameAs(first.clone()));
-                continue;
-            }
-            let mut event = event;
-            if key.0 == "user.tool_result" && runner_answer {
-                event.insert("type".into(), json!("agent.tool_result"));
-            }
-            let new = new_event(&id, event);
-            answered_now.insert(key, new.event_id.clone());
-            slots.push(Slot::New(new));
-            continue;
-        }
-        slots.push(Slot::New(new_event(&id, event)));
-    }
-    let fresh: Vec<NewEvent> = slots
-        .iter()
-        .filter_map(|slot| match slot {
-            Slot::New(new) => Some(new.clone()),
-            _ => None,
-        })
-        .collect();
-    let drives_run = fresh.iter().any(|e| RUN_INPUTS.contains(&e.kind.as_str()));
-    let committed = if fresh.is_empty() {
-        Vec::new()
-    } else if drives_run {
-        let committed = submit_and_publish(&state, &id, fresh).await?;
-        // New input after the previous work item stopped needs hands again.
-        if agentd_schema::hands::needs_hands(&session.body["agent"]) {
-            let environment = session.body["environment_id"].as_str().unwrap_or_default();
-            if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment).await? {
-                queue_hands(&state, &session, &environment.body).await?;
-            }
-        }
-        committed
-    } else {
-        let stored = store.append_events(&id, fresh).await?;
-        if let Some(bus) = &state.backends.bus {
-            live::publish_committed(bus.as_ref(), &stored).await;
-        }
-        stored
-    };
-    let by_id: HashMap<&str, &StoredEvent> = committed.iter().map(|e| (e.event_id.as_str(), e)).collect();
-    let data: Vec<Value> = slots
-        .iter()
-        .map(|slot| match slot {
-            Slot::New(NewEvent { event_id, .. }) | Slot::SameAs(event_id) => {
-                by_id.get(event_id.as_str()).map_or(Value::Null, |e| live::render(e))
-            }
-            Slot::Earlier(earlier) => live::render(earlier),
-        })
-        .collect();
-    Ok(Json(json!({ "data": data })))
-}
-
-/// One event of a send request, as it will be echoed.
-enum Slot {
-    /// To commit now.
-    New(NewEvent),
-    /// An answer committed by an earlier request.
-    Earlier(StoredEvent),
-    /// A repeat of the answer with this event id earlier in the same request.
-    SameAs(String),
-}
-
-fn new_event(session_id: &str, body: serde_json::Map<String, Value>) -> NewEvent {
-    NewEvent::new(session_id, Value::Object(body))
+    let accepted = input::submit(&state, &tenant, &id, events).await?;
+    Ok(Json(json!({ "data": accepted.echoed })))
 }
 
 async fn list_events(

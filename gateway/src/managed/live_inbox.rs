@@ -6,7 +6,7 @@
 //! permutation). See docs/api/live-inbox.md.
 
 use agentd_schema::ids::{InboxMessageId, SessionId};
-use agentd_schema::{InboxChange, InboxRefusal, InboxSnapshot};
+use agentd_schema::{InboxChange, InboxSnapshot};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
@@ -14,9 +14,9 @@ use serde_json::{Map, Value, json};
 
 use super::body;
 use super::query::rfc3339;
-use super::sessions::load;
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::inbox;
 use crate::error::{ApiError, ApiResult};
 
 fn render(snapshot: &InboxSnapshot) -> Value {
@@ -26,14 +26,6 @@ fn render(snapshot: &InboxSnapshot) -> Value {
         .map(|m| json!({ "id": m.id, "content": m.content, "created_at": rfc3339(m.created_at_ms) }))
         .collect();
     json!({ "type": "live_inbox", "active": snapshot.active, "version": snapshot.version, "messages": messages })
-}
-
-async fn session(state: &AppState, tenant: &Tenant, id: &str) -> ApiResult<String> {
-    let session = load(state.backends.store.as_ref(), tenant, id).await?;
-    if session.status == "terminated" {
-        return Err(ApiError::Gone(format!("session {id} is terminated")));
-    }
-    Ok(session.id)
 }
 
 /// Text content blocks: a non-empty array of `{"type":"text","text":…}`.
@@ -53,30 +45,13 @@ fn content(map: &Map<String, Value>) -> ApiResult<Value> {
     Ok(Value::Array(blocks.to_vec()))
 }
 
-async fn apply(state: &AppState, session_id: &str, change: InboxChange) -> ApiResult<InboxSnapshot> {
-    match state.backends.store.change_inbox(session_id, change).await? {
-        Ok(snapshot) => Ok(snapshot),
-        Err(InboxRefusal::NoLiveRun) => {
-            Err(ApiError::Gone(format!("session {session_id} has no live run: send a user.message event instead")))
-        }
-        Err(InboxRefusal::StaleVersion { current }) => Err(ApiError::Conflict(format!(
-            "the order was computed from another version; the inbox is at version {current}"
-        ))),
-        Err(InboxRefusal::NotAPermutation) => {
-            Err(ApiError::Conflict("order must name every message of the inbox exactly once".into()))
-        }
-        Err(InboxRefusal::UnknownMessage) => Err(ApiError::NotFound("no such message in the live inbox".into())),
-    }
-}
-
 /// `GET …/live-inbox`: always 200, `active: false` when no run is live.
 pub async fn snapshot(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
-    let session_id = session(&state, &tenant, &id).await?;
-    Ok(Json(render(&state.backends.store.inbox(&session_id).await?)))
+    Ok(Json(render(&inbox::snapshot(&state, &tenant, &id).await?)))
 }
 
 /// `POST …/live-inbox` `{"content": [text blocks]}` → the new message's `id` and the inbox.
@@ -89,8 +64,7 @@ pub async fn enqueue(
     let map = body::object(&bytes)?;
     body::only_known(&map, &["content"], "body")?;
     let content = content(&map)?;
-    let session_id = session(&state, &tenant, &id).await?;
-    let snapshot = apply(&state, &session_id, InboxChange::Enqueue { content }).await?;
+    let snapshot = inbox::change(&state, &tenant, &id, InboxChange::Enqueue { content }).await?;
     let mut out = render(&snapshot);
     out["id"] = json!(snapshot.messages.last().map(|m| m.id.clone()));
     Ok(Json(out))
@@ -114,8 +88,7 @@ pub async fn reorder(
             v.as_str().map(str::to_owned).ok_or_else(|| ApiError::invalid(format!("order[{i}]: expected a message id")))
         })
         .collect::<ApiResult<Vec<String>>>()?;
-    let session_id = session(&state, &tenant, &id).await?;
-    Ok(Json(render(&apply(&state, &session_id, InboxChange::Reorder { expected_version, order }).await?)))
+    Ok(Json(render(&inbox::change(&state, &tenant, &id, InboxChange::Reorder { expected_version, order }).await?)))
 }
 
 /// `PUT …/live-inbox/{message_id}` `{"content": [text blocks]}`: replaced in place.
@@ -128,8 +101,8 @@ pub async fn replace(
     let map = body::object(&bytes)?;
     body::only_known(&map, &["content"], "body")?;
     let content = content(&map)?;
-    let session_id = session(&state, &tenant, &id).await?;
-    Ok(Json(render(&apply(&state, &session_id, InboxChange::Replace { id: message.into(), content }).await?)))
+    let change = InboxChange::Replace { id: message.into(), content };
+    Ok(Json(render(&inbox::change(&state, &tenant, &id, change).await?)))
 }
 
 /// `DELETE …/live-inbox/{message_id}`: withdrawn.
@@ -138,6 +111,5 @@ pub async fn withdraw(
     Extension(tenant): Extension<Tenant>,
     Path((id, message)): Path<(SessionId, InboxMessageId)>,
 ) -> ApiResult<Json<Value>> {
-    let session_id = session(&state, &tenant, &id).await?;
-    Ok(Json(render(&apply(&state, &session_id, InboxChange::Withdraw { id: message.into() }).await?)))
+    Ok(Json(render(&inbox::change(&state, &tenant, &id, InboxChange::Withdraw { id: message.into() }).await?)))
 }

@@ -1,10 +1,10 @@
 //! The Managed Agents API families, one module each. Handlers parse, call the store,
 //! and render; admission (auth, scope, limits, beta) has already run.
 
-mod agent_config;
+pub(crate) mod agent_config;
 pub mod agents;
 pub mod body;
-mod content;
+pub(crate) mod content;
 pub mod credentials;
 pub mod environment_keys;
 pub mod environments;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentd_schema::ids::SessionId;
-use agentd_schema::{NewEvent, NewSession, Session, SessionQuery, Store, TimeBounds};
+use agentd_schema::{NewEvent, Session, SessionQuery, Store, TimeBounds};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{Uri, header};
@@ -17,7 +17,6 @@ use serde_json::{Map, Value, json};
 use super::agent_config::{self, normalize};
 use super::body::{self, as_object, join, tag};
 use super::content;
-use super::events::submit_and_publish;
 use super::limits::{
     MAX_CHECKOUT_BYTES, MAX_EVENTS_PER_REQUEST, MAX_ID_CHARS, MAX_INSTRUCTIONS_CHARS, MAX_LIST_PAGE_BYTES,
     MAX_MOUNT_PATH_CHARS, MAX_SESSION_RESOURCES, MAX_TITLE_CHARS, MAX_TOKEN_CHARS, MAX_URL_CHARS, MAX_VAULT_IDS,
@@ -25,25 +24,12 @@ use super::limits::{
 use super::query::{Query, decode_cursor, encode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::sessions::{self as domain, AgentRef, CreateSession};
 use crate::error::{ApiError, ApiResult};
 
 const CREATE_FIELDS: &[&str] =
     &["agent", "environment_id", "budget", "initial_events", "metadata", "resources", "title", "vault_ids"];
 const UPDATE_FIELDS: &[&str] = &["agent", "budget", "metadata", "title", "vault_ids"];
-const SNAPSHOT_FIELDS: &[&str] = &[
-    "id",
-    "type",
-    "version",
-    "name",
-    "description",
-    "system",
-    "model",
-    "tools",
-    "mcp_servers",
-    "skills",
-    "multiagent",
-    "execution_identity",
-];
 
 /// The wire session: the stored body plus the projections kept by the store.
 pub fn render(session: &Session) -> Value {
@@ -74,10 +60,10 @@ pub async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Ses
         .ok_or_else(|| ApiError::NotFound(format!("session not found: {id}")))
 }
 
-/// Resolves the `agent` of a create request to the snapshot the session keeps.
-async fn agent_snapshot(store: &dyn Store, tenant: &Tenant, value: Option<&Value>) -> ApiResult<Value> {
-    let (id, version, overrides) = match value {
-        Some(Value::String(id)) => (id.clone(), None, Map::new()),
+/// The `agent` of a create request: an id, or `{type, id, version?, overrides…}`.
+fn agent_ref(value: Option<&Value>) -> ApiResult<AgentRef> {
+    match value {
+        Some(Value::String(id)) => Ok(AgentRef { id: id.clone(), ..AgentRef::default() }),
         Some(Value::Object(map)) => {
             let kind = tag(map, "agent")?;
             let allowed: &[&str] = match kind {
@@ -104,48 +90,15 @@ async fn agent_snapshot(store: &dyn Store, tenant: &Tenant, value: Option<&Value
                 .filter(|(k, _)| !["type", "id", "version"].contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            (body::string(map.get("id"), "agent.id", 1, MAX_ID_CHARS)?, version, overrides)
+            Ok(AgentRef { id: body::string(map.get("id"), "agent.id", 1, MAX_ID_CHARS)?, version, overrides })
         }
-        None | Some(Value::Null) => return Err(ApiError::invalid("agent: required")),
-        Some(other) => {
-            return Err(ApiError::invalid(format!("agent: expected a string or object, got {}", body::kind(other))));
-        }
-    };
-    let resource = store
-        .get_resource(&tenant.workspace_id, "agent", &id)
-        .await?
-        .ok_or_else(|| ApiError::invalid(format!("agent: no agent {id} in this workspace")))?;
-    if resource.archived_at_ms.is_some() {
-        return Err(ApiError::invalid(format!("agent: agent {id} is archived and cannot start sessions")));
+        None | Some(Value::Null) => Err(ApiError::invalid("agent: required")),
+        Some(other) => Err(ApiError::invalid(format!("agent: expected a string or object, got {}", body::kind(other)))),
     }
-    if resource.body.get("disabled_at").is_some_and(|v| !v.is_null()) {
-        return Err(ApiError::invalid(format!("agent: agent {id} is disabled and cannot start sessions")));
-    }
-    let mut agent = match version {
-        None => resource.body.clone(),
-        Some(version) => store
-            .get_resource_version(&id, version)
-            .await?
-            .ok_or_else(|| ApiError::invalid(format!("agent.version: agent {id} has no version {version}")))?,
-    };
-    if !overrides.is_empty() {
-        let mut config: Map<String, Value> = agent_config::CONFIG_FIELDS
-            .iter()
-            .filter_map(|f| agent.get(*f).map(|v| ((*f).to_owned(), v.clone())))
-            .collect();
-        config.extend(overrides);
-        let resolved = normalize(&config).map_err(|e| ApiError::invalid(format!("agent: {e}")))?;
-        for (key, value) in resolved {
-            agent[key] = value;
-        }
-    }
-    let snapshot: Map<String, Value> =
-        SNAPSHOT_FIELDS.iter().map(|f| ((*f).to_owned(), agent.get(*f).cloned().unwrap_or(Value::Null))).collect();
-    Ok(Value::Object(snapshot))
 }
 
 /// `budget`: `{"type":"limit","max_list_cost":{"amount":"<canonical positive integer>","currency":"USD"}}`.
-fn budget(value: &Value, agent: &Value) -> ApiResult<Value> {
+fn budget_shape(value: &Value) -> ApiResult<Value> {
     let map = as_object(value, "budget")?;
     body::only_known(map, &["type", "max_list_cost"], "budget")?;
     if tag(map, "budget")? != "limit" {
@@ -165,13 +118,6 @@ fn budget(value: &Value, agent: &Value) -> ApiResult<Value> {
         return Err(ApiError::invalid(format!(
             "budget.max_list_cost.currency: only USD is supported, got {currency:?}"
         )));
-    }
-    let model = agent["model"]["id"].as_str().unwrap_or_default();
-    if agentd_schema::catalog::current().find(model).and_then(|m| m.prices).is_none() {
-        return Err(ApiError::invalid_with_code(
-            "model_not_budgetable",
-            format!("budget: model {model} has no list price"),
-        ));
     }
     Ok(json!({ "type": "limit", "max_list_cost": { "amount": amount, "currency": "USD" } }))
 }
@@ -248,7 +194,7 @@ pub(super) fn without_secrets(mut body: Value) -> Value {
     body
 }
 
-/// `POST /v1/sessions`.
+/// `POST /v1/sessions`: the wire body parsed into a typed request for the session service.
 pub async fn create(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
@@ -256,90 +202,35 @@ pub async fn create(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, CREATE_FIELDS, "")?;
-    let store = state.backends.store.as_ref();
-    let agent = agent_snapshot(store, &tenant, request.get("agent")).await?;
+    let agent = agent_ref(request.get("agent"))?;
     let environment_id = body::string(request.get("environment_id"), "environment_id", 1, MAX_ID_CHARS)?;
-    let environment =
-        store.get_resource(&tenant.workspace_id, "environment", &environment_id).await?.ok_or_else(|| {
-            ApiError::invalid(format!("environment_id: no environment {environment_id} in this workspace"))
-        })?;
-    if environment.archived_at_ms.is_some() {
-        return Err(ApiError::invalid_with_code(
-            "environment_archived",
-            format!("environment_id: environment {environment_id} is archived"),
-        ));
-    }
     let mut vault_ids = Vec::new();
     for (i, id) in body::array(request.get("vault_ids"), "vault_ids", MAX_VAULT_IDS)?.iter().enumerate() {
         let id = id.as_str().ok_or_else(|| ApiError::invalid(format!("vault_ids[{i}]: expected a string")))?;
-        if store.get_resource(&tenant.workspace_id, "vault", id).await?.is_none() {
-            return Err(ApiError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));
-        }
-        vault_ids.push(json!(id));
+        vault_ids.push(id.to_owned());
     }
     let budget = match request.get("budget") {
-        None | Some(Value::Null) => Value::Null,
-        Some(value) => budget(value, &agent)?,
+        None | Some(Value::Null) => None,
+        Some(value) => Some(budget_shape(value)?),
     };
-    let metadata = body::optional_metadata(request.get("metadata"))?;
-    let mut initial = Vec::new();
+    let metadata = Value::Object(body::optional_metadata(request.get("metadata"))?);
+    let mut initial_events = Vec::new();
     for (i, event) in
         body::array(request.get("initial_events"), "initial_events", MAX_EVENTS_PER_REQUEST)?.iter().enumerate()
     {
-        let path = format!("initial_events[{i}]");
-        let stored = content::client_event(event, &path)?;
-        let kind = stored["type"].as_str().unwrap_or_default().to_owned();
-        if kind != "user.message" && kind != "user.define_outcome" {
-            return Err(ApiError::invalid(format!(
-                "{path}.type: initial events may only be user.message or user.define_outcome"
-            )));
-        }
-        initial.push(stored);
+        initial_events.push(content::client_event(event, &format!("initial_events[{i}]"))?);
     }
-    let id = agentd_schema::ids::new_id("sesn");
-    let now = rfc3339(now_ms());
-    let outcome_evaluations: Vec<Value> = initial
-        .iter()
-        .filter(|e| e["type"] == "user.define_outcome")
-        .map(|e| {
-            json!({ "type": "outcome_evaluation", "outcome_id": e["outcome_id"], "description": e["description"],
-                    "iteration": 0, "result": "pending", "explanation": null, "completed_at": null })
-        })
-        .collect();
-    let session_body = json!({
-        "type": "session",
-        "id": id,
-        "agent": agent,
-        "environment_id": environment_id,
-        "metadata": metadata,
-        "title": body::optional_string(request.get("title"), "title", MAX_TITLE_CHARS)?,
-        "vault_ids": vault_ids,
-        "budget": budget,
-        "resources": resources(request.get("resources"), &state.secrets)?,
-        "outcome_evaluations": outcome_evaluations,
-        "deployment_id": null,
-        "created_at": now,
-        "_price_snapshot": agentd_schema::budget::snapshot(agent["model"]["id"].as_str().unwrap_or_default()),
-    });
-    let session = store
-        .create_session(NewSession {
-            id: id.clone(),
-            workspace_id: tenant.workspace_id.clone(),
-            status: "idle".into(),
-            agent_id: agent["id"].as_str().map(str::to_owned),
-            agent_version: agent["version"].as_i64(),
-            body: session_body,
-        })
-        .await?;
-    if !initial.is_empty() {
-        let events = initial.into_iter().map(|body| NewEvent::new(&id, Value::Object(body))).collect();
-        submit_and_publish(&state, &id, events).await?;
-    }
-    // Session start: a session whose agent has built-in tools needs hands.
-    if agentd_schema::hands::needs_hands(&session.body["agent"]) {
-        super::events::queue_hands(&state, &session, &environment.body).await?;
-    }
-    let session = load(store, &tenant, &session.id).await?;
+    let create = CreateSession {
+        agent,
+        environment_id,
+        vault_ids,
+        budget,
+        metadata,
+        title: body::optional_string(request.get("title"), "title", MAX_TITLE_CHARS)?,
+        resources: resources(request.get("resources"), &state.secrets)?,
+        initial_events,
+    };
+    let session = domain::create(&state, &tenant, create).await?;
     Ok(Json(without_secrets(render(&session))))
 }
 
@@ -404,7 +295,8 @@ pub async fn update(
                         "budget: a budget can only be set when the session is created",
                     ));
                 }
-                let updated = budget(value, &current.body["agent"])?;
+                let updated = budget_shape(value)?;
+                domain::check_budgetable(&current.body["agent"])?;
                 let ceiling = agentd_schema::budget::ceiling_cents(&updated).unwrap_or(0);
                 let spent = agentd_schema::budget::Standing::of(&current.body, &current.usage).spent_units.unwrap_or(0);
                 if agentd_schema::budget::reached(spent, ceiling) {
@@ -585,7 +477,7 @@ pub async fn archive(
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
-    let session = state.backends.store.archive_session(&tenant.workspace_id, &id).await?;
+    let session = domain::archive(&state, &tenant, &id).await?;
     Ok(Json(without_secrets(render(&session))))
 }
 
@@ -595,16 +487,6 @@ pub async fn delete(
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
-    if !state.backends.store.delete_session(&tenant.workspace_id, &id).await? {
-        return Err(ApiError::NotFound(format!("session not found: {id}")));
-    }
-    if let Some(bus) = &state.backends.bus {
-        let event = json!({
-            "type": "session.deleted",
-            "id": agentd_schema::ids::new_id("sevt"),
-            "processed_at": rfc3339(now_ms()),
-        });
-        agentd_schema::live::publish_terminal(bus.as_ref(), &id, &event).await;
-    }
+    domain::delete(&state, &tenant, &id).await?;
     Ok(Json(json!({ "id": id, "type": "session_deleted" })))
 }

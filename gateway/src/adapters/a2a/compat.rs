@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::jsonrpc::{Answer, call, error_response, sse};
+use super::dispatch::{Answer, call, error_response, sse};
 use super::tasks::{Item, is_final};
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;

@@ -10,17 +10,20 @@
 
 pub mod card;
 pub mod compat;
+pub mod dispatch;
 pub mod jsonrpc;
 mod live;
 pub mod push;
 pub mod rest;
 pub mod tasks;
+pub mod view;
 
 use axum::Router;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::AppState;
+use crate::domain::DomainError;
 use crate::error::ApiError;
 
 /// A2A settings of a gateway.
@@ -256,6 +259,33 @@ impl From<ApiError> for A2aError {
             }
             ApiError::Unavailable(message) => A2aError::new(Kind::Unavailable, message),
             ApiError::Internal(cause) => {
+                tracing::error!(%cause, "a2a request failed");
+                A2aError::internal("internal error")
+            }
+        }
+    }
+}
+
+impl From<DomainError> for A2aError {
+    /// A2A's answer to each domain error, on both bindings. A context whose session
+    /// takes no input (archived, deleted, terminated, over budget, its agent or
+    /// environment refusing new turns) is -32004 `UNSUPPORTED_OPERATION` (REST 400
+    /// `FAILED_PRECONDITION`), as for input to a terminal task.
+    fn from(error: DomainError) -> Self {
+        match error {
+            DomainError::Archived(message)
+            | DomainError::Deleted(message)
+            | DomainError::Terminated(message)
+            | DomainError::BudgetReached(message)
+            | DomainError::AgentDisabled(message)
+            | DomainError::AgentArchived(message)
+            | DomainError::EnvironmentArchived(message) => A2aError::unsupported(message),
+            DomainError::Invalid { message, .. } | DomainError::Conflict(message) | DomainError::Gone(message) => {
+                A2aError::params(message)
+            }
+            DomainError::NotFound(message) => A2aError::new(Kind::NotFound, message),
+            DomainError::Unavailable(message) => A2aError::new(Kind::Unavailable, message),
+            DomainError::Internal(cause) => {
                 tracing::error!(%cause, "a2a request failed");
                 A2aError::internal("internal error")
             }

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
-use super::tasks::{self, TERMINAL};
+use super::view::{self, TERMINAL};
 use super::{A2aError, A2aResult};
 use crate::AppState;
 use crate::admission::Tenant;
@@ -89,7 +89,7 @@ async fn check(state: &AppState, raw: &str) -> Result<Target, String> {
 pub async fn create(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
     let task_id =
         params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
-    let task = tasks::load(state, tenant, task_id).await?;
+    let task = view::load(state, tenant, task_id).await?;
     Ok(render(&put(state, tenant, &task, params).await?))
 }
 
@@ -157,7 +157,7 @@ fn config_not_found(task: &str, id: &str) -> A2aError {
 /// `GetTaskPushNotificationConfig`.
 pub async fn get(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
     let (task_id, id) = ids(params)?;
-    tasks::load(state, tenant, task_id).await?;
+    view::load(state, tenant, task_id).await?;
     let config = state.backends.store.a2a_get_push_config(task_id, id).await?;
     config.as_ref().map(render).ok_or_else(|| config_not_found(task_id, id))
 }
@@ -166,7 +166,7 @@ pub async fn get(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult
 pub async fn list(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
     let task_id =
         params["taskId"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| A2aError::params("taskId: required"))?;
-    tasks::load(state, tenant, task_id).await?;
+    view::load(state, tenant, task_id).await?;
     let configs = state.backends.store.a2a_list_push_configs(task_id).await?;
     Ok(json!({ "configs": configs.iter().map(render).collect::<Vec<_>>(), "nextPageToken": "" }))
 }
@@ -174,7 +174,7 @@ pub async fn list(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResul
 /// `DeleteTaskPushNotificationConfig`.
 pub async fn delete(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
     let (task_id, id) = ids(params)?;
-    tasks::load(state, tenant, task_id).await?;
+    view::load(state, tenant, task_id).await?;
     if !state.backends.store.a2a_delete_push_config(task_id, id).await? {
         return Err(config_not_found(task_id, id));
     }
@@ -245,7 +245,7 @@ async fn watch(state: &AppState) -> A2aResult<()> {
 /// Derives one task's state and enqueues its notifications if it changed.
 async fn notify(state: &AppState, row: &A2aTask) -> A2aResult<()> {
     let store = state.backends.store.as_ref();
-    let view = tasks::view(state, row).await?;
+    let view = view::view(state, row).await?;
     let key = notified_key(row.input_seq, view.state);
     if view.state == "TASK_STATE_SUBMITTED" || row.notified_state.as_deref() == Some(key.as_str()) {
         return Ok(());

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
-use super::jsonrpc::{Answer, call, sse};
+use super::dispatch::{Answer, call, sse};
 use super::tasks::Item;
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;

@@ -8,246 +8,27 @@
 
 use std::time::Duration;
 
-use agentd_schema::{A2aTask, EventQuery, RunStatus, StoredEvent, live::rfc3339};
-use axum::Extension;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use agentd_schema::ids::SessionId;
+use agentd_schema::{A2aTask, RunStatus, StoredEvent, live::rfc3339};
+use agentd_schema::{EventType, NewEvent};
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::live::LiveArtifact;
+use super::view::TOOL_INPUTS;
+pub use super::view::{TERMINAL, View, is_final, is_terminal, load, view};
 use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;
-use crate::adapters::{Preview, Shown, Translate, Wake, follow, text_of, thread_session};
+use crate::adapters::{Preview, Shown, Translate, Wake, follow, text_of};
 use crate::admission::Tenant;
-use crate::managed::{events, sessions};
+use crate::domain::{input, runs, threads};
+use crate::managed::content;
 
-/// Terminal states.
-pub const TERMINAL: &[&str] =
-    &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
-
-/// Whether a state is terminal.
-pub fn is_terminal(state: &str) -> bool {
-    TERMINAL.contains(&state)
-}
-
-/// Whether a state is terminal or interrupted (a stream ends there).
-pub fn is_final(state: &str) -> bool {
-    is_terminal(state) || state == "TASK_STATE_INPUT_REQUIRED" || state == "TASK_STATE_AUTH_REQUIRED"
-}
-
-/// Input event types a message may carry in a data part.
-const TOOL_INPUTS: &[&str] = &["user.tool_confirmation", "user.custom_tool_result"];
-/// Events that answer a task (user side).
-const USER_INPUTS: &[&str] = &["user.message", "user.tool_confirmation", "user.custom_tool_result"];
 /// How long a context's start lease lasts if its holder never releases it.
 const START_LEASE_MS: i64 = 30_000;
-/// Events read per store query.
-const PAGE: i64 = 500;
 /// Tasks a listing considers.
 const LIST_SCAN: i64 = 10_000;
-
-/// A task as committed history shows it.
-#[derive(Debug, Clone)]
-pub struct View {
-    /// The task row.
-    pub row: A2aTask,
-    /// `TASK_STATE_…`.
-    pub state: &'static str,
-    /// `TaskStatus`.
-    pub status: Value,
-    /// History messages, oldest first.
-    pub history: Vec<Value>,
-    /// Artifacts (the answer once completed).
-    pub artifacts: Vec<Value>,
-    /// The last committed sequence the view covers.
-    pub last_seq: i64,
-    /// When the status was reached, epoch ms.
-    pub status_ms: i64,
-}
-
-impl View {
-    /// The ProtoJSON `Task`, with the last `history_length` messages (all when `None`).
-    pub fn render(&self, history_length: Option<usize>, artifacts: bool) -> Value {
-        let mut task = json!({ "id": self.row.id, "contextId": self.row.context_id, "status": self.status });
-        let keep = history_length.unwrap_or(self.history.len()).min(self.history.len());
-        if keep > 0 {
-            task["history"] = json!(self.history[self.history.len() - keep..]);
-        }
-        if artifacts && !self.artifacts.is_empty() {
-            task["artifacts"] = json!(self.artifacts);
-        }
-        task
-    }
-}
-
-fn message(row: &A2aTask, id: &str, role: &str, parts: Value) -> Value {
-    json!({ "messageId": id, "contextId": row.context_id, "taskId": row.id, "role": role, "parts": parts })
-}
-
-/// The task's view from committed history.
-pub async fn view(state: &AppState, row: &A2aTask) -> A2aResult<View> {
-    let store = state.backends.store.as_ref();
-    // Read pages until the task's ending: later tasks of the context are not read.
-    let mut events: Vec<StoredEvent> = Vec::new();
-    loop {
-        let after = events.last().map_or(row.first_seq - 1, |e| e.seq);
-        let query = EventQuery { after_seq: Some(after), limit: PAGE, ..EventQuery::default() };
-        let page = store.query_events(&row.session_id, &query).await?;
-        let done = (page.len() as i64) < PAGE || page.iter().any(|e| ends(row, e));
-        events.extend(page);
-        if done {
-            return Ok(derive(row, &events));
-        }
-    }
-}
-
-/// Whether `event` ends the task: an idle or terminated status after its latest input.
-/// A cancel settles the run with one more idle, so a canceled task waiting for input
-/// ends there, not at its requires_action stop.
-fn ends(row: &A2aTask, event: &StoredEvent) -> bool {
-    matches!(event.kind.as_str(), "session.status_idle" | "session.status_terminated")
-        && event.seq > row.input_seq
-        && !(row.canceled && event.body["stop_reason"]["type"] == "requires_action")
-}
-
-fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
-    let mut history = Vec::new();
-    let mut answer: Option<&StoredEvent> = None;
-    let mut running = false;
-    let mut error: Option<String> = None;
-    let mut end: Option<&StoredEvent> = None;
-    let mut last_seq = row.first_seq - 1;
-    let mut last_ms = row.created_at_ms;
-    for event in events {
-        if end.is_some() {
-            break;
-        }
-        last_seq = event.seq;
-        last_ms = event.processed_at_ms;
-        match event.kind.as_str() {
-            "user.message" => {
-                history.push(message(
-                    row,
-                    &event.event_id,
-                    "ROLE_USER",
-                    json!([{ "text": text_of(&event.body["content"]) }]),
-                ));
-            }
-            kind if TOOL_INPUTS.contains(&kind) => {
-                history.push(message(row, &event.event_id, "ROLE_USER", json!([{ "data": event.body }])));
-            }
-            "agent.message" => {
-                history.push(message(
-                    row,
-                    &event.event_id,
-                    "ROLE_AGENT",
-                    json!([{ "text": text_of(&event.body["content"]) }]),
-                ));
-                answer = Some(event);
-            }
-            "session.status_running" if event.seq > row.input_seq => running = true,
-            "session.error" => {
-                error = event.body["error"]["message"].as_str().map(str::to_owned);
-            }
-            _ if ends(row, event) => end = Some(event),
-            _ => {}
-        }
-    }
-    let status_ms = end.map_or(last_ms, |e| e.processed_at_ms);
-    let timestamp = rfc3339(status_ms);
-    let agent_note = |text: String, data: Option<Value>| {
-        let mut parts = vec![json!({ "text": text })];
-        if let Some(data) = data {
-            parts.push(json!({ "data": data }));
-        }
-        message(row, &format!("{}-status-{last_seq}", row.id), "ROLE_AGENT", json!(parts))
-    };
-    let mut note = None;
-    let state = match end {
-        None if running || row.canceled => "TASK_STATE_WORKING",
-        None => "TASK_STATE_SUBMITTED",
-        Some(end) if end.kind == "session.status_terminated" => {
-            note = Some(agent_note(error.clone().unwrap_or_else(|| "the session was terminated".into()), None));
-            "TASK_STATE_FAILED"
-        }
-        Some(end) => match end.body["stop_reason"]["type"].as_str() {
-            Some("requires_action") => {
-                let awaited = awaiting(events, &end.body["stop_reason"]["event_ids"]);
-                let names: Vec<String> = awaited
-                    .iter()
-                    .map(|a| {
-                        format!(
-                            "{} of `{}` ({})",
-                            a["awaiting"].as_str().unwrap_or(""),
-                            a["name"].as_str().unwrap_or(""),
-                            a["id"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect();
-                note = Some(agent_note(
-                    format!(
-                        "Input required: {}. Reply on this task with data parts carrying user.tool_confirmation or user.custom_tool_result bodies.",
-                        names.join("; ")
-                    ),
-                    Some(json!({ "awaiting": awaited })),
-                ));
-                "TASK_STATE_INPUT_REQUIRED"
-            }
-            _ if row.canceled => "TASK_STATE_CANCELED",
-            Some("end_turn") => "TASK_STATE_COMPLETED",
-            Some("refusal") => {
-                note = Some(agent_note("the model refused to answer".into(), None));
-                "TASK_STATE_REJECTED"
-            }
-            Some("budget_reached") => {
-                note = Some(agent_note("the session's budget is reached".into(), None));
-                "TASK_STATE_FAILED"
-            }
-            _ => {
-                note = Some(agent_note(error.clone().unwrap_or_else(|| "the turn failed".into()), None));
-                "TASK_STATE_FAILED"
-            }
-        },
-    };
-    let mut status = json!({ "state": state, "timestamp": timestamp });
-    if let Some(note) = note {
-        status["message"] = note;
-    }
-    let artifacts = match (state, answer) {
-        ("TASK_STATE_COMPLETED", Some(answer)) => vec![json!({
-            "artifactId": super::live::artifact_id(&row.id),
-            "name": "answer",
-            "parts": [{ "text": text_of(&answer.body["content"]) }],
-        })],
-        _ => Vec::new(),
-    };
-    View { row: row.clone(), state, status, history, artifacts, last_seq, status_ms }
-}
-
-/// What a requires_action stop waits for: each blocking call with its kind.
-fn awaiting(events: &[StoredEvent], ids: &Value) -> Vec<Value> {
-    ids.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|id| events.iter().find(|e| e.event_id == id))
-        .map(|e| {
-            let (awaiting, field) = if e.kind == "agent.custom_tool_use" {
-                ("user.custom_tool_result", "custom_tool_use_id")
-            } else {
-                ("user.tool_confirmation", "tool_use_id")
-            };
-            json!({ "id": e.event_id, "awaiting": awaiting, "answer_field": field, "name": e.body["name"], "input": e.body["input"] })
-        })
-        .collect()
-}
-
-/// A task of the caller's workspace, or -32001.
-pub async fn load(state: &AppState, tenant: &Tenant, id: &str) -> A2aResult<A2aTask> {
-    state.backends.store.a2a_get_task(&tenant.workspace_id, id).await?.ok_or_else(|| A2aError::task_not_found(id))
-}
 
 fn string_param<'a>(params: &'a Value, field: &str) -> A2aResult<&'a str> {
     params[field]
@@ -304,7 +85,7 @@ fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
         }
     }
     if !texts.is_empty() {
-        answers.push(json!({ "type": "user.message", "content": texts }));
+        answers.push(json!({ "type": EventType::UserMessage, "content": texts }));
     }
     Ok(answers)
 }
@@ -361,8 +142,9 @@ pub(crate) async fn send(
                 current.state
             )));
         }
-        let session = sessions::load(store, tenant, &row.session_id).await?;
-        let (seq, wake) = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+        let session = SessionId::parse(&row.session_id)
+            .map_err(|_| A2aError::internal(format!("task {task_id}: its session id does not parse")))?;
+        let (seq, wake) = commit(state, tenant, &session, bodies).await?;
         store.a2a_task_input(&row.id, seq).await?;
         let row = A2aTask { input_seq: seq, ..row };
         return Ok((row, seq - 1, wake));
@@ -404,7 +186,8 @@ async fn start(
         }
     }
     let agent = agent_for(endpoint, headers, params);
-    let session = thread_session(state, tenant, &context, agent.as_deref()).await?;
+    let bound = threads::session(state, tenant, &context, agent.as_deref()).await?;
+    let session = &bound.session;
     if let Some(endpoint_agent) = &endpoint.agent
         && session.agent_id.as_deref() != Some(endpoint_agent.as_str())
     {
@@ -413,7 +196,7 @@ async fn start(
             session.agent_id.as_deref().unwrap_or("none")
         )));
     }
-    let (seq, wake) = commit(state, tenant, &session.id, session.next_seq - 1, bodies).await?;
+    let (seq, wake) = commit(state, tenant, &bound.id, bodies).await?;
     let runs = store.thread_runs(&session.id).await?;
     let run = runs
         .iter()
@@ -438,35 +221,25 @@ async fn start(
     Ok((row, seq - 1, wake))
 }
 
-/// Commits input through the managed `events.send` (its validation, budget and hands
-/// rules) and returns the sequence of the first committed event, with a subscription to
-/// the session taken before it.
+/// Submits the message's input through the turn service (every acceptance rule,
+/// the budget and the hands) and returns the sequence of the first committed event, with
+/// a subscription to the session taken before it.
 async fn commit(
     state: &AppState,
     tenant: &Tenant,
-    session_id: &str,
-    before: i64,
+    session: &SessionId,
     bodies: Vec<Value>,
 ) -> A2aResult<(i64, Wake)> {
-    let body = json!({ "events": bodies });
-    let session = agentd_schema::ids::SessionId::parse(session_id)
-        .map_err(|_| crate::error::ApiError::Internal(format!("bound session id does not parse: {session_id}")))?;
-    let wake = Wake::subscribe(state, session_id).await;
-    let sent =
-        events::send(State(state.clone()), Extension(tenant.clone()), Path(session), Bytes::from(body.to_string()))
-            .await?;
-    let ids: Vec<&str> = sent.0["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
-    let query = EventQuery {
-        after_seq: Some(before),
-        types: USER_INPUTS.iter().map(|s| (*s).to_owned()).collect(),
-        limit: 1000,
-        ..EventQuery::default()
-    };
-    let committed = state.backends.store.query_events(session_id, &query).await?;
-    committed
-        .iter()
-        .find(|e| ids.contains(&e.event_id.as_str()))
-        .map(|e| (e.seq, wake))
+    let mut events = Vec::with_capacity(bodies.len());
+    for (i, body) in bodies.iter().enumerate() {
+        let body = content::client_event(body, &format!("message.parts[{i}]"))?;
+        events.push(NewEvent::new(session, Value::Object(body)));
+    }
+    let wake = Wake::subscribe(state, session).await;
+    let accepted = input::submit(state, tenant, session, events).await?;
+    accepted
+        .first_seq()
+        .map(|seq| (seq, wake))
         .ok_or_else(|| A2aError::params("message: nothing new to send (every tool answer was given before)"))
 }
 
@@ -704,16 +477,7 @@ pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A
     }
     let store = state.backends.store.as_ref();
     store.a2a_cancel_task(&row.id).await?;
-    let runs = store.thread_runs(&row.session_id).await?;
-    let open =
-        runs.iter().rev().find(|r| matches!(r.status, RunStatus::Pending | RunStatus::Leased | RunStatus::Awaiting));
-    if let Some(run) = open
-        && let Some((_, message)) = store.cancel_run(&row.session_id, &run.id).await?
-        && let (Some(message), Some(queue)) = (message, &state.backends.queue)
-        && let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &message).await
-    {
-        tracing::warn!(%error, "a2a cancel's submission deferred to the outbox relay");
-    }
+    runs::cancel_open(state, &row.session_id).await?;
     let row = load(state, tenant, id).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {

@@ -20,13 +20,12 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::json;
 
 use self::sessions::{RedisSessions, SharedSessions, WorkspaceBindings};
 use crate::AppState;
@@ -159,32 +158,6 @@ fn tenant(context: &RequestContext<RoleServer>) -> Result<Tenant, ErrorData> {
         .and_then(|parts| parts.extensions.get::<Tenant>())
         .cloned()
         .ok_or_else(|| ErrorData::internal_error("the request carries no authenticated workspace", None))
-}
-
-/// JSON-RPC code of a rate-limited request (implementation-defined range, as A2A's).
-pub const RATE_LIMITED: i32 = -32000;
-
-/// Admission's refusal of a JSON-RPC request (rate limited: HTTP 429 with
-/// `retry-after`; limiter down: 503) as a JSON-RPC error answering `id`, the body MCP
-/// clients surface for a non-2xx answer.
-pub fn admission_error(id: &serde_json::Value, error: ApiError) -> Response {
-    let status = axum::http::StatusCode::from_u16(error.code().http_status())
-        .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
-    let retry_after = match &error {
-        ApiError::RateLimited { retry_after_secs, .. } => Some(*retry_after_secs),
-        _ => None,
-    };
-    let code = if retry_after.is_some() { RATE_LIMITED } else { ErrorCode::INTERNAL_ERROR.0 };
-    let mut message = json!({ "code": code, "message": error.to_string() });
-    if let Some(secs) = retry_after {
-        message["data"] = json!({ "retry_after_secs": secs });
-    }
-    let body = json!({ "jsonrpc": "2.0", "id": id, "error": message });
-    let mut response = (status, axum::Json(body)).into_response();
-    if let Some(secs) = retry_after {
-        response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
-    }
-    response
 }
 
 /// A managed-API error as a JSON-RPC error: bad input is -32602 (naming the field),

@@ -3,7 +3,7 @@
 //! session idles, and the result is the turn's final agent message — or, when the turn
 //! could not finish on its own, an `isError` result that says why.
 
-use agentd_schema::{NewEvent, Session, StoredEvent, live};
+use agentd_schema::{NewEvent, StoredEvent};
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use super::tools::{AgentTool, Arguments};
 use crate::AppState;
 use crate::adapters::follow::Kind;
-use crate::adapters::{Preview, Translate, Wake, follow, text_of, thread_session};
+use crate::adapters::{Preview, Translate, Wake, follow, text_of};
 use crate::admission::Tenant;
-use crate::managed::events;
+use crate::domain::{DomainError, input, runs, threads};
 
 /// What the caller learns about a turn that could not run or finish.
 struct Failed(String);
@@ -28,7 +28,14 @@ pub(super) async fn run(
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
     let thread = arguments.thread_id.unwrap_or_else(|| agentd_schema::ids::new_id("mcpthread"));
-    let session = thread_session(state, tenant, &thread, Some(&tool.agent_id)).await.map_err(super::protocol_error)?;
+    let refusal = |error: DomainError, session_id: Option<&str>| {
+        refused(error).map(|result| result.with_meta(Some(result_meta(&thread, session_id.unwrap_or_default()))))
+    };
+    let bound = match threads::session(state, tenant, &thread, Some(&tool.agent_id)).await {
+        Ok(bound) => bound,
+        Err(error) => return refusal(error, None),
+    };
+    let session = &bound.session;
     let bound_agent = session.body["agent"]["id"].as_str().unwrap_or_default();
     if bound_agent != tool.agent_id {
         return Err(ErrorData::invalid_params(
@@ -40,22 +47,21 @@ pub(super) async fn run(
         ));
     }
     let meta = result_meta(&thread, &session.id);
-    if let Err(Failed(message)) = admissible(&session) {
-        return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).with_meta(Some(meta)));
-    }
     let prompt = NewEvent::user_message(&session.id, &arguments.prompt);
     let prompt_id = prompt.event_id.clone();
     let wake = Wake::subscribe(state, &session.id).await;
-    let committed =
-        events::submit_and_publish(state, &session.id, vec![prompt]).await.map_err(super::protocol_error)?;
+    let accepted = match input::submit(state, tenant, &bound.id, vec![prompt]).await {
+        Ok(accepted) => accepted,
+        Err(error) => return refusal(error, Some(&session.id)),
+    };
     // Follow from just before the prompt as committed: an idle that settled the previous
     // turn after the session was loaded is not this turn's answer.
-    let after_seq = committed
+    let after_seq = accepted
+        .committed
         .iter()
         .find(|e| e.event_id == prompt_id)
         .map(|e| e.seq - 1)
         .ok_or_else(|| ErrorData::internal_error("the prompt was not committed", None))?;
-    wake_hands(state, tenant, &session).await.map_err(super::protocol_error)?;
 
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
     let first = json!({ "progress": format!("prompt committed to session {}", session.id) });
@@ -85,35 +91,28 @@ pub(super) async fn run(
     Ok(result.with_meta(Some(meta)))
 }
 
-/// A session that cannot take a new turn answers with an error result at once.
-fn admissible(session: &Session) -> Result<(), Failed> {
-    if session.archived_at_ms.is_some() {
-        return Err(Failed(format!("session {} is archived and accepts no input", session.id)));
+/// MCP's answer to input the session refuses: a session that takes no input is an
+/// agent failure, so a result with `isError: true` saying why; a bad request is
+/// -32602, a conflict -32600, a failure -32603 (internal causes are logged, not sent).
+fn refused(error: DomainError) -> Result<CallToolResult, ErrorData> {
+    match error {
+        DomainError::Archived(message)
+        | DomainError::Deleted(message)
+        | DomainError::Terminated(message)
+        | DomainError::BudgetReached(message)
+        | DomainError::AgentDisabled(message)
+        | DomainError::AgentArchived(message)
+        | DomainError::EnvironmentArchived(message) => Ok(CallToolResult::error(vec![ContentBlock::text(message)])),
+        DomainError::NotFound(message) | DomainError::Invalid { message, .. } => {
+            Err(ErrorData::invalid_params(message, None))
+        }
+        DomainError::Conflict(message) | DomainError::Gone(message) => Err(ErrorData::invalid_request(message, None)),
+        DomainError::Unavailable(message) => Err(ErrorData::internal_error(message, None)),
+        DomainError::Internal(cause) => {
+            tracing::error!(%cause, "internal error in an MCP call");
+            Err(ErrorData::internal_error("internal error", None))
+        }
     }
-    if session.status == "terminated" {
-        return Err(Failed(format!("session {} is terminated and accepts no input", session.id)));
-    }
-    if agentd_schema::budget::Standing::of(&session.body, &session.usage).reached() {
-        return Err(Failed(format!(
-            "session {} has reached its budget (max_list_cost); no further model request is admitted",
-            session.id
-        )));
-    }
-    Ok(())
-}
-
-/// Agents with the built-in toolset need hands again when their work item stopped
-/// (as `events.send` does).
-async fn wake_hands(state: &AppState, tenant: &Tenant, session: &Session) -> crate::error::ApiResult<()> {
-    if !agentd_schema::hands::needs_hands(&session.body["agent"]) {
-        return Ok(());
-    }
-    let environment = session.body["environment_id"].as_str().unwrap_or_default();
-    let store = state.backends.store.as_ref();
-    if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment).await? {
-        events::queue_hands(state, session, &environment.body).await?;
-    }
-    Ok(())
 }
 
 /// `_meta` of every result: the thread to pass as `thread_id` to continue, and its session.
@@ -188,14 +187,8 @@ async fn watch(
 
 /// The client cancelled or went away mid-turn: interrupt the run (committed history stays).
 async fn interrupt(state: &AppState, session_id: &str) {
-    let event = NewEvent::new(session_id, json!({ "type": "user.interrupt" }));
-    match state.backends.store.append_events(session_id, vec![event]).await {
-        Ok(stored) => {
-            if let Some(bus) = &state.backends.bus {
-                live::publish_committed(bus.as_ref(), &stored).await;
-            }
-            tracing::info!(session = %session_id, "MCP call cancelled; run interrupted");
-        }
+    match runs::interrupt(state, session_id).await {
+        Ok(()) => tracing::info!(session = %session_id, "MCP call cancelled; run interrupted"),
         Err(error) => {
             tracing::warn!(%error, session = %session_id, "could not interrupt the run of a cancelled MCP call")
         }

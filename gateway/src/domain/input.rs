@@ -1,0 +1,340 @@
+//! Turns: input into a session's thread. Every acceptance rule of every surface lives
+//! here — archived, deleted and terminated sessions, the budget, the session's agent and
+//! environment as they are now, answers to tool calls that are not open, confirmations,
+//! the order of a `system.message`, `user.tool_result` from hands, idempotent repeats —
+//! then the commit (`submit_and_publish`, life of a turn steps 2–3) and the hands.
+
+use std::collections::HashMap;
+
+use agentd_schema::ids::SessionId;
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent, live};
+use serde_json::{Value, json};
+
+use super::commit::{append_and_publish, queue_hands, submit_and_publish};
+use super::error::{DomainError, DomainResult};
+use super::sessions;
+use crate::AppState;
+use crate::admission::{Access, Tenant};
+
+/// Event types that make the thread's run runnable.
+const RUN_INPUTS: &[EventType] = &[
+    EventType::UserMessage,
+    EventType::UserCustomToolResult,
+    EventType::UserToolResult,
+    EventType::UserToolConfirmation,
+    EventType::UserDefineOutcome,
+    EventType::SystemMessage,
+    // Our runner's answers on `cloud` environments.
+    EventType::AgentToolResult,
+];
+
+/// Event types that start a new turn (a new model request the budget and the agent
+/// must admit).
+const NEW_TURN: &[EventType] = &[EventType::UserMessage, EventType::SystemMessage, EventType::UserDefineOutcome];
+
+/// Whether `event` is of one of `kinds`.
+fn one_of(event: &NewEvent, kinds: &[EventType]) -> bool {
+    kinds.iter().any(|kind| event.is(*kind))
+}
+
+/// What a submission committed.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// The session as loaded when the input was admitted.
+    pub session: Session,
+    /// The events committed now, in order (empty when every event repeated an answer).
+    pub committed: Vec<StoredEvent>,
+    /// One entry per input event, in request order: the rendered event it committed, or
+    /// the earlier answer it repeated.
+    pub echoed: Vec<Value>,
+}
+
+impl Accepted {
+    /// The sequence number of the first event committed now.
+    pub fn first_seq(&self) -> Option<i64> {
+        self.committed.first().map(|e| e.seq)
+    }
+}
+
+/// Loads a session that may start a new turn, or says why not. The rules, in order:
+/// archived, terminated, budget reached, the session's agent disabled or archived (as
+/// the agent resource is now), its environment archived.
+pub async fn admit_turn(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainResult<Session> {
+    let session = sessions::load(state, tenant, id).await?;
+    admit(state, tenant, &session, true).await?;
+    Ok(session)
+}
+
+/// The rules of [`admit_turn`]; the turn rules (budget, agent, environment) only when
+/// `new_turn` (an answer to an open tool call finishes a turn that was admitted).
+pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_turn: bool) -> DomainResult<()> {
+    let id = &session.id;
+    if session.archived_at_ms.is_some() {
+        return Err(DomainError::Archived(format!("session {id} is archived and accepts no events")));
+    }
+    if session.status == "terminated" {
+        return Err(DomainError::Terminated(format!("session {id} is terminated and accepts no events")));
+    }
+    if !new_turn {
+        return Ok(());
+    }
+    if agentd_schema::budget::Standing::of(&session.body, &session.usage).reached() {
+        return Err(DomainError::BudgetReached(format!(
+            "session {id}: the session's budget (max_list_cost) is reached; no further model request is admitted"
+        )));
+    }
+    let store = state.backends.store.as_ref();
+    if let Some(agent_id) = session.agent_id.as_deref().or(session.body["agent"]["id"].as_str()) {
+        match store.get_resource(&tenant.workspace_id, "agent", agent_id).await? {
+            None => {
+                return Err(DomainError::AgentArchived(format!(
+                    "session {id}: its agent {agent_id} no longer exists; start a session with another agent"
+                )));
+            }
+            Some(agent) if agent.archived_at_ms.is_some() => {
+                return Err(DomainError::AgentArchived(format!(
+                    "session {id}: its agent {agent_id} is archived and takes no new turns"
+                )));
+            }
+            Some(agent) if agent.body.get("disabled_at").is_some_and(|v| !v.is_null()) => {
+                return Err(DomainError::AgentDisabled(format!(
+                    "session {id}: its agent {agent_id} is disabled and takes no new turns"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+    if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment_id).await?
+        && environment.archived_at_ms.is_some()
+    {
+        return Err(DomainError::EnvironmentArchived(format!(
+            "session {id}: its environment {environment_id} is archived and takes no new turns"
+        )));
+    }
+    Ok(())
+}
+
+/// Submits `events` (bodies already validated as client events, each with its id) to
+/// the session's primary thread: admission, tool-call checks, commit, publish, hands.
+/// Input that drives no run (`user.interrupt`) is appended and published only.
+pub async fn submit(
+    state: &AppState,
+    tenant: &Tenant,
+    id: &SessionId,
+    events: Vec<NewEvent>,
+) -> DomainResult<Accepted> {
+    if events.is_empty() {
+        return Err(DomainError::invalid("events: at least one event is required"));
+    }
+    let session = sessions::load(state, tenant, id).await?;
+    let new_turn = events.iter().any(|e| one_of(e, NEW_TURN));
+    admit(state, tenant, &session, new_turn).await?;
+    for (i, event) in events.iter().enumerate() {
+        if !event.is(EventType::SystemMessage) {
+            continue;
+        }
+        let accompanies = [EventType::UserMessage, EventType::UserToolResult, EventType::UserCustomToolResult];
+        let follows = i.checked_sub(1).map(|p| &events[p]);
+        let valid = i == events.len() - 1 && follows.is_some_and(|e| one_of(e, &accompanies));
+        if !valid {
+            return Err(DomainError::invalid(format!(
+                "events[{i}]: a system.message must be the final event and immediately follow the user.message, \
+                 user.tool_result or user.custom_tool_result it accompanies"
+            )));
+        }
+    }
+    let store = state.backends.store.as_ref();
+    let answers = events.iter().any(|e| {
+        one_of(e, &[EventType::UserCustomToolResult, EventType::UserToolResult, EventType::UserToolConfirmation])
+    });
+    let ledger = if answers { tool_calls(state, &session.id).await? } else { ToolLedger::default() };
+    // `user.tool_result` comes from hands: the customer's worker on `self_hosted`
+    // environments; on `cloud` ones only our runner (with the item's sessions token or
+    // a runner key), and its answers are committed as `agent.tool_result`.
+    let hands = if events.iter().any(|e| e.is(EventType::UserToolResult)) {
+        let environment = session.body["environment_id"].as_str().unwrap_or_default();
+        let environment = store.get_resource(&tenant.workspace_id, "environment", environment).await?;
+        environment.map(|env| agentd_schema::hands::hands_of(&env.body))
+    } else {
+        None
+    };
+    let from_runner = matches!(tenant.access, Access::Session { .. } | Access::Runner);
+    let self_hosted = hands == Some("self_hosted");
+    let runner_answer = hands == Some("cloud") && from_runner;
+    // Each output slot is a new event to commit, an answer committed earlier, or a
+    // repeat of an answer earlier in this same request.
+    let mut slots: Vec<Slot> = Vec::with_capacity(events.len());
+    let mut answered_now: HashMap<(String, String), String> = HashMap::new();
+    for (i, mut event) in events.into_iter().enumerate() {
+        let answer_key = match event.event_type() {
+            Some(EventType::UserCustomToolResult) => Some(("custom_tool_use_id", &[EventType::AgentCustomToolUse][..])),
+            Some(EventType::UserToolResult) => Some(("tool_use_id", &[EventType::AgentToolUse][..])),
+            Some(EventType::UserToolConfirmation) => {
+                Some(("tool_use_id", &[EventType::AgentToolUse, EventType::AgentMcpToolUse][..]))
+            }
+            _ => None,
+        };
+        let Some((field, kinds)) = answer_key else {
+            slots.push(Slot::New(event));
+            continue;
+        };
+        let kind = event.kind.clone();
+        let use_id = event.body[field].as_str().unwrap_or_default().to_owned();
+        let Some((use_kind, permission)) = ledger.uses.get(&use_id) else {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].{field}: no open tool call {use_id} in this session"
+            )));
+        };
+        if !kinds.iter().any(|k| *use_kind == *k) {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].{field}: {use_id} is an {use_kind}, which {kind} cannot answer"
+            )));
+        }
+        if event.is(EventType::UserToolConfirmation) && permission.as_deref() != Some("ask") {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].tool_use_id: {use_id} does not await a confirmation"
+            )));
+        }
+        if event.is(EventType::UserToolResult) && !self_hosted && !runner_answer {
+            return Err(DomainError::invalid(format!(
+                "events[{i}]: user.tool_result is only valid on self_hosted environments"
+            )));
+        }
+        // A repeated answer is idempotent: echo the first, commit nothing.
+        let key = (kind, use_id);
+        if let Some(earlier) = ledger.answers.get(&key) {
+            slots.push(Slot::Earlier(earlier.clone()));
+            continue;
+        }
+        if let Some(first) = answered_now.get(&key) {
+            slots.push(Slot::SameAs(first.clone()));
+            continue;
+        }
+        if event.is(EventType::UserToolResult) && runner_answer {
+            event.kind = EventType::AgentToolResult.as_str().to_owned();
+            event.body["type"] = json!(EventType::AgentToolResult);
+        }
+        answered_now.insert(key, event.event_id.clone());
+        slots.push(Slot::New(event));
+    }
+    let fresh: Vec<NewEvent> = slots
+        .iter()
+        .filter_map(|slot| match slot {
+            Slot::New(new) => Some(new.clone()),
+            _ => None,
+        })
+        .collect();
+    let drives_run = fresh.iter().any(|e| one_of(e, RUN_INPUTS));
+    let committed = if fresh.is_empty() {
+        Vec::new()
+    } else if drives_run {
+        let committed = submit_and_publish(state, &session.id, fresh).await?;
+        // New input after the previous work item stopped needs hands again.
+        if agentd_schema::hands::needs_hands(&session.body["agent"]) {
+            queue_hands(state, tenant, &session).await?;
+        }
+        committed
+    } else {
+        append_and_publish(state, &session.id, fresh).await?
+    };
+    let by_id: HashMap<&str, &StoredEvent> = committed.iter().map(|e| (e.event_id.as_str(), e)).collect();
+    let echoed = slots
+        .iter()
+        .map(|slot| match slot {
+            Slot::New(NewEvent { event_id, .. }) | Slot::SameAs(event_id) => {
+                by_id.get(event_id.as_str()).map_or(Value::Null, |e| live::render(e))
+            }
+            Slot::Earlier(earlier) => live::render(earlier),
+        })
+        .collect();
+    Ok(Accepted { session, committed, echoed })
+}
+
+/// One event of a submission, as it will be echoed.
+enum Slot {
+    /// To commit now.
+    New(NewEvent),
+    /// An answer committed by an earlier request.
+    Earlier(StoredEvent),
+    /// A repeat of the answer with this event id earlier in the same request.
+    SameAs(String),
+}
+
+/// The session's tool calls that await a confirmation (`evaluated_permission: ask`,
+/// neither confirmed nor answered), oldest first.
+pub async fn awaiting_confirmation(state: &AppState, session_id: &str) -> DomainResult<Vec<String>> {
+    let ledger = tool_calls(state, session_id).await?;
+    let mut open: Vec<&String> = ledger
+        .uses
+        .iter()
+        .filter(|(id, (_, permission))| permission.as_deref() == Some("ask") && !ledger.is_answered(id))
+        .map(|(id, _)| id)
+        .collect();
+    open.sort();
+    Ok(open.into_iter().cloned().collect())
+}
+
+/// Tool calls of a session and what has answered them so far.
+#[derive(Debug, Default)]
+pub struct ToolLedger {
+    /// tool use id → (event type, evaluated permission)
+    uses: HashMap<String, (String, Option<String>)>,
+    /// (answer type, tool use id) → the stored answer
+    answers: HashMap<(String, String), StoredEvent>,
+}
+
+impl ToolLedger {
+    /// Whether anything has answered the call (a result, a confirmation, the runner).
+    pub fn is_answered(&self, use_id: &str) -> bool {
+        self.answers.keys().any(|(_, answered)| answered == use_id)
+    }
+
+    /// Whether `use_id` is a call of type `kind` that nothing has answered yet.
+    pub fn is_open(&self, use_id: &str, kind: EventType) -> bool {
+        self.uses.get(use_id).is_some_and(|(k, _)| *k == kind) && !self.is_answered(use_id)
+    }
+}
+
+/// The one place that computes which tool calls of a session are open.
+///
+/// At merge this reads the store's `tool_calls` projection (`open_tool_calls`) instead
+/// of the event history.
+pub async fn tool_calls(state: &AppState, session_id: &str) -> DomainResult<ToolLedger> {
+    let types = [
+        EventType::AgentCustomToolUse,
+        EventType::AgentToolUse,
+        EventType::AgentMcpToolUse,
+        EventType::UserCustomToolResult,
+        EventType::UserToolResult,
+        EventType::AgentToolResult,
+        EventType::UserToolConfirmation,
+    ];
+    let events = state
+        .backends
+        .store
+        .query_events(
+            session_id,
+            &EventQuery {
+                types: types.iter().map(|t| t.as_str().to_owned()).collect(),
+                limit: 100_000,
+                ..EventQuery::default()
+            },
+        )
+        .await?;
+    let mut ledger = ToolLedger::default();
+    for event in events {
+        let Some(kind) = event.event_type() else { continue };
+        if kind.is_tool_use() {
+            let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
+            ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
+            continue;
+        }
+        let key = if kind == EventType::UserCustomToolResult { "custom_tool_use_id" } else { "tool_use_id" };
+        let id = event.body[key].as_str().unwrap_or_default().to_owned();
+        // A call answered by the runner (or by a denial) takes no second result.
+        let kind = if kind == EventType::AgentToolResult { EventType::UserToolResult } else { kind };
+        ledger.answers.entry((kind.as_str().to_owned(), id)).or_insert(event);
+    }
+    Ok(ledger)
+}

@@ -1,0 +1,40 @@
+//! The domain layer: every operation a surface offers, with its rules, once. Managed
+//! handlers, the durable routes, the live inbox and the four adapters parse their wire
+//! format, call a service here and render its answer or its [`DomainError`] in their own
+//! shape. Nothing here knows HTTP: no axum type appears in this module (a test below
+//! keeps it so), and no service calls a handler. ADR 0013.
+
+pub mod commit;
+pub mod environments;
+pub mod error;
+pub mod inbox;
+pub mod input;
+pub mod runs;
+pub mod sessions;
+pub mod threads;
+
+pub use error::{DomainError, DomainResult};
+
+#[cfg(test)]
+mod tests {
+    /// The domain layer stays transport-neutral: its files never name axum (or http).
+    #[test]
+    fn no_http_types_in_the_domain_layer() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/domain");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).expect("src/domain") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("source");
+            for forbidden in ["axum", "http::", "IntoResponse"] {
+                let hits: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//") && !l.contains("forbidden"))
+                    .filter(|l| l.contains(forbidden))
+                    .collect();
+                assert!(hits.is_empty(), "{} names {forbidden}: {hits:?}", path.display());
+            }
+            checked += 1;
+        }
+        assert!(checked >= 7, "only {checked} files checked");
+    }
+}

@@ -1,0 +1,220 @@
+//! Sessions: create (the agent snapshot, the environment, vaults and budget checked
+//! against what the workspace holds now), load for a tenant, archive, delete. The
+//! request is typed; the JSON wire shape is parsed by the managed handler.
+
+use agentd_schema::ids::SessionId;
+use agentd_schema::{EventType, NewEvent, NewSession, Session};
+use serde_json::{Map, Value, json};
+
+use super::commit;
+use super::error::{DomainError, DomainResult};
+use crate::AppState;
+use crate::admission::Tenant;
+use crate::managed::agent_config::{self, normalize};
+
+/// Fields of an agent a session keeps (its snapshot).
+const SNAPSHOT_FIELDS: &[&str] = &[
+    "id",
+    "type",
+    "version",
+    "name",
+    "description",
+    "system",
+    "model",
+    "tools",
+    "mcp_servers",
+    "skills",
+    "multiagent",
+    "execution_identity",
+];
+
+/// The agent a session starts from.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRef {
+    /// `agent_…`.
+    pub id: String,
+    /// A version of it (the current one when `None`).
+    pub version: Option<i64>,
+    /// Configuration fields that override the agent's (`agent_with_overrides`).
+    pub overrides: Map<String, Value>,
+}
+
+/// A session to create: each field already parsed from the wire.
+#[derive(Debug, Clone, Default)]
+pub struct CreateSession {
+    /// The agent.
+    pub agent: AgentRef,
+    /// The environment its tools run in.
+    pub environment_id: String,
+    /// Vaults whose credentials the session may use.
+    pub vault_ids: Vec<String>,
+    /// `{"type":"limit","max_list_cost":{…}}` in canonical form, or `None`.
+    pub budget: Option<Value>,
+    /// Metadata (validated).
+    pub metadata: Value,
+    /// The title.
+    pub title: Option<String>,
+    /// Session resources (validated, secrets sealed).
+    pub resources: Value,
+    /// `user.message` / `user.define_outcome` bodies to submit at once.
+    pub initial_events: Vec<Map<String, Value>>,
+}
+
+/// Loads a session of the caller's workspace. The id was authorized by the caller
+/// (the route's scope check, or a binding read inside the tenant's workspace).
+pub async fn load(state: &AppState, tenant: &Tenant, id: &str) -> DomainResult<Session> {
+    state
+        .backends
+        .store
+        .get_session(&tenant.workspace_id, id)
+        .await?
+        .ok_or_else(|| DomainError::NotFound(format!("session not found: {id}")))
+}
+
+/// Resolves the agent of a create request to the snapshot the session keeps.
+async fn agent_snapshot(state: &AppState, tenant: &Tenant, agent: &AgentRef) -> DomainResult<Value> {
+    let store = state.backends.store.as_ref();
+    let id = &agent.id;
+    let resource = store
+        .get_resource(&tenant.workspace_id, "agent", id)
+        .await?
+        .ok_or_else(|| DomainError::invalid(format!("agent: no agent {id} in this workspace")))?;
+    if resource.archived_at_ms.is_some() {
+        return Err(DomainError::AgentArchived(format!("agent: agent {id} is archived and cannot start sessions")));
+    }
+    if resource.body.get("disabled_at").is_some_and(|v| !v.is_null()) {
+        return Err(DomainError::AgentDisabled(format!("agent: agent {id} is disabled and cannot start sessions")));
+    }
+    let mut snapshot = match agent.version {
+        None => resource.body.clone(),
+        Some(version) => store
+            .get_resource_version(id, version)
+            .await?
+            .ok_or_else(|| DomainError::invalid(format!("agent.version: agent {id} has no version {version}")))?,
+    };
+    if !agent.overrides.is_empty() {
+        let mut config: Map<String, Value> = agent_config::CONFIG_FIELDS
+            .iter()
+            .filter_map(|f| snapshot.get(*f).map(|v| ((*f).to_owned(), v.clone())))
+            .collect();
+        config.extend(agent.overrides.clone());
+        let resolved = normalize(&config).map_err(|e| DomainError::invalid(format!("agent: {e}")))?;
+        for (key, value) in resolved {
+            snapshot[key] = value;
+        }
+    }
+    let snapshot: Map<String, Value> =
+        SNAPSHOT_FIELDS.iter().map(|f| ((*f).to_owned(), snapshot.get(*f).cloned().unwrap_or(Value::Null))).collect();
+    Ok(Value::Object(snapshot))
+}
+
+/// A budget needs a model with a list price.
+pub fn check_budgetable(agent: &Value) -> DomainResult<()> {
+    let model = agent["model"]["id"].as_str().unwrap_or_default();
+    if agentd_schema::catalog::current().find(model).and_then(|m| m.prices).is_none() {
+        return Err(DomainError::invalid_with_code(
+            "model_not_budgetable",
+            format!("budget: model {model} has no list price"),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates a session; its initial events are submitted and its hands queued.
+pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -> DomainResult<Session> {
+    let store = state.backends.store.as_ref();
+    let agent = agent_snapshot(state, tenant, &request.agent).await?;
+    let environment_id = request.environment_id;
+    let environment =
+        store.get_resource(&tenant.workspace_id, "environment", &environment_id).await?.ok_or_else(|| {
+            DomainError::invalid(format!("environment_id: no environment {environment_id} in this workspace"))
+        })?;
+    if environment.archived_at_ms.is_some() {
+        return Err(DomainError::invalid_with_code(
+            "environment_archived",
+            format!("environment_id: environment {environment_id} is archived"),
+        ));
+    }
+    for (i, id) in request.vault_ids.iter().enumerate() {
+        if store.get_resource(&tenant.workspace_id, "vault", id).await?.is_none() {
+            return Err(DomainError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));
+        }
+    }
+    if request.budget.is_some() {
+        check_budgetable(&agent)?;
+    }
+    for (i, event) in request.initial_events.iter().enumerate() {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default();
+        if *kind != EventType::UserMessage && *kind != EventType::UserDefineOutcome {
+            return Err(DomainError::invalid(format!(
+                "initial_events[{i}].type: initial events may only be user.message or user.define_outcome"
+            )));
+        }
+    }
+    let id = agentd_schema::ids::new_id("sesn");
+    let now = agentd_schema::live::rfc3339(crate::managed::query::now_ms());
+    let outcome_evaluations: Vec<Value> = request
+        .initial_events
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some(EventType::UserDefineOutcome.as_str()))
+        .map(|e| {
+            json!({ "type": "outcome_evaluation", "outcome_id": e["outcome_id"], "description": e["description"],
+                    "iteration": 0, "result": "pending", "explanation": null, "completed_at": null })
+        })
+        .collect();
+    let session_body = json!({
+        "type": "session",
+        "id": id,
+        "agent": agent,
+        "environment_id": environment_id,
+        "metadata": request.metadata,
+        "title": request.title,
+        "vault_ids": request.vault_ids,
+        "budget": request.budget,
+        "resources": request.resources,
+        "outcome_evaluations": outcome_evaluations,
+        "deployment_id": null,
+        "created_at": now,
+        "_price_snapshot": agentd_schema::budget::snapshot(agent["model"]["id"].as_str().unwrap_or_default()),
+    });
+    let session = store
+        .create_session(NewSession {
+            id: id.clone(),
+            workspace_id: tenant.workspace_id.clone(),
+            status: "idle".into(),
+            agent_id: agent["id"].as_str().map(str::to_owned),
+            agent_version: agent["version"].as_i64(),
+            body: session_body,
+        })
+        .await?;
+    if !request.initial_events.is_empty() {
+        let events = request.initial_events.into_iter().map(|body| NewEvent::new(&id, Value::Object(body))).collect();
+        commit::submit_and_publish(state, &id, events).await?;
+    }
+    // Session start: a session whose agent has built-in tools needs hands.
+    if agentd_schema::hands::needs_hands(&session.body["agent"]) {
+        commit::queue_hands(state, tenant, &session).await?;
+    }
+    load(state, tenant, &session.id).await
+}
+
+/// Archives a session (idempotent): it keeps its history and takes no more input.
+pub async fn archive(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainResult<Session> {
+    Ok(state.backends.store.archive_session(&tenant.workspace_id, id).await?)
+}
+
+/// Deletes a session with its history; open streams end with `session.deleted`.
+pub async fn delete(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainResult<()> {
+    if !state.backends.store.delete_session(&tenant.workspace_id, id).await? {
+        return Err(DomainError::NotFound(format!("session not found: {id}")));
+    }
+    if let Some(bus) = &state.backends.bus {
+        let event = json!({
+            "type": EventType::SessionDeleted,
+            "id": agentd_schema::ids::new_id("sevt"),
+            "processed_at": agentd_schema::live::rfc3339(crate::managed::query::now_ms()),
+        });
+        agentd_schema::live::publish_terminal(bus.as_ref(), id, &event).await;
+    }
+    Ok(())
+}
