@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use agentd_schema::ids::SessionId;
+use agentd_schema::store::{ToolCall, ToolUseKind};
 use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent, live};
 use serde_json::{Value, json};
 
@@ -148,7 +149,12 @@ pub async fn submit(
     let answers = events.iter().any(|e| {
         one_of(e, &[EventType::UserCustomToolResult, EventType::UserToolResult, EventType::UserToolConfirmation])
     });
-    let ledger = if answers { tool_calls(state, &session.id).await? } else { ToolLedger::default() };
+    let ledger = if answers {
+        let ids: Vec<String> = events.iter().filter_map(|e| answered_call(e).map(str::to_owned)).collect();
+        ToolLedger::of(store.tool_calls(&session.id, &ids).await?)
+    } else {
+        ToolLedger::default()
+    };
     // `user.tool_result` comes from hands: the customer's worker on `self_hosted`
     // environments; on `cloud` ones only our runner (with the item's sessions token or
     // a runner key), and its answers are committed as `agent.tool_result`.
@@ -181,17 +187,18 @@ pub async fn submit(
         };
         let kind = event.kind.clone();
         let use_id = event.body[field].as_str().unwrap_or_default().to_owned();
-        let Some((use_kind, permission)) = ledger.uses.get(&use_id) else {
+        let Some(call) = ledger.calls.get(&use_id) else {
             return Err(DomainError::invalid(format!(
                 "events[{i}].{field}: no open tool call {use_id} in this session"
             )));
         };
-        if !kinds.iter().any(|k| *use_kind == *k) {
+        let use_kind = use_type(call.use_kind);
+        if !kinds.contains(&use_kind) {
             return Err(DomainError::invalid(format!(
                 "events[{i}].{field}: {use_id} is an {use_kind}, which {kind} cannot answer"
             )));
         }
-        if event.is(EventType::UserToolConfirmation) && permission.as_deref() != Some("ask") {
+        if event.is(EventType::UserToolConfirmation) && call.evaluated_permission.as_deref() != Some("ask") {
             return Err(DomainError::invalid(format!(
                 "events[{i}].tool_use_id: {use_id} does not await a confirmation"
             )));
@@ -202,11 +209,15 @@ pub async fn submit(
             )));
         }
         // A repeated answer is idempotent: echo the first, commit nothing.
-        let key = (kind, use_id);
-        if let Some(earlier) = ledger.answers.get(&key) {
-            slots.push(Slot::Earlier(earlier.clone()));
+        if let Some(seq) = ledger.earlier_answer(&use_id, &kind) {
+            let query = EventQuery { after_seq: Some(seq - 1), limit: 1, ..EventQuery::default() };
+            let earlier = store.query_events(&session.id, &query).await?.into_iter().next().ok_or_else(|| {
+                DomainError::Internal(format!("the answer to {use_id} at seq {seq} is missing from the history"))
+            })?;
+            slots.push(Slot::Earlier(earlier));
             continue;
         }
+        let key = (kind, use_id);
         if let Some(first) = answered_now.get(&key) {
             slots.push(Slot::SameAs(first.clone()));
             continue;
@@ -264,77 +275,70 @@ enum Slot {
 /// The session's tool calls that await a confirmation (`evaluated_permission: ask`,
 /// neither confirmed nor answered), oldest first.
 pub async fn awaiting_confirmation(state: &AppState, session_id: &str) -> DomainResult<Vec<String>> {
-    let ledger = tool_calls(state, session_id).await?;
-    let mut open: Vec<&String> = ledger
-        .uses
-        .iter()
-        .filter(|(id, (_, permission))| permission.as_deref() == Some("ask") && !ledger.is_answered(id))
-        .map(|(id, _)| id)
-        .collect();
-    open.sort();
-    Ok(open.into_iter().cloned().collect())
+    let open = state.backends.store.open_tool_calls(session_id).await?;
+    Ok(open.into_iter().filter(ToolCall::awaits_confirmation).map(|call| call.tool_use_id).collect())
 }
 
-/// Tool calls of a session and what has answered them so far.
+/// The `tool_use_id` (or `custom_tool_use_id`) an answer names.
+fn answered_call(event: &NewEvent) -> Option<&str> {
+    let field = match event.event_type()? {
+        EventType::UserCustomToolResult => "custom_tool_use_id",
+        EventType::UserToolResult | EventType::UserToolConfirmation => "tool_use_id",
+        _ => return None,
+    };
+    event.body[field].as_str()
+}
+
+/// The event type of a use of this kind.
+fn use_type(kind: ToolUseKind) -> EventType {
+    match kind {
+        ToolUseKind::Builtin => EventType::AgentToolUse,
+        ToolUseKind::Custom => EventType::AgentCustomToolUse,
+        ToolUseKind::Mcp => EventType::AgentMcpToolUse,
+    }
+}
+
+/// Tool calls of a session, read from the store's tool-call ledger (one indexed read,
+/// never the event history), with what has answered them so far.
 #[derive(Debug, Default)]
 pub struct ToolLedger {
-    /// tool use id → (event type, evaluated permission)
-    uses: HashMap<String, (String, Option<String>)>,
-    /// (answer type, tool use id) → the stored answer
-    answers: HashMap<(String, String), StoredEvent>,
+    /// tool use id → the call
+    calls: HashMap<String, ToolCall>,
 }
 
 impl ToolLedger {
+    fn of(calls: Vec<ToolCall>) -> Self {
+        Self { calls: calls.into_iter().map(|call| (call.tool_use_id.clone(), call)).collect() }
+    }
+
     /// Whether anything has answered the call (a result, a confirmation, the runner).
     pub fn is_answered(&self, use_id: &str) -> bool {
-        self.answers.keys().any(|(_, answered)| answered == use_id)
+        self.calls.get(use_id).is_some_and(|call| call.confirmation_seq.is_some() || call.result_seq.is_some())
     }
 
     /// Whether `use_id` is a call of type `kind` that nothing has answered yet.
     pub fn is_open(&self, use_id: &str, kind: EventType) -> bool {
-        self.uses.get(use_id).is_some_and(|(k, _)| *k == kind) && !self.is_answered(use_id)
+        self.calls.get(use_id).is_some_and(|call| use_type(call.use_kind) == kind) && !self.is_answered(use_id)
+    }
+
+    /// The sequence number of an earlier answer of type `answer` to `use_id`, if one was
+    /// committed. A result the runner (or a denial) committed as `agent.tool_result`
+    /// counts as the `user.tool_result`: a call takes no second result.
+    fn earlier_answer(&self, use_id: &str, answer: &str) -> Option<i64> {
+        let call = self.calls.get(use_id)?;
+        if answer == EventType::UserToolConfirmation.as_str() {
+            return call.confirmation_seq;
+        }
+        let committed = match call.result_kind.as_deref()? {
+            kind if kind == EventType::AgentToolResult.as_str() => EventType::UserToolResult.as_str(),
+            kind => kind,
+        };
+        (committed == answer).then_some(call.result_seq).flatten()
     }
 }
 
-/// The one place that computes which tool calls of a session are open.
-///
-/// At merge this reads the store's `tool_calls` projection (`open_tool_calls`) instead
-/// of the event history.
+/// The one place that computes which tool calls of a session are open: the calls
+/// without a result, from the store's tool-call ledger.
 pub async fn tool_calls(state: &AppState, session_id: &str) -> DomainResult<ToolLedger> {
-    let types = [
-        EventType::AgentCustomToolUse,
-        EventType::AgentToolUse,
-        EventType::AgentMcpToolUse,
-        EventType::UserCustomToolResult,
-        EventType::UserToolResult,
-        EventType::AgentToolResult,
-        EventType::UserToolConfirmation,
-    ];
-    let events = state
-        .backends
-        .store
-        .query_events(
-            session_id,
-            &EventQuery {
-                types: types.iter().map(|t| t.as_str().to_owned()).collect(),
-                limit: 100_000,
-                ..EventQuery::default()
-            },
-        )
-        .await?;
-    let mut ledger = ToolLedger::default();
-    for event in events {
-        let Some(kind) = event.event_type() else { continue };
-        if kind.is_tool_use() {
-            let permission = event.body["evaluated_permission"].as_str().map(str::to_owned);
-            ledger.uses.insert(event.event_id.clone(), (event.kind.clone(), permission));
-            continue;
-        }
-        let key = if kind == EventType::UserCustomToolResult { "custom_tool_use_id" } else { "tool_use_id" };
-        let id = event.body[key].as_str().unwrap_or_default().to_owned();
-        // A call answered by the runner (or by a denial) takes no second result.
-        let kind = if kind == EventType::AgentToolResult { EventType::UserToolResult } else { kind };
-        ledger.answers.entry((kind.as_str().to_owned(), id)).or_insert(event);
-    }
-    Ok(ledger)
+    Ok(ToolLedger::of(state.backends.store.open_tool_calls(session_id).await?))
 }

@@ -224,12 +224,7 @@ async fn start(
 /// Submits the message's input through the turn service (every acceptance rule,
 /// the budget and the hands) and returns the sequence of the first committed event, with
 /// a subscription to the session taken before it.
-async fn commit(
-    state: &AppState,
-    tenant: &Tenant,
-    session: &SessionId,
-    bodies: Vec<Value>,
-) -> A2aResult<(i64, Wake)> {
+async fn commit(state: &AppState, tenant: &Tenant, session: &SessionId, bodies: Vec<Value>) -> A2aResult<(i64, Wake)> {
     let mut events = Vec::with_capacity(bodies.len());
     for (i, body) in bodies.iter().enumerate() {
         let body = content::client_event(body, &format!("message.parts[{i}]"))?;
