@@ -182,9 +182,10 @@ pub async fn runner(settings: Settings) -> Result<()> {
         bail!("agentd runner needs AGENTD_RUNNER_KEY (create one with `agentd keys create --workspace W --runner`)");
     };
     let config = runner_config(&settings, url, key)?;
+    let mut shutdown = Shutdown::listen();
     let stop = CancellationToken::new();
     let runner = tokio::spawn(agentd_runner::run(config, stop.clone()));
-    shutdown_signal().await;
+    shutdown.wait().await;
     info!("runner stopping: open work items are left to expire and be offered again");
     stop.cancel();
     runner.await??;
@@ -355,6 +356,8 @@ struct Process {
     /// Fires shortly before the drain deadline: runs still in flight are handed back.
     relinquish: CancellationToken,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// Registered before any listener opens, so a SIGTERM during start-up drains.
+    shutdown: Shutdown,
 }
 
 impl Process {
@@ -378,6 +381,7 @@ impl Process {
             clock: Arc::new(SystemClock),
             stop: CancellationToken::new(),
             relinquish: CancellationToken::new(),
+            shutdown: Shutdown::listen(),
             tasks: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -514,9 +518,9 @@ impl Process {
 
     /// Waits for SIGTERM or Ctrl-C, drains, lets in-flight work finish within the
     /// drain deadline, hands back runs that could not finish, and returns (exit code 0).
-    async fn run_until_signal(self) -> Result<()> {
+    async fn run_until_signal(mut self) -> Result<()> {
         let deadline = self.settings.drain_timeout()?;
-        shutdown_signal().await;
+        self.shutdown.wait().await;
         info!(?deadline, "shutdown requested; draining");
         self.lifecycle.drain().await;
         self.stop.cancel();
@@ -537,29 +541,56 @@ impl Process {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            warn!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
+/// SIGTERM and SIGINT (Ctrl-C), registered when made: a signal that arrives before
+/// anyone waits is kept, not left to the default action (exit without draining).
+struct Shutdown {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl Shutdown {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let register = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(signal) => Some(signal),
+                Err(error) => {
+                    warn!(%error, "cannot listen for {name}");
+                    None
+                }
+            };
+            Self {
+                terminate: register(SignalKind::terminate(), "SIGTERM"),
+                interrupt: register(SignalKind::interrupt(), "SIGINT"),
             }
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// Resolves at the first SIGTERM or SIGINT (never, for one that could not be registered).
+    async fn wait(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                () = next(&mut self.terminate) => {}
+                () = next(&mut self.interrupt) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
