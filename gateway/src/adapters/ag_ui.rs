@@ -12,7 +12,7 @@ use agentd_schema::ids::AgentId;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{EventType, NewEvent, Session, StoredEvent};
+use agentd_schema::{EventType, NewEvent, RetryStatus, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Uri};
@@ -292,7 +292,7 @@ impl Translate for Translator {
     }
 
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
-        if event.kind.starts_with("agent.") {
+        if event.is_agent_event() {
             self.run.push(event.clone());
         }
         self.events(event)
@@ -396,51 +396,51 @@ impl Translator {
             value
         };
         let mut out = Vec::new();
-        match event.kind.as_str() {
-            "span.model_request_start" => {
+        match event.event_type() {
+            Some(EventType::SpanModelRequestStart) => {
                 self.open_steps.push(id.to_owned());
                 out.push(at(json!({ "type": "STEP_STARTED", "stepName": id })));
             }
-            "span.model_request_end" => {
+            Some(EventType::SpanModelRequestEnd) => {
                 let start = body["model_request_start_id"].as_str().unwrap_or_default();
                 if let Some(i) = self.open_steps.iter().position(|s| s == start) {
                     self.open_steps.remove(i);
                     out.push(at(json!({ "type": "STEP_FINISHED", "stepName": start })));
                 }
             }
-            "agent.message" => {
+            Some(EventType::AgentMessage) => {
                 out.push(at(json!({ "type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant" })));
                 out.push(at(
                     json!({ "type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": text_of(&body["content"]) }),
                 ));
                 out.push(at(json!({ "type": "TEXT_MESSAGE_END", "messageId": id })));
             }
-            "agent.thinking" => {
+            Some(EventType::AgentThinking) => {
                 out.push(at(json!({ "type": "REASONING_START", "messageId": id })));
                 out.push(at(json!({ "type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning" })));
                 out.push(at(json!({ "type": "REASONING_MESSAGE_END", "messageId": id })));
                 out.push(at(json!({ "type": "REASONING_END", "messageId": id })));
             }
-            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => {
+            Some(EventType::AgentCustomToolUse | EventType::AgentToolUse | EventType::AgentMcpToolUse) => {
                 out.push(at(json!({ "type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": body["name"] })));
                 out.push(at(json!({ "type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": body["input"].to_string() })));
                 out.push(at(json!({ "type": "TOOL_CALL_END", "toolCallId": id })));
             }
-            "agent.tool_result" | "agent.mcp_tool_result" => {
+            Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => {
                 let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).unwrap_or_default();
                 out.push(at(json!({
                     "type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": call,
                     "content": text_of(&body["content"]), "role": "tool",
                 })));
             }
-            "session.usage" => self.usage = Some(body["usage"].clone()),
-            "session.error" if body["error"]["retry_status"]["type"] == "exhausted" => {
+            Some(EventType::SessionUsage) => self.usage = Some(body["usage"].clone()),
+            Some(EventType::SessionError) if RetryStatus::of(body) == Some(RetryStatus::Exhausted) => {
                 out.extend(self.close_steps(event.processed_at_ms));
                 let message = body["error"]["message"].as_str().unwrap_or("the run failed");
                 out.push(at(json!({ "type": "RUN_ERROR", "message": message, "code": body["error"]["type"] })));
                 return (out, true);
             }
-            "session.status_idle" | "session.status_terminated" => {
+            Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated) => {
                 out.extend(self.close_steps(event.processed_at_ms));
                 let mut finished = json!({ "type": "RUN_FINISHED", "threadId": self.thread, "runId": self.run_id });
                 if let Some(pending) = body["stop_reason"]["event_ids"].as_array().filter(|ids| !ids.is_empty()) {
@@ -485,16 +485,16 @@ fn agui_messages(events: &[StoredEvent]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for event in events {
         let body = &event.body;
-        match event.kind.as_str() {
-            "user.message" => out.push(json!({ "id": event.event_id, "role": "user", "content": text_of(&body["content"]) })),
-            "agent.message" => {
+        match event.event_type() {
+            Some(EventType::UserMessage) => out.push(json!({ "id": event.event_id, "role": "user", "content": text_of(&body["content"]) })),
+            Some(EventType::AgentMessage) => {
                 out.push(json!({ "id": event.event_id, "role": "assistant", "content": text_of(&body["content"]) }))
             }
-            "agent.custom_tool_use" | "agent.tool_use" | "agent.mcp_tool_use" => out.push(json!({
+            Some(EventType::AgentCustomToolUse | EventType::AgentToolUse | EventType::AgentMcpToolUse) => out.push(json!({
                 "id": format!("{}-call", event.event_id), "role": "assistant",
                 "toolCalls": [{ "id": event.event_id, "type": "function", "function": { "name": body["name"], "arguments": body["input"].to_string() } }],
             })),
-            "agent.tool_result" | "agent.mcp_tool_result" | "user.custom_tool_result" => {
+            Some(EventType::AgentToolResult | EventType::AgentMcpToolResult | EventType::UserCustomToolResult) => {
                 let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).or(body["custom_tool_use_id"].as_str()).unwrap_or_default();
                 let mut message = json!({ "id": event.event_id, "role": "tool", "toolCallId": call, "content": text_of(&body["content"]) });
                 if body["is_error"] == true {

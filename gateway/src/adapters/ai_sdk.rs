@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent};
+use agentd_schema::{EventQuery, EventType, NewEvent, RetryStatus, Session, StoredEvent};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
@@ -215,7 +215,7 @@ impl Chunker {
     /// The chunks of a committed message or thinking block, whole.
     fn whole(event: &StoredEvent) -> Vec<Value> {
         let id = event.event_id.as_str();
-        if event.kind == "agent.thinking" {
+        if event.is(EventType::AgentThinking) {
             return vec![json!({ "type": "reasoning-start", "id": id }), json!({ "type": "reasoning-end", "id": id })];
         }
         vec![
@@ -237,20 +237,20 @@ impl Chunker {
         let id = event.event_id.as_str();
         let body = &event.body;
         let mut out = Vec::new();
-        match event.kind.as_str() {
-            "span.model_request_start" => {
+        match event.event_type() {
+            Some(EventType::SpanModelRequestStart) => {
                 self.in_step = true;
                 self.step.clear();
                 out.push(json!({ "type": "start-step" }));
             }
-            "span.model_request_end" if std::mem::take(&mut self.in_step) => {
+            Some(EventType::SpanModelRequestEnd) if std::mem::take(&mut self.in_step) => {
                 out.push(json!({ "type": "finish-step" }));
             }
-            "agent.message" | "agent.thinking" => out.extend(Self::whole(event)),
-            "agent.custom_tool_use" => out.push(json!({
+            Some(EventType::AgentMessage | EventType::AgentThinking) => out.extend(Self::whole(event)),
+            Some(EventType::AgentCustomToolUse) => out.push(json!({
                 "type": "tool-input-available", "toolCallId": id, "toolName": body["name"], "input": body["input"],
             })),
-            "agent.tool_use" | "agent.mcp_tool_use" => {
+            Some(EventType::AgentToolUse | EventType::AgentMcpToolUse) => {
                 out.push(json!({
                     "type": "tool-input-available", "toolCallId": id, "toolName": body["name"],
                     "input": body["input"], "dynamic": true,
@@ -259,7 +259,7 @@ impl Chunker {
                     out.push(json!({ "type": "tool-approval-request", "approvalId": id, "toolCallId": id }));
                 }
             }
-            "agent.tool_result" | "agent.mcp_tool_result" => {
+            Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => {
                 let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).unwrap_or_default();
                 if body["is_error"] == true {
                     out.push(json!({
@@ -271,13 +271,13 @@ impl Chunker {
                     }));
                 }
             }
-            "session.usage" => self.usage = Some(body["usage"].clone()),
-            "session.error" if body["error"]["retry_status"]["type"] == "exhausted" => {
+            Some(EventType::SessionUsage) => self.usage = Some(body["usage"].clone()),
+            Some(EventType::SessionError) if RetryStatus::of(body) == Some(RetryStatus::Exhausted) => {
                 let message = body["error"]["message"].as_str().unwrap_or("the turn failed");
                 out.push(json!({ "type": "error", "errorText": message }));
                 return (out, true);
             }
-            "session.status_idle" | "session.status_terminated" => {
+            Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated) => {
                 if std::mem::take(&mut self.in_step) {
                     out.push(json!({ "type": "finish-step" }));
                 }
@@ -311,7 +311,7 @@ impl Translate for Chunker {
 
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let (out, done) = self.chunks(event);
-        if self.in_step && event.kind != "span.model_request_start" {
+        if self.in_step && !event.is(EventType::SpanModelRequestStart) {
             self.step.extend(out.iter().cloned());
         }
         (out, done)
@@ -342,7 +342,7 @@ impl Translate for Chunker {
         let out = match shown {
             Shown::Prefix { rest } => {
                 let id = event.event_id.as_str();
-                let thinking = event.kind == "agent.thinking";
+                let thinking = event.is(EventType::AgentThinking);
                 let mut out = Vec::new();
                 if !rest.is_empty() {
                     let kind = if thinking { "reasoning-delta" } else { "text-delta" };
@@ -379,7 +379,9 @@ pub async fn resume(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let query = EventQuery {
-        types: ["user.message", "user.custom_tool_result", "user.tool_confirmation"].map(str::to_owned).to_vec(),
+        types: [EventType::UserMessage, EventType::UserCustomToolResult, EventType::UserToolConfirmation]
+            .map(|kind| kind.as_str().to_owned())
+            .to_vec(),
         limit: 1,
         descending: true,
         ..EventQuery::default()
@@ -412,27 +414,29 @@ fn ui_messages(events: &[StoredEvent]) -> Vec<Value> {
     };
     for event in events {
         let body = &event.body;
-        match event.kind.as_str() {
-            "user.message" => {
+        let kind = event.event_type();
+        match kind {
+            Some(EventType::UserMessage) => {
                 flush(&mut assistant, &mut out);
                 out.push(json!({ "id": event.event_id, "role": "user", "parts": [{ "type": "text", "text": text_of(&body["content"]) }] }));
             }
-            kind if kind.starts_with("agent.") || kind == "span.model_request_start" => {
+            // Every `agent.*` event (known to this version or not) belongs to the assistant's turn.
+            _ if event.is_agent_event() || kind == Some(EventType::SpanModelRequestStart) => {
                 let message =
                     assistant.get_or_insert_with(|| json!({ "id": event.event_id, "role": "assistant", "parts": [] }));
                 let parts = message["parts"].as_array_mut().expect("parts");
                 match kind {
-                    "span.model_request_start" => parts.push(json!({ "type": "step-start" })),
-                    "agent.message" => parts.push(json!({ "type": "text", "text": text_of(&body["content"]), "state": "done" })),
-                    "agent.custom_tool_use" => parts.push(json!({
+                    Some(EventType::SpanModelRequestStart) => parts.push(json!({ "type": "step-start" })),
+                    Some(EventType::AgentMessage) => parts.push(json!({ "type": "text", "text": text_of(&body["content"]), "state": "done" })),
+                    Some(EventType::AgentCustomToolUse) => parts.push(json!({
                         "type": format!("tool-{}", body["name"].as_str().unwrap_or("tool")), "toolCallId": event.event_id,
                         "state": "input-available", "input": body["input"],
                     })),
-                    "agent.tool_use" | "agent.mcp_tool_use" => parts.push(json!({
+                    Some(EventType::AgentToolUse | EventType::AgentMcpToolUse) => parts.push(json!({
                         "type": "dynamic-tool", "toolName": body["name"], "toolCallId": event.event_id,
                         "state": "input-available", "input": body["input"],
                     })),
-                    "agent.tool_result" | "agent.mcp_tool_result" => {
+                    Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => {
                         let call = body["tool_use_id"].as_str().or(body["mcp_tool_use_id"].as_str()).unwrap_or_default();
                         if let Some(part) = parts.iter_mut().find(|p| p["toolCallId"] == call) {
                             if body["is_error"] == true {
@@ -447,7 +451,7 @@ fn ui_messages(events: &[StoredEvent]) -> Vec<Value> {
                     _ => {}
                 }
             }
-            "user.custom_tool_result" => {
+            Some(EventType::UserCustomToolResult) => {
                 let call = body["custom_tool_use_id"].as_str().unwrap_or_default();
                 let part = assistant
                     .as_mut()
@@ -533,5 +537,19 @@ mod tests {
         let dropped = Preview::Drop { id: "y".into(), kind: Kind::Message, shown: "cut".into() };
         assert_eq!(chunker.preview(&dropped), [json!({ "type": "reset-step" })]);
         assert_eq!(chunker.preview(&delta("y", " more")), [] as [Value; 0], "its part is gone");
+    }
+
+    #[test]
+    fn an_agent_event_of_a_type_this_version_does_not_know_still_opens_the_assistant_message() {
+        let events = [
+            event("user.message", "sevt_u", "hi"),
+            event("agent.from_the_future", "sevt_f", ""),
+            event("agent.message", "sevt_m", "hello"),
+            event("session.from_the_future", "sevt_g", ""),
+        ];
+        let messages = ui_messages(&events);
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[1]["id"], "sevt_f");
+        assert_eq!(messages[1]["parts"], json!([{ "type": "text", "text": "hello", "state": "done" }]));
     }
 }

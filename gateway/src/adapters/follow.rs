@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use agentd_proto::v1::{Committed, LiveEvent, live_event};
 use agentd_proto::{BusItem, Subscription};
+use agentd_schema::events::EventType;
 use agentd_schema::{EventQuery, StoredEvent, live};
 use futures::StreamExt;
 use prost::Message;
@@ -35,9 +36,9 @@ pub(crate) enum Kind {
 
 impl Kind {
     fn of(event_type: &str) -> Option<Self> {
-        match event_type {
-            "agent.message" => Some(Self::Message),
-            "agent.thinking" => Some(Self::Thinking),
+        match event_type.parse().ok()? {
+            EventType::AgentMessage => Some(Self::Message),
+            EventType::AgentThinking => Some(Self::Thinking),
             _ => None,
         }
     }
@@ -111,8 +112,8 @@ impl Merge {
     /// A preview frame of `event_type`: the change to show, if any.
     pub(crate) fn on_frame(&mut self, event_type: &str, frame: &Value) -> Option<Preview> {
         let kind = Kind::of(event_type)?;
-        match frame["type"].as_str()? {
-            "event_start" => {
+        match frame["type"].as_str()?.parse().ok()? {
+            EventType::EventStart => {
                 let id = frame["event"]["id"].as_str()?;
                 // A start read after its request ended is stale (the store ran ahead of the bus).
                 if self.request == Some(false) || self.closed.contains(id) || self.open.iter().any(|o| o.id == id) {
@@ -121,7 +122,7 @@ impl Merge {
                 self.open.push(Open { id: id.to_owned(), kind, text: String::new() });
                 Some(Preview::Open { id: id.to_owned(), kind })
             }
-            "event_delta" => {
+            EventType::EventDelta => {
                 let id = frame["event_id"].as_str()?;
                 let content = &frame["delta"]["content"];
                 let delta = content["text"].as_str().or(content["thinking"].as_str())?;
@@ -141,8 +142,8 @@ impl Merge {
     /// A committed event, in history order: the previews it ends (to drop before the
     /// event is shown) and how the event relates to what was shown of it.
     pub(crate) fn on_commit(&mut self, event: &StoredEvent) -> (Vec<Preview>, Shown) {
-        match event.kind.as_str() {
-            "agent.message" | "agent.thinking" => {
+        match event.event_type() {
+            Some(EventType::AgentMessage | EventType::AgentThinking) => {
                 self.closed.insert(event.event_id.clone());
                 let Some(i) = self.open.iter().position(|o| o.id == event.event_id) else {
                     return (Vec::new(), Shown::Nothing);
@@ -157,12 +158,14 @@ impl Merge {
             }
             // A request's outputs are committed with its end, so what is still open then
             // never will be; a new start (after a dead worker's request) supersedes too.
-            "span.model_request_start" => {
+            Some(EventType::SpanModelRequestStart) => {
                 let dropped = self.drop_open();
                 self.request = Some(true);
                 (dropped, Shown::Nothing)
             }
-            "span.model_request_end" | "session.status_idle" | "session.status_terminated" => {
+            Some(
+                EventType::SpanModelRequestEnd | EventType::SessionStatusIdle | EventType::SessionStatusTerminated,
+            ) => {
                 let dropped = self.drop_open();
                 self.request = Some(false);
                 (dropped, Shown::Nothing)

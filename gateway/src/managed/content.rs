@@ -1,6 +1,7 @@
 //! Validation of the content blocks and event bodies clients send. Every failure is a
 //! 400 naming the field; accepted bodies are stored as sent (minus unknown keys).
 
+use agentd_schema::EventType;
 use serde_json::{Map, Value, json};
 
 use super::body::{self, as_object, join, tag};
@@ -94,16 +95,16 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
     let kind = tag(map, path)?;
     let mut out = Map::new();
     out.insert("type".into(), json!(kind));
-    match kind {
-        "user.message" => {
+    match kind.parse::<EventType>() {
+        Ok(EventType::UserMessage) => {
             body::only_known(map, &["type", "content"], path)?;
             out.insert("content".into(), blocks(map.get("content"), &join(path, "content"), Blocks::Message, true)?);
         }
-        "system.message" => {
+        Ok(EventType::SystemMessage) => {
             body::only_known(map, &["type", "content"], path)?;
             out.insert("content".into(), blocks(map.get("content"), &join(path, "content"), Blocks::System, true)?);
         }
-        "user.interrupt" => {
+        Ok(EventType::UserInterrupt) => {
             body::only_known(map, &["type", "session_thread_id"], path)?;
             if let Some(thread) =
                 body::optional_string(map.get("session_thread_id"), &join(path, "session_thread_id"), 256)?
@@ -111,7 +112,7 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
                 out.insert("session_thread_id".into(), json!(thread));
             }
         }
-        "user.tool_confirmation" => {
+        Ok(EventType::UserToolConfirmation) => {
             body::only_known(map, &["type", "tool_use_id", "result", "deny_message"], path)?;
             out.insert(
                 "tool_use_id".into(),
@@ -129,8 +130,8 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
             out.insert("result".into(), json!(result));
             out.insert("deny_message".into(), json!(deny_message));
         }
-        "user.custom_tool_result" | "user.tool_result" => {
-            let id_field = if kind == "user.custom_tool_result" { "custom_tool_use_id" } else { "tool_use_id" };
+        Ok(answer @ (EventType::UserCustomToolResult | EventType::UserToolResult)) => {
+            let id_field = if answer == EventType::UserCustomToolResult { "custom_tool_use_id" } else { "tool_use_id" };
             body::only_known(map, &["type", id_field, "content", "is_error"], path)?;
             out.insert(
                 id_field.into(),
@@ -145,7 +146,7 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
                 json!(body::optional_bool(map.get("is_error"), &join(path, "is_error"))?.unwrap_or(false)),
             );
         }
-        "user.define_outcome" => {
+        Ok(EventType::UserDefineOutcome) => {
             body::only_known(map, &["type", "description", "rubric", "max_iterations"], path)?;
             out.insert(
                 "description".into(),
@@ -179,12 +180,32 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
             out.insert("max_iterations".into(), json!(iterations));
             out.insert("outcome_id".into(), json!(agentd_schema::ids::new_id("outc")));
         }
-        other => {
+        _ => {
             return Err(ApiError::invalid(format!(
-                "{path}.type: unknown event type {other:?} (expected user.message, user.interrupt, user.tool_confirmation, \
+                "{path}.type: unknown event type {kind:?} (expected user.message, user.interrupt, user.tool_confirmation, \
                  user.custom_tool_result, user.tool_result, user.define_outcome or system.message)"
             )));
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::client_event;
+
+    #[test]
+    fn only_client_event_types_are_accepted() {
+        let body = client_event(&json!({ "type": "user.interrupt" }), "events[0]").expect("a client event");
+        assert_eq!(body["type"], "user.interrupt");
+        let answer = json!({ "type": "user.custom_tool_result", "custom_tool_use_id": "sevt_1", "content": [] });
+        assert_eq!(client_event(&answer, "e").expect("a custom tool result")["custom_tool_use_id"], "sevt_1");
+        // An event type agentd writes itself, and one it does not know, are both refused.
+        for kind in ["agent.message", "user.from_the_future"] {
+            let error = client_event(&json!({ "type": kind }), "events[0]").expect_err(kind).to_string();
+            assert!(error.contains(&format!("events[0].type: unknown event type {kind:?}")), "{error}");
+        }
+    }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agentd_proto::BusItem;
 use agentd_proto::v1::{LiveEvent, live_event};
-use agentd_schema::{EventQuery, NewEvent, Session, TimeBounds, live};
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, TimeBounds, live};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -34,48 +34,48 @@ use crate::domain::input;
 use crate::error::{ApiError, ApiResult};
 
 /// Every type `events.list?types[]=` accepts.
-const EVENT_TYPES: &[&str] = &[
-    "user.message",
-    "user.interrupt",
-    "user.tool_confirmation",
-    "user.custom_tool_result",
-    "user.tool_result",
-    "user.define_outcome",
-    "system.message",
-    "agent.message",
-    "agent.thinking",
-    "agent.tool_use",
-    "agent.tool_result",
-    "agent.mcp_tool_use",
-    "agent.mcp_tool_result",
-    "agent.custom_tool_use",
-    "agent.thread_message_received",
-    "agent.thread_message_sent",
-    "agent.thread_context_compacted",
-    "session.error",
-    "session.status_rescheduled",
-    "session.status_running",
-    "session.status_idle",
-    "session.status_terminated",
-    "session.thread_created",
-    "session.thread_status_running",
-    "session.thread_status_idle",
-    "session.thread_status_terminated",
-    "session.thread_status_rescheduled",
-    "session.updated",
-    "session.usage",
-    "span.model_request_start",
-    "span.model_request_end",
-    "span.outcome_evaluation_start",
-    "span.outcome_evaluation_ongoing",
-    "span.outcome_evaluation_end",
-    "workflow_run.created",
-    "workflow_run.status_running",
-    "workflow_run.status_idle",
-    "workflow_run.status_ended",
-    "workflow_run.error",
-    "workflow_run.phase_started",
-    "workflow_run.phase_ended",
+const EVENT_TYPES: &[EventType] = &[
+    EventType::UserMessage,
+    EventType::UserInterrupt,
+    EventType::UserToolConfirmation,
+    EventType::UserCustomToolResult,
+    EventType::UserToolResult,
+    EventType::UserDefineOutcome,
+    EventType::SystemMessage,
+    EventType::AgentMessage,
+    EventType::AgentThinking,
+    EventType::AgentToolUse,
+    EventType::AgentToolResult,
+    EventType::AgentMcpToolUse,
+    EventType::AgentMcpToolResult,
+    EventType::AgentCustomToolUse,
+    EventType::AgentThreadMessageReceived,
+    EventType::AgentThreadMessageSent,
+    EventType::AgentThreadContextCompacted,
+    EventType::SessionError,
+    EventType::SessionStatusRescheduled,
+    EventType::SessionStatusRunning,
+    EventType::SessionStatusIdle,
+    EventType::SessionStatusTerminated,
+    EventType::SessionThreadCreated,
+    EventType::SessionThreadStatusRunning,
+    EventType::SessionThreadStatusIdle,
+    EventType::SessionThreadStatusTerminated,
+    EventType::SessionThreadStatusRescheduled,
+    EventType::SessionUpdated,
+    EventType::SessionUsage,
+    EventType::SpanModelRequestStart,
+    EventType::SpanModelRequestEnd,
+    EventType::SpanOutcomeEvaluationStart,
+    EventType::SpanOutcomeEvaluationOngoing,
+    EventType::SpanOutcomeEvaluationEnd,
+    EventType::WorkflowRunCreated,
+    EventType::WorkflowRunStatusRunning,
+    EventType::WorkflowRunStatusIdle,
+    EventType::WorkflowRunStatusEnded,
+    EventType::WorkflowRunError,
+    EventType::WorkflowRunPhaseStarted,
+    EventType::WorkflowRunPhaseEnded,
 ];
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -123,7 +123,7 @@ async fn list_events(
     let mut descending = false;
     if full {
         for kind in query.list("types") {
-            if !EVENT_TYPES.contains(&kind) {
+            if !kind.parse().is_ok_and(|kind| EVENT_TYPES.contains(&kind)) {
                 return Err(ApiError::invalid(format!("types[]: unknown event type {kind:?}")));
             }
             types.push(kind.to_owned());
@@ -178,12 +178,14 @@ async fn open_stream(
     let query = Query::from_uri(&uri);
     let mut deltas = HashSet::new();
     for kind in query.list("event_deltas") {
-        if kind != "agent.message" && kind != "agent.thinking" {
-            return Err(ApiError::invalid(format!(
-                "event_deltas[]: must be agent.message or agent.thinking, got {kind:?}"
-            )));
-        }
-        deltas.insert(kind.to_owned());
+        let previewed = kind
+            .parse()
+            .ok()
+            .filter(|kind| matches!(kind, EventType::AgentMessage | EventType::AgentThinking))
+            .ok_or_else(|| {
+                ApiError::invalid(format!("event_deltas[]: must be agent.message or agent.thinking, got {kind:?}"))
+            })?;
+        deltas.insert(previewed);
     }
     let bus =
         state.backends.bus.clone().ok_or_else(|| ApiError::Unavailable("live streams need the bus".to_owned()))?;
@@ -208,7 +210,7 @@ struct Forwarder {
     state: AppState,
     session_id: String,
     thread: Option<String>,
-    deltas: HashSet<String>,
+    deltas: HashSet<EventType>,
     last_seq: i64,
     /// The last committed event left the session running (not idle or terminated).
     active: bool,
@@ -272,14 +274,14 @@ impl Forwarder {
                 }
                 self.last_seq = committed.seq;
                 let body: Value = serde_json::from_str(&committed.body_json).unwrap_or(Value::Null);
-                self.note_activity(body["type"].as_str().unwrap_or_default());
+                self.note_activity(body["type"].as_str().and_then(|kind| kind.parse().ok()));
                 if on_thread {
                     self.send(&body).await?;
                 }
                 Ok(true)
             }
             Some(live_event::Kind::Preview(preview)) => {
-                if on_thread && self.deltas.contains(&preview.event_type) {
+                if on_thread && preview.event_type.parse().is_ok_and(|kind| self.deltas.contains(&kind)) {
                     let body: Value = serde_json::from_str(&preview.body_json).unwrap_or(Value::Null);
                     self.send(&body).await?;
                 }
@@ -308,7 +310,7 @@ impl Forwarder {
             let done = events.len() < 500;
             for event in events {
                 self.last_seq = event.seq;
-                self.note_activity(&event.kind);
+                self.note_activity(event.event_type());
                 if self.thread.as_deref().is_none_or(|thread| thread == event.thread_id) {
                     self.send(&live::render(&event)).await?;
                 }
@@ -319,8 +321,8 @@ impl Forwarder {
         }
     }
 
-    fn note_activity(&mut self, kind: &str) {
-        self.active = !matches!(kind, "session.status_idle" | "session.status_terminated");
+    fn note_activity(&mut self, kind: Option<EventType>) {
+        self.active = !matches!(kind, Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated));
     }
 
     async fn send(&self, body: &Value) -> Result<(), ()> {

@@ -333,10 +333,7 @@ pub async fn update(
     if changed.is_empty() && !metadata_cleared {
         return Ok(Json(without_secrets(render(&current))));
     }
-    let mut event = Map::new();
-    event.insert("type".into(), json!("session.updated"));
-    event.extend(changed);
-    let events = vec![NewEvent::new(&id, Value::Object(event))];
+    let events = vec![NewEvent::session_updated(&id, changed)];
     let (session, stored) = store.update_session(&tenant.workspace_id, &id, next, events).await?;
     if let Some(bus) = &state.backends.bus {
         agentd_schema::live::publish_committed(bus.as_ref(), &stored).await;

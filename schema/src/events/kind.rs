@@ -213,6 +213,12 @@ impl StoredEvent {
         self.kind == kind.as_str()
     }
 
+    /// Whether the event is the agent's (`agent.*`), including `agent.*` types this
+    /// version does not know.
+    pub fn is_agent_event(&self) -> bool {
+        self.kind.starts_with("agent.")
+    }
+
     /// The tool call this result answers (`answers_key`), if it is a tool result.
     pub fn answered_call(&self) -> Result<Option<&str>, MissingField> {
         let Some(key) = self.event_type().and_then(EventType::answers_key) else { return Ok(None) };

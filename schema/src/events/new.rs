@@ -1,6 +1,6 @@
 //! A `NewEvent` constructor for every event agentd commits itself.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::body::{ModelUsage, Permission, SessionError, StopReason};
 use super::kind::EventType;
@@ -133,6 +133,12 @@ impl NewEvent {
     /// `user.message` with `content` blocks (live-inbox deliveries).
     pub fn user_message_content(thread_id: &str, content: Value) -> Self {
         event(thread_id, EventType::UserMessage, json!({ "content": content }))
+    }
+
+    /// `session.updated` with the session fields that changed (`title`, `metadata`,
+    /// `budget`, … as the session update API renders them).
+    pub fn session_updated(thread_id: &str, changed: Map<String, Value>) -> Self {
+        event(thread_id, EventType::SessionUpdated, Value::Object(changed))
     }
 
     /// `user.interrupt` (adapters that stop a turn on the client's behalf).

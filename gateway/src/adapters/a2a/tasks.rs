@@ -71,7 +71,7 @@ fn inputs(message: &Value) -> A2aResult<Vec<Value>> {
         if let Some(text) = part["text"].as_str() {
             texts.push(json!({ "type": "text", "text": text }));
         } else if let Some(data) = part.get("data") {
-            if data["type"].as_str().is_some_and(|t| TOOL_INPUTS.contains(&t)) {
+            if data["type"].as_str().and_then(|t| t.parse().ok()).is_some_and(|t| TOOL_INPUTS.contains(&t)) {
                 answers.push(data.clone());
             } else {
                 texts.push(json!({ "type": "text", "text": data.to_string() }));
@@ -288,19 +288,24 @@ impl Tracker {
 impl Translate for Tracker {
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let mut out = Vec::new();
-        match event.kind.as_str() {
-            "session.status_running" if !self.working => {
+        match event.event_type() {
+            Some(EventType::SessionStatusRunning) if !self.working => {
                 self.working = true;
                 out.push(self.working(event.processed_at_ms, None));
             }
-            "agent.message" => {
+            Some(EventType::AgentMessage) => {
                 out.extend(self.flush());
                 self.held = Some(event.clone());
             }
-            "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" | "span.model_request_start" => {
+            Some(
+                EventType::AgentToolUse
+                | EventType::AgentCustomToolUse
+                | EventType::AgentMcpToolUse
+                | EventType::SpanModelRequestStart,
+            ) => {
                 out.extend(self.flush());
             }
-            "session.status_idle" | "session.status_terminated" if event.seq > self.input_seq => {
+            Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated) if event.seq > self.input_seq => {
                 // A held message is the answer: the view reports it as the artifact.
                 out.push(json!({ "__end": true, "__clear": self.live.holds_text() }));
                 return (out, true);

@@ -3,7 +3,7 @@
 //! after its latest input; its state, history and artifacts derive from them. Read by
 //! the task operations (`tasks`) and the push watcher (`push`).
 
-use agentd_schema::{A2aTask, EventQuery, StoredEvent, live::rfc3339};
+use agentd_schema::{A2aTask, EventQuery, EventType, StoredEvent, live::rfc3339};
 use serde_json::{Value, json};
 
 use super::{A2aError, A2aResult};
@@ -26,7 +26,7 @@ pub fn is_final(state: &str) -> bool {
 }
 
 /// Input event types a message may carry in a data part.
-pub(super) const TOOL_INPUTS: &[&str] = &["user.tool_confirmation", "user.custom_tool_result"];
+pub(super) const TOOL_INPUTS: &[EventType] = &[EventType::UserToolConfirmation, EventType::UserCustomToolResult];
 /// Events read per store query.
 const PAGE: i64 = 500;
 
@@ -89,7 +89,7 @@ pub async fn view(state: &AppState, row: &A2aTask) -> A2aResult<View> {
 /// A cancel settles the run with one more idle, so a canceled task waiting for input
 /// ends there, not at its requires_action stop.
 fn ends(row: &A2aTask, event: &StoredEvent) -> bool {
-    matches!(event.kind.as_str(), "session.status_idle" | "session.status_terminated")
+    matches!(event.event_type(), Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated))
         && event.seq > row.input_seq
         && !(row.canceled && event.body["stop_reason"]["type"] == "requires_action")
 }
@@ -108,8 +108,8 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
         }
         last_seq = event.seq;
         last_ms = event.processed_at_ms;
-        match event.kind.as_str() {
-            "user.message" => {
+        match event.event_type() {
+            Some(EventType::UserMessage) => {
                 history.push(message(
                     row,
                     &event.event_id,
@@ -117,10 +117,10 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
                     json!([{ "text": text_of(&event.body["content"]) }]),
                 ));
             }
-            kind if TOOL_INPUTS.contains(&kind) => {
+            Some(kind) if TOOL_INPUTS.contains(&kind) => {
                 history.push(message(row, &event.event_id, "ROLE_USER", json!([{ "data": event.body }])));
             }
-            "agent.message" => {
+            Some(EventType::AgentMessage) => {
                 history.push(message(
                     row,
                     &event.event_id,
@@ -129,8 +129,8 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
                 ));
                 answer = Some(event);
             }
-            "session.status_running" if event.seq > row.input_seq => running = true,
-            "session.error" => {
+            Some(EventType::SessionStatusRunning) if event.seq > row.input_seq => running = true,
+            Some(EventType::SessionError) => {
                 error = event.body["error"]["message"].as_str().map(str::to_owned);
             }
             _ if ends(row, event) => end = Some(event),
@@ -150,7 +150,7 @@ fn derive(row: &A2aTask, events: &[StoredEvent]) -> View {
     let state = match end {
         None if running || row.canceled => "TASK_STATE_WORKING",
         None => "TASK_STATE_SUBMITTED",
-        Some(end) if end.kind == "session.status_terminated" => {
+        Some(end) if end.is(EventType::SessionStatusTerminated) => {
             note = Some(agent_note(error.clone().unwrap_or_else(|| "the session was terminated".into()), None));
             "TASK_STATE_FAILED"
         }
@@ -216,10 +216,10 @@ fn awaiting(events: &[StoredEvent], ids: &Value) -> Vec<Value> {
         .filter_map(Value::as_str)
         .filter_map(|id| events.iter().find(|e| e.event_id == id))
         .map(|e| {
-            let (awaiting, field) = if e.kind == "agent.custom_tool_use" {
-                ("user.custom_tool_result", "custom_tool_use_id")
+            let (awaiting, field) = if e.is(EventType::AgentCustomToolUse) {
+                (EventType::UserCustomToolResult, "custom_tool_use_id")
             } else {
-                ("user.tool_confirmation", "tool_use_id")
+                (EventType::UserToolConfirmation, "tool_use_id")
             };
             json!({ "id": e.event_id, "awaiting": awaiting, "answer_field": field, "name": e.body["name"], "input": e.body["input"] })
         })

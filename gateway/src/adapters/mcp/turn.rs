@@ -3,7 +3,7 @@
 //! session idles, and the result is the turn's final agent message — or, when the turn
 //! could not finish on its own, an `isError` result that says why.
 
-use agentd_schema::{NewEvent, StoredEvent};
+use agentd_schema::{EventType, NewEvent, StoredEvent};
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -226,29 +226,29 @@ impl Translate for Watcher {
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let body = &event.body;
         let progress = |message: String| (vec![json!({ "progress": message })], false);
-        match event.kind.as_str() {
-            "span.model_request_start" => progress("model request started".to_owned()),
-            "span.model_request_end" => progress("model request finished".to_owned()),
-            "agent.thinking" => progress("thinking".to_owned()),
-            "agent.message" => {
+        match event.event_type() {
+            Some(EventType::SpanModelRequestStart) => progress("model request started".to_owned()),
+            Some(EventType::SpanModelRequestEnd) => progress("model request finished".to_owned()),
+            Some(EventType::AgentThinking) => progress("thinking".to_owned()),
+            Some(EventType::AgentMessage) => {
                 self.reply = Some(text_of(&body["content"]));
                 progress("agent message".to_owned())
             }
-            "agent.tool_use" | "agent.mcp_tool_use" | "agent.custom_tool_use" => {
+            Some(EventType::AgentToolUse | EventType::AgentMcpToolUse | EventType::AgentCustomToolUse) => {
                 progress(format!("tool use: {}", body["name"].as_str().unwrap_or("tool")))
             }
-            "agent.tool_result" | "agent.mcp_tool_result" => {
+            Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => {
                 let failed = if body["is_error"] == true { " (error)" } else { "" };
                 progress(format!("tool result{failed}"))
             }
-            "session.error" => {
+            Some(EventType::SessionError) => {
                 let message = body["error"]["message"].as_str().unwrap_or("the turn failed").to_owned();
                 self.error = Some(message.clone());
                 progress(format!("error: {message}"))
             }
-            "session.status_rescheduled" => progress("retrying the model request".to_owned()),
-            "session.budget_reached" => progress("budget reached".to_owned()),
-            "session.status_idle" => {
+            Some(EventType::SessionStatusRescheduled) => progress("retrying the model request".to_owned()),
+            Some(EventType::SessionBudgetReached) => progress("budget reached".to_owned()),
+            Some(EventType::SessionStatusIdle) => {
                 let stop = &body["stop_reason"];
                 match stop["type"].as_str() {
                     Some("end_turn") => self.settled(false, self.reply.clone().unwrap_or_default()),
@@ -286,7 +286,7 @@ impl Translate for Watcher {
                     }
                 }
             }
-            "session.status_terminated" => self.settled(true, "the session was terminated".to_owned()),
+            Some(EventType::SessionStatusTerminated) => self.settled(true, "the session was terminated".to_owned()),
             _ => (Vec::new(), false),
         }
     }
