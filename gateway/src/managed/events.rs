@@ -33,7 +33,8 @@ use crate::admission::Tenant;
 use crate::domain::input;
 use crate::error::{ApiError, ApiResult};
 
-/// Every type `events.list?types[]=` accepts.
+/// Every type `events.list?types[]=` accepts: the wire's, and `session.budget_reached`,
+/// which agentd commits into history itself.
 const EVENT_TYPES: &[EventType] = &[
     EventType::UserMessage,
     EventType::UserInterrupt,
@@ -64,6 +65,7 @@ const EVENT_TYPES: &[EventType] = &[
     EventType::SessionThreadStatusRescheduled,
     EventType::SessionUpdated,
     EventType::SessionUsage,
+    EventType::SessionBudgetReached,
     EventType::SpanModelRequestStart,
     EventType::SpanModelRequestEnd,
     EventType::SpanOutcomeEvaluationStart,
