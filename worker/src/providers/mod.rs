@@ -281,17 +281,35 @@ impl Registry {
 
     /// The provider and provider-side model id for `model`, or why there is none.
     pub fn route(&self, model: &str) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+        self.route_in(agentd_schema::catalog::current(), model)
+    }
+
+    fn route_in(
+        &self,
+        catalog: &agentd_schema::catalog::Catalog,
+        model: &str,
+    ) -> Result<(Arc<dyn Provider>, String), ProviderError> {
         let unconfigured = |what: &str| ProviderError {
             kind: ErrorKind::RequestFailed,
             retryable: false,
             message: format!("no provider is configured for model {model}: set {what}"),
         };
-        if let Some(name) = model.strip_prefix("openai/") {
-            return self
-                .openai
+        let openai = |name: &str| {
+            self.openai
                 .clone()
                 .map(|p| (p, name.to_owned()))
-                .ok_or_else(|| unconfigured("OPENAI_API_KEY or OPENAI_BASE_URL"));
+                .ok_or_else(|| unconfigured("OPENAI_API_KEY or OPENAI_BASE_URL"))
+        };
+        // A model the catalog lists goes to the provider the catalog names; others by
+        // their id (`openai/<model>`, else Claude).
+        match catalog.find(model).map(|m| m.provider.as_str()) {
+            Some("openai") => return openai(model.strip_prefix("openai/").unwrap_or(model)),
+            // The operator chose the offline model for this id (benchmarks, demos).
+            Some("scripted") => return Ok((Arc::new(scripted::Scripted) as Arc<dyn Provider>, model.to_owned())),
+            _ => {}
+        }
+        if let Some(name) = model.strip_prefix("openai/") {
+            return openai(name);
         }
         if let Some(provider) = &self.anthropic {
             return Ok((provider.clone(), model.to_owned()));
@@ -405,5 +423,29 @@ mod tests {
                 assert!(!error.message.contains(&encoded), "{}: {encoded:?} in {}", provider.name(), error.message);
             }
         }
+    }
+
+    #[test]
+    fn the_catalog_names_the_provider() {
+        let path = std::env::temp_dir().join(format!("agentd-catalog-{}.json", agentd_schema::ids::new_id("test")));
+        std::fs::write(&path, r#"[{"id":"bench-zero","provider":"scripted"},{"id":"llama-3","provider":"openai"}]"#)
+            .unwrap();
+        let catalog = agentd_schema::catalog::Catalog::with_file(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        // A production registry: no scripted fallback, only an OpenAI-compatible endpoint
+        // (stood in for by a provider we can recognise by identity).
+        let openai: Arc<dyn Provider> = Arc::new(scripted::Scripted);
+        let registry = Registry { anthropic: None, openai: Some(openai.clone()), scripted: None };
+        let (provider, name) = registry.route_in(&catalog, "bench-zero").expect("the catalog's scripted model");
+        assert_eq!(name, "bench-zero");
+        assert!(!Arc::ptr_eq(&provider, &openai), "scripted, not the OpenAI endpoint");
+        let (provider, name) = registry.route_in(&catalog, "llama-3").expect("the catalog's openai model");
+        assert_eq!(name, "llama-3");
+        assert!(Arc::ptr_eq(&provider, &openai), "llama-3 goes to the OpenAI-compatible endpoint");
+        let (provider, name) = registry.route_in(&catalog, "openai/gpt-x").expect("openai by prefix");
+        assert_eq!(name, "gpt-x");
+        assert!(Arc::ptr_eq(&provider, &openai));
+        let refused = registry.route_in(&catalog, "claude-sonnet-4-5").err().expect("no Anthropic endpoint");
+        assert!(refused.message.contains("ANTHROPIC_API_KEY"), "{}", refused.message);
     }
 }
