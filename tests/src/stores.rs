@@ -118,3 +118,19 @@ macro_rules! store_conformance {
         }
     };
 }
+
+/// The dialect's (`postgres`, `sqlite`) migrations numbered before `version`, copied into
+/// `into`: a migrator for the schema as it was, to test a migration on existing data.
+pub fn migrations_before(dialect: &str, version: &str, into: &std::path::Path) -> std::path::PathBuf {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/migrations").join(dialect);
+    let target = into.join(dialect);
+    std::fs::create_dir_all(&target).unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < version {
+            std::fs::copy(&path, target.join(name)).unwrap();
+        }
+    }
+    target
+}

@@ -2,7 +2,6 @@
 //! written by the previous schema, with the agent embedded in each row, keep answering
 //! with the same agent, and sessions that embedded the same agent share one snapshot.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentd_schema::store::prelude::*;
@@ -14,21 +13,6 @@ use sqlx::any::AnyPoolOptions;
 /// The migration under test; the ones before it build the old schema.
 const VERSION: &str = "0012";
 
-/// The dialect's migrations before [`VERSION`], copied into `into`.
-fn previous_migrations(dialect: &str, into: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/migrations").join(dialect);
-    let target = into.join(dialect);
-    std::fs::create_dir_all(&target).unwrap();
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < VERSION {
-            std::fs::copy(&path, target.join(name)).unwrap();
-        }
-    }
-    target
-}
-
 fn agent(id: &str, version: i64, system: &str) -> Value {
     json!({ "type": "agent", "id": id, "version": version, "name": "a", "system": system,
             "model": { "id": "claude-sonnet-4-5", "effort": { "type": "high" } }, "tools": [] })
@@ -37,7 +21,9 @@ fn agent(id: &str, version: i64, system: &str) -> Value {
 async fn migrates_existing_sessions(url: &str, dialect: &str) {
     sqlx::any::install_default_drivers();
     let dir = tempfile::tempdir().unwrap();
-    let old = sqlx::migrate::Migrator::new(previous_migrations(dialect, dir.path())).await.unwrap();
+    let old = sqlx::migrate::Migrator::new(agentd_tests::stores::migrations_before(dialect, VERSION, dir.path()))
+        .await
+        .unwrap();
     let pool = AnyPoolOptions::new().max_connections(1).connect(url).await.unwrap();
     old.run(&pool).await.unwrap();
     sqlx::query("INSERT INTO organizations (id, name, created_at_ms) VALUES ('org_1', 'acme', 0)")

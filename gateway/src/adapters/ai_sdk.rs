@@ -26,7 +26,7 @@ use super::follow::Kind;
 use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages};
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::domain::{DomainError, input, threads};
+use crate::domain::{input, threads};
 use crate::error::{ApiError, ApiResult};
 use crate::managed::body;
 
@@ -86,36 +86,16 @@ async fn run(
     let Some(last) = messages.last() else {
         return Err(ApiError::invalid("messages: at least one message is required"));
     };
-    let bound = threads::session(state, tenant, thread, agent).await.map_err(refused)?;
+    let bound = threads::session(state, tenant, thread, agent).await?;
     let inputs = new_input(state, &bound.session, last).await?;
     if inputs.is_empty() {
         return Err(ApiError::invalid("messages: the last message carries nothing new to send"));
     }
     let continuation = last["role"] == "assistant";
     let wake = Wake::subscribe(state, &bound.session.id).await;
-    let accepted = input::submit(state, tenant, &bound.id, inputs).await.map_err(refused)?;
+    let accepted = input::submit(state, tenant, &bound.id, inputs).await?;
     let after_seq = accepted.first_seq().map_or(bound.session.next_seq, |seq| seq) - 1;
     Ok(stream(state.clone(), bound.session.id.clone(), after_seq, wake, continuation))
-}
-
-/// The AI SDK's answer to a refused request: the JSON error before the stream
-/// (`DefaultChatTransport` shows its body), with the managed status and `error.type`.
-fn refused(error: DomainError) -> ApiError {
-    match error {
-        DomainError::NotFound(_)
-        | DomainError::Invalid { .. }
-        | DomainError::Archived(_)
-        | DomainError::Deleted(_)
-        | DomainError::Terminated(_)
-        | DomainError::BudgetReached(_)
-        | DomainError::AgentDisabled(_)
-        | DomainError::AgentArchived(_)
-        | DomainError::EnvironmentArchived(_)
-        | DomainError::Conflict(_)
-        | DomainError::Gone(_)
-        | DomainError::Unavailable(_)
-        | DomainError::Internal(_) => ApiError::from(error),
-    }
 }
 
 /// The session input in the client's last message: a user message's text, or, on an

@@ -2,9 +2,8 @@
 //! deliveries).
 
 use agentd_schema::store::prelude::*;
-use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, NewEvent, NewSession};
+use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask, Clock, NewEvent};
 use agentd_tests::store_conformance as conformance;
-use serde_json::json;
 
 const TERMINAL: &[&str] = &["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
 
@@ -25,19 +24,7 @@ fn task(id: &str, workspace: &str, context: &str, created_at_ms: i64) -> A2aTask
 
 /// A session with `events` committed user messages; returns its id.
 async fn session(store: &dyn Store, events: usize) -> String {
-    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
-    let id = agentd_schema::ids::new_id("sesn");
-    store
-        .create_session(NewSession {
-            id: id.clone(),
-            workspace_id: workspace.id.clone(),
-            status: "idle".into(),
-            body: json!({ "title": "t" }),
-            agent_id: None,
-            agent_version: None,
-        })
-        .await
-        .unwrap();
+    let (_, id) = super::session(store).await;
     append(store, &id, events).await;
     id
 }

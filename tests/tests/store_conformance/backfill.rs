@@ -2,7 +2,6 @@
 //! histories written before the ledger existed answer `open_tool_calls` and
 //! `tool_calls` as if the ledger had been kept all along.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentd_schema::store::prelude::*;
@@ -14,25 +13,12 @@ use sqlx::any::AnyPoolOptions;
 /// The migration under test; the ones before it build the old schema.
 const VERSION: &str = "0013";
 
-/// The dialect's migrations before [`VERSION`], copied into `into`.
-fn previous_migrations(dialect: &str, into: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/migrations").join(dialect);
-    let target = into.join(dialect);
-    std::fs::create_dir_all(&target).unwrap();
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < VERSION {
-            std::fs::copy(&path, target.join(name)).unwrap();
-        }
-    }
-    target
-}
-
 async fn backfills_existing_histories(url: &str, dialect: &str) {
     sqlx::any::install_default_drivers();
     let dir = tempfile::tempdir().unwrap();
-    let old = sqlx::migrate::Migrator::new(previous_migrations(dialect, dir.path())).await.unwrap();
+    let old = sqlx::migrate::Migrator::new(agentd_tests::stores::migrations_before(dialect, VERSION, dir.path()))
+        .await
+        .unwrap();
     let pool = AnyPoolOptions::new().max_connections(1).connect(url).await.unwrap();
     old.run(&pool).await.unwrap();
     for statement in [
