@@ -10,7 +10,7 @@ use agentd_gateway::adapters::mcp::McpSettings;
 use agentd_gateway::adapters::mcp::sessions::RedisSessions;
 use agentd_gateway::admission::limiter::Limiter;
 use agentd_gateway::ops::{self, Backends, OpsState};
-use agentd_gateway::{AppState, MemoryLimiter, RedisLimiter};
+use agentd_gateway::{AppState, MemoryLimiter, RedisLimiter, Shared};
 use agentd_proto::bus::memory::MemoryBus;
 use agentd_proto::bus::redis::RedisBus;
 use agentd_proto::queue::jetstream::JetStreamQueue;
@@ -446,7 +446,7 @@ impl Process {
         let limiter = self.limiter.clone().context("this role serves no API")?;
         let secrets = self.secrets.clone().context("this role serves no API")?;
         let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
-        let state = AppState {
+        let state = AppState::new(Shared {
             backends: self.backends.clone(),
             lifecycle: self.lifecycle.clone(),
             limiter,
@@ -460,7 +460,7 @@ impl Process {
                 push_allow_private: self.settings.a2a_push_allow_private,
             },
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
-        };
+        });
         // A2A push notifications: every gateway watches and delivers (rows are claimed
         // under a lease, so each notification goes out from one of them).
         self.track(agentd_gateway::adapters::a2a::push::spawn(state.clone(), self.stop.clone()));

@@ -29,9 +29,28 @@ use crate::admission::{auth, limiter, request_id, scope, workspace_path};
 use crate::error::ApiError;
 use crate::ops::{Backends, OpsState};
 
-/// Everything a gateway handler may use. Cheap to clone.
+/// Everything a gateway handler may use, behind one reference count: a request clones
+/// the state once per layer and per extractor, so a clone must cost no more than that.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// The state of a gateway holding `shared`.
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What an [`AppState`] shares.
+pub struct Shared {
     /// Store, queue and bus.
     pub backends: Backends,
     /// Drain state.

@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use tower::ServiceExt;
 
 use crate::ops::Backends;
-use crate::{AppState, MemoryLimiter};
+use crate::{AppState, MemoryLimiter, Shared};
 
 /// A gateway and its workspace key; the store's directory lives as long as the rig.
 pub struct Rig {
@@ -49,7 +49,7 @@ impl Rig {
         let workspace = store.ensure_workspace("acme", "default").await.unwrap();
         let key = agentd_schema::ids::new_secret("sk-agentd");
         store.insert_api_key(&workspace.id, "test", &key, &agentd_schema::KeyKind::Api).await.unwrap();
-        let state = AppState {
+        let state = AppState::new(Shared {
             backends: Backends {
                 store,
                 queue: Some(Arc::new(MemoryQueue::new(Default::default()))),
@@ -64,7 +64,7 @@ impl Rig {
             mcp: Default::default(),
             a2a: Default::default(),
             remote_allow_private: true,
-        };
+        });
         Self { app: crate::app(state), key, _dir: dir }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentd_gateway::admission::auth::KeyCache;
 use agentd_gateway::admission::limiter::OperationClass;
 use agentd_gateway::ops::{Backends, OpsState};
-use agentd_gateway::{AppState, Limits, MemoryLimiter, app, ops_app};
+use agentd_gateway::{AppState, Limits, MemoryLimiter, Shared, app, ops_app};
 use agentd_proto::Lifecycle;
 use agentd_proto::bus::memory::MemoryBus;
 use agentd_proto::queue::memory::MemoryQueue;
@@ -39,7 +39,7 @@ impl Gateway {
         let key = agentd_schema::ids::new_secret("sk-agentd-test");
         store.insert_api_key(&workspace.id, "test", &key, &KeyKind::Api).await.expect("key");
         let store: Arc<dyn Store> = Arc::new(store);
-        let state = AppState {
+        let state = AppState::new(Shared {
             backends: Backends {
                 store,
                 queue: Some(Arc::new(MemoryQueue::new(Default::default()))),
@@ -54,7 +54,7 @@ impl Gateway {
             mcp: Default::default(),
             a2a: Default::default(),
             remote_allow_private: false,
-        };
+        });
         Self { state, key, organization: workspace.organization_id }
     }
 

@@ -28,7 +28,7 @@ pub use durable::DurableStore;
 pub use idempotency::{IdempotencyBegin, IdempotencyStore};
 pub use inbox::{InboxChange, InboxMessage, InboxRefusal, InboxSnapshot, InboxStore};
 pub use outbox::{OutboxMessage, OutboxStore};
-pub use resources::{ListQuery, NewResource, Resource, ResourceStore, ResourceUpdate};
+pub use resources::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
 pub use runs::{
     Claim, ClaimOutcome, Run, RunStatus, RunStore, Settled, Settlement, StrandedRun, Submission, Submitted,
 };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentd_gateway::adapters::{a2a, mcp::McpSettings};
 use agentd_gateway::ops::Backends;
-use agentd_gateway::{AppState, Limits, MemoryLimiter};
+use agentd_gateway::{AppState, Limits, MemoryLimiter, Shared};
 use agentd_proto::{Lifecycle, MemoryBus, MemoryQueue, QueueConfig};
 use agentd_schema::secrets::SecretBox;
 use agentd_schema::store::prelude::*;
@@ -48,7 +48,7 @@ impl TestGateway {
         let queue = Arc::new(MemoryQueue::new(QueueConfig::default()));
         let backends =
             Backends { store: store.store.clone(), queue: Some(queue), bus: Some(Arc::new(MemoryBus::new())) };
-        let state = AppState {
+        let state = AppState::new(Shared {
             backends,
             lifecycle: Lifecycle::new(),
             limiter: Arc::new(MemoryLimiter::new(limits)),
@@ -59,7 +59,7 @@ impl TestGateway {
             mcp: McpSettings { path: "/v1/mcp".to_owned(), allowed_hosts: None, sessions: None },
             a2a: a2a::Settings { public_url: Some("http://127.0.0.1".to_owned()), push_allow_private: false },
             remote_allow_private: false,
-        };
+        });
         let router = agentd_gateway::app(state.clone());
         Self { store, state, router }
     }

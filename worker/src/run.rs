@@ -106,6 +106,12 @@ struct Attempt<'a> {
     control: Control,
     /// The thread's committed history, extended before every step.
     history: Vec<StoredEvent>,
+    /// Whether the store may hold events of the thread that `history` lacks. Cleared by
+    /// a read; set again when one of our commits does not directly follow `history`
+    /// (something else was committed in between).
+    unread: bool,
+    /// The session as read at the claim, for the first step (later steps re-read it).
+    claimed_session: Option<Session>,
     /// Remote tools connect on the first step that needs them and close with the attempt.
     remote: Remote,
     /// The bus watchers live exactly as long as the attempt.
@@ -131,7 +137,9 @@ impl<'a> Attempt<'a> {
             // was committed since (our own commits and any input that arrived): each step
             // costs one small read, whatever the length of the conversation.
             history: ctx.histories.take(&claim.thread_id),
+            unread: true,
             remote: Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private),
+            claimed_session: Some(session),
             _watching: watching.drop_guard(),
         }))
     }
@@ -156,21 +164,30 @@ impl<'a> Attempt<'a> {
             // `claim.generation` is the generation the claim saw; input committed since
             // has a higher one, so settling leaves the run runnable and it is claimed
             // again. That costs a spare cycle when such input was already read here, and
-            // saves a read on every step.
-            let query = EventQuery {
-                thread_id: Some(self.claim.thread_id.clone()),
-                after_seq: Some(self.last_seq()),
-                limit: i64::MAX / 2,
-                ..EventQuery::default()
-            };
-            self.history.extend(store.query_events(&self.claim.session_id, &query).await?);
+            // saves a read on every step. Our own commits are in `history` already; the
+            // store is read when something else may have been committed (a gap before
+            // one of our commits, or an interrupt seen on the bus).
+            if self.unread || self.interrupts.since(self.last_seq()) {
+                let query = EventQuery {
+                    thread_id: Some(self.claim.thread_id.clone()),
+                    after_seq: Some(self.last_seq()),
+                    limit: i64::MAX / 2,
+                    ..EventQuery::default()
+                };
+                self.history.extend(store.query_events(&self.claim.session_id, &query).await?);
+                self.unread = false;
+            }
             if self.claim.pause_requested || self.control.paused() {
                 return self.pause().await;
             }
             // The session row carries the budget and the usage projection; reconciling
             // against it before every step keeps a reached budget from admitting a request.
-            let Some(session) = store.load_session(&self.claim.session_id).await? else {
-                return Ok(RunStatus::Done);
+            let session = match self.claimed_session.take() {
+                Some(session) => session,
+                None => match store.load_session(&self.claim.session_id).await? {
+                    Some(session) => session,
+                    None => return Ok(RunStatus::Done),
+                },
             };
             let standing = Standing::of(&session.body, &session.usage);
             let mut decision = agent_loop::decide(&self.agent, &self.history);
@@ -185,8 +202,7 @@ impl<'a> Attempt<'a> {
                 Decision::Idle { .. }
                     if session.inbox_version > 0 && ends_turn && store.inbox_pending(&session.id).await? =>
                 {
-                    let taken = store.commit_with_inbox(self.claim, Vec::new()).await?;
-                    live::publish_committed(self.ctx.bus.as_ref(), &taken).await;
+                    self.commit_with_inbox(Vec::new()).await?;
                 }
                 Decision::Idle { events } => return self.settle(events).await,
                 Decision::CallModel { before, mut request } => {
@@ -256,20 +272,34 @@ impl<'a> Attempt<'a> {
     }
 
     /// Commits `events` under the claim and announces them.
-    async fn commit(&self, events: Vec<NewEvent>) -> Result<Vec<StoredEvent>, Stop> {
+    async fn commit(&mut self, events: Vec<NewEvent>) -> Result<Vec<StoredEvent>, Stop> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
         let stored = self.ctx.store.commit(self.claim, self.on_thread(events)).await?;
         live::publish_committed(self.ctx.bus.as_ref(), &stored).await;
+        self.absorb(&stored);
         Ok(stored)
     }
 
     /// Commits `events` (live-inbox messages are taken ahead of them) and announces them.
-    async fn commit_with_inbox(&self, events: Vec<NewEvent>) -> Result<Vec<StoredEvent>, Stop> {
+    async fn commit_with_inbox(&mut self, events: Vec<NewEvent>) -> Result<Vec<StoredEvent>, Stop> {
         let stored = self.ctx.store.commit_with_inbox(self.claim, self.on_thread(events)).await?;
         live::publish_committed(self.ctx.bus.as_ref(), &stored).await;
+        self.absorb(&stored);
         Ok(stored)
+    }
+
+    /// Adds our own committed events to `history` when they directly follow it;
+    /// otherwise the next step reads the store.
+    fn absorb(&mut self, stored: &[StoredEvent]) {
+        match stored.first() {
+            Some(first) if !self.unread && first.seq == self.last_seq() + 1 => {
+                self.history.extend(stored.iter().cloned());
+            }
+            Some(_) => self.unread = true,
+            None => {}
+        }
     }
 
     /// Settles the run awaiting input, committing `events` with it.

@@ -84,9 +84,15 @@ pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_tur
             "session {id}: the session's budget (max_list_cost) is reached; no further model request is admitted"
         )));
     }
-    let store = state.backends.store.as_ref();
-    if let Some(agent_id) = session.agent_id.as_deref().or(session.body["agent"]["id"].as_str()) {
-        match store.get_resource(&tenant.workspace_id, "agent", agent_id).await? {
+    // The agent and the environment as they are now, in one read without their bodies.
+    let agent_id = session.agent_id.as_deref().or(session.body["agent"]["id"].as_str());
+    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
+    let mut wanted = vec![("environment", environment_id)];
+    wanted.extend(agent_id.map(|agent| ("agent", agent)));
+    let states = state.backends.store.resource_states(&tenant.workspace_id, &wanted).await?;
+    let of = |kind: &str| states.iter().find(|resource| resource.kind == kind);
+    if let Some(agent_id) = agent_id {
+        match of("agent") {
             None => {
                 return Err(DomainError::AgentArchived(format!(
                     "session {id}: its agent {agent_id} no longer exists; start a session with another agent"
@@ -97,7 +103,7 @@ pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_tur
                     "session {id}: its agent {agent_id} is archived and takes no new turns"
                 )));
             }
-            Some(agent) if agent.body.get("disabled_at").is_some_and(|v| !v.is_null()) => {
+            Some(agent) if agent.disabled => {
                 return Err(DomainError::AgentDisabled(format!(
                     "session {id}: its agent {agent_id} is disabled and takes no new turns"
                 )));
@@ -105,10 +111,7 @@ pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_tur
             Some(_) => {}
         }
     }
-    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
-    if let Some(environment) = store.get_resource(&tenant.workspace_id, "environment", environment_id).await?
-        && environment.archived_at_ms.is_some()
-    {
+    if of("environment").is_some_and(|environment| environment.archived_at_ms.is_some()) {
         return Err(DomainError::EnvironmentArchived(format!(
             "session {id}: its environment {environment_id} is archived and takes no new turns"
         )));

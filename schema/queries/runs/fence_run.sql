@@ -1,4 +1,5 @@
--- Fence a commit: the first write of every transaction that commits under a claim.
+-- Fence a commit: the run write of every transaction that commits under a claim
+-- without settling (settle_run.sql fences a settlement by the same condition).
 --
 -- Succeeds (one row) only while the presented epoch is still the run's epoch and the
 -- run is leased. Being an UPDATE, it holds the run row's lock (Postgres) or the

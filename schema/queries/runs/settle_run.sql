@@ -2,7 +2,9 @@
 --
 -- `awaiting` parks the run until new input (a checkpoint: the retry budget resets);
 -- `done` ends it with an outcome. The lease is released either way. Zero rows means
--- fenced: someone else owns the run now and this settlement changed nothing.
+-- fenced: someone else owns the run now and this settlement changed nothing. Its
+-- WHERE is fence_run.sql's, so it is the settling transaction's fence: the events
+-- appended before it in the transaction are rolled back with it.
 --
 -- Input that arrived during the attempt bumped `generation` past the one the worker
 -- last consumed ($6); parking would strand it (an awaiting run is not claimable), so

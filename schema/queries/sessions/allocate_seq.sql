@@ -2,12 +2,29 @@
 -- `next_seq` is one past the last allocated number. The UPDATE also serializes
 -- concurrent appends to one session, so sequence order is commit order.
 --
+-- The same statement keeps the status projection: `$4` is the status of the primary
+-- thread's last `session.status_*` event of the append (NULL: unchanged). Entering
+-- `running` starts the running-time clock; leaving it adds the elapsed time to
+-- `active_ms`. (Every expression reads the row as it was before the UPDATE.)
+--
 -- Lock order: every transaction that touches both locks the session row first, then
 -- the run row (fence_run.sql), so two writers never wait on each other in a cycle.
 --
--- $1 session id, $2 count, $3 now (ms)
+-- $1 session id, $2 count, $3 now (ms), $4 new status or NULL
 UPDATE sessions
-SET next_seq      = next_seq + $2,
-    updated_at_ms = $3
+SET next_seq         = next_seq + $2,
+    updated_at_ms    = $3,
+    status           = COALESCE($4, status),
+    active_ms        = CASE
+                           WHEN $4 IS NOT NULL AND $4 <> 'running' AND running_since_ms IS NOT NULL
+                                AND $3 > running_since_ms
+                           THEN active_ms + ($3 - running_since_ms)
+                           ELSE active_ms
+                       END,
+    running_since_ms = CASE
+                           WHEN $4 IS NULL THEN running_since_ms
+                           WHEN $4 = 'running' THEN COALESCE(running_since_ms, $3)
+                           ELSE NULL
+                       END
 WHERE id = $1
-RETURNING next_seq, usage, active_ms, running_since_ms
+RETURNING next_seq, usage

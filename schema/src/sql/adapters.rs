@@ -100,7 +100,7 @@ impl AdapterStore for SqlStore {
             sqlx::query_as("SELECT session_id FROM adapter_threads WHERE workspace_id = $1 AND thread_key = $2")
                 .bind(workspace_id)
                 .bind(thread_key)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.readers)
                 .await?;
         Ok(row.map(|(session_id,)| session_id))
     }
@@ -114,7 +114,7 @@ impl AdapterStore for SqlStore {
         .bind(thread_key)
         .bind(session_id)
         .bind(self.now())
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         self.thread_session(workspace_id, thread_key)
             .await?
@@ -135,7 +135,7 @@ impl AdapterStore for SqlStore {
         .bind(task.first_seq)
         .bind(task.input_seq)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         Ok(())
     }
@@ -144,7 +144,7 @@ impl AdapterStore for SqlStore {
         let row = sqlx::query(&format!("SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE workspace_id = $1 AND id = $2"))
             .bind(workspace_id)
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(task).transpose()
     }
@@ -164,7 +164,7 @@ impl AdapterStore for SqlStore {
                 .bind(workspace_id)
                 .bind(context)
                 .bind(limit)
-                .fetch_all(&self.pool)
+                .fetch_all(&self.readers)
                 .await?
             }
             None => sqlx::query(&format!(
@@ -172,7 +172,7 @@ impl AdapterStore for SqlStore {
             ))
             .bind(workspace_id)
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?,
         };
         rows.iter().map(task).collect()
@@ -197,7 +197,7 @@ impl AdapterStore for SqlStore {
         .bind(holder)
         .bind(now + lease_ms)
         .bind(now)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.primary)
         .await?;
         Ok(row.is_some())
     }
@@ -207,7 +207,7 @@ impl AdapterStore for SqlStore {
             .bind(workspace_id)
             .bind(context_id)
             .bind(holder)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(())
     }
@@ -217,7 +217,7 @@ impl AdapterStore for SqlStore {
             .bind(id)
             .bind(input_seq)
             .bind(self.now())
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(())
     }
@@ -227,7 +227,7 @@ impl AdapterStore for SqlStore {
         sqlx::query("UPDATE a2a_tasks SET canceled = 1, watched_seq = 0, updated_at_ms = $2 WHERE id = $1")
             .bind(id)
             .bind(self.now())
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(())
     }
@@ -247,7 +247,7 @@ impl AdapterStore for SqlStore {
         .bind(&c.auth_scheme)
         .bind(&c.auth_credentials)
         .bind(c.created_at_ms)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         Ok(())
     }
@@ -256,7 +256,7 @@ impl AdapterStore for SqlStore {
         let row = sqlx::query(&format!("SELECT {CONFIG_COLUMNS} FROM a2a_push_configs WHERE task_id = $1 AND id = $2"))
             .bind(task_id)
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(config).transpose()
     }
@@ -266,7 +266,7 @@ impl AdapterStore for SqlStore {
             "SELECT {CONFIG_COLUMNS} FROM a2a_push_configs WHERE task_id = $1 ORDER BY created_at_ms, id"
         ))
         .bind(task_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter().map(config).collect()
     }
@@ -275,7 +275,7 @@ impl AdapterStore for SqlStore {
         let done = sqlx::query("DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2")
             .bind(task_id)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -297,7 +297,7 @@ impl AdapterStore for SqlStore {
              ORDER BY t.updated_at_ms, t.id LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.primary)
         .await?;
         rows.iter().map(|row| Ok(A2aWatch { task: task(row)?, session_seq: row.try_get("session_seq")? })).collect()
     }
@@ -310,7 +310,7 @@ impl AdapterStore for SqlStore {
         .bind(task_id)
         .bind(session_seq)
         .bind(self.now())
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         Ok(())
     }
@@ -323,7 +323,7 @@ impl AdapterStore for SqlStore {
         deliveries: Vec<A2aDelivery>,
     ) -> StoreResult<bool> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let moved = sqlx::query(
             "UPDATE a2a_tasks SET notified_state = $2, updated_at_ms = $4 WHERE id = $1 AND COALESCE(notified_state, '') = $3",
         )
@@ -367,13 +367,13 @@ impl AdapterStore for SqlStore {
         .bind(now)
         .bind(now + lease_ms)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.primary)
         .await?;
         rows.iter().map(delivery).collect()
     }
 
     async fn a2a_delivery_done(&self, id: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM a2a_push_deliveries WHERE id = $1").bind(id).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM a2a_push_deliveries WHERE id = $1").bind(id).execute(&self.primary).await?;
         Ok(())
     }
 
@@ -381,7 +381,7 @@ impl AdapterStore for SqlStore {
         sqlx::query("UPDATE a2a_push_deliveries SET next_attempt_ms = $2, lease_until_ms = NULL WHERE id = $1")
             .bind(id)
             .bind(next_attempt_ms)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(())
     }

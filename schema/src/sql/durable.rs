@@ -31,7 +31,7 @@ impl DurableStore for SqlStore {
     async fn thread_runs(&self, thread_id: &str) -> StoreResult<Vec<Run>> {
         let rows = sqlx::query(include_str!("../../queries/durable/thread_runs.sql"))
             .bind(thread_id)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.primary)
             .await?;
         rows.iter().map(run).collect()
     }
@@ -41,14 +41,14 @@ impl DurableStore for SqlStore {
             .bind(thread_id)
             .bind(max_attempts)
             .bind(now_ms)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(done.rows_affected())
     }
 
     async fn requeue_dead_letter(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<OutboxMessage>> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let row = sqlx::query(include_str!("../../queries/durable/requeue.sql"))
             .bind(run_id)
             .bind(thread_id)
@@ -63,13 +63,13 @@ impl DurableStore for SqlStore {
 
     async fn purge_dead_letters(&self, thread_id: &str) -> StoreResult<u64> {
         let done =
-            sqlx::query(include_str!("../../queries/durable/purge.sql")).bind(thread_id).execute(&self.pool).await?;
+            sqlx::query(include_str!("../../queries/durable/purge.sql")).bind(thread_id).execute(&self.primary).await?;
         Ok(done.rows_affected())
     }
 
     async fn cancel_run(&self, thread_id: &str, run_id: &str) -> StoreResult<Option<(Run, Option<OutboxMessage>)>> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         // A leased run's lease is revoked by a new epoch; it goes back to pending with the
         // intent so the next claim commits the cancelled outcome. Others just carry it.
         let row = sqlx::query(include_str!("../../queries/durable/cancel.sql"))
@@ -91,7 +91,7 @@ impl DurableStore for SqlStore {
 
     async fn republish_runnable(&self, thread_id: &str) -> StoreResult<Vec<OutboxMessage>> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let rows = sqlx::query(include_str!("../../queries/durable/runnable.sql"))
             .bind(thread_id)
             .bind(now)
@@ -109,7 +109,7 @@ impl DurableStore for SqlStore {
         let rows = sqlx::query(include_str!("../../queries/durable/supersede.sql"))
             .bind(thread_id)
             .bind(self.now())
-            .fetch_all(&self.pool)
+            .fetch_all(&self.primary)
             .await?;
         rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
     }
@@ -119,7 +119,7 @@ impl DurableStore for SqlStore {
             .bind(thread_id)
             .bind(run_id)
             .bind(self.now())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.primary)
             .await?;
         row.as_ref().map(run).transpose()
     }
@@ -128,7 +128,7 @@ impl DurableStore for SqlStore {
         let row = sqlx::query(include_str!("../../queries/durable/take_pause.sql"))
             .bind(thread_id)
             .bind(self.now())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.primary)
             .await?;
         row.as_ref().map(run).transpose()
     }

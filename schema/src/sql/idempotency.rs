@@ -22,7 +22,7 @@ impl IdempotencyStore for SqlStore {
             .bind(workspace_id)
             .bind(key)
             .bind(now)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         let inserted = sqlx::query(
             "INSERT INTO idempotency_keys (workspace_id, key, request_hash, created_at_ms, expires_at_ms) \
@@ -33,7 +33,7 @@ impl IdempotencyStore for SqlStore {
         .bind(request_hash)
         .bind(now)
         .bind(now + ttl_ms)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?
         .rows_affected();
         if inserted == 1 {
@@ -44,7 +44,7 @@ impl IdempotencyStore for SqlStore {
         )
         .bind(workspace_id)
         .bind(key)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.readers)
         .await?;
         let Some(row) = row else {
             // Expired and removed between our two statements: the caller may simply retry.
@@ -73,7 +73,7 @@ impl IdempotencyStore for SqlStore {
             .bind(key)
             .bind(status_code)
             .bind(response)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(())
     }

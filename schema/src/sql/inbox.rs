@@ -70,7 +70,7 @@ async fn take(tx: &mut Transaction<'_, Any>, session_id: &str, thread_id: &str) 
 #[async_trait]
 impl InboxStore for SqlStore {
     async fn inbox(&self, session_id: &str) -> StoreResult<InboxSnapshot> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let row: Option<(i64,)> = sqlx::query_as("SELECT inbox_version FROM sessions WHERE id = $1")
             .bind(session_id)
             .fetch_optional(&mut *tx)
@@ -91,7 +91,7 @@ impl InboxStore for SqlStore {
         change: InboxChange,
     ) -> StoreResult<Result<InboxSnapshot, InboxRefusal>> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let version = bump(&mut tx, session_id).await?;
         if !live(&mut tx, session_id).await? {
             tx.rollback().await?;
@@ -157,14 +157,14 @@ impl InboxStore for SqlStore {
     async fn inbox_pending(&self, session_id: &str) -> StoreResult<bool> {
         let row = sqlx::query(include_str!("../../queries/inbox/pending.sql"))
             .bind(session_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         Ok(row.is_some())
     }
 
     async fn commit_with_inbox(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let mut taken = take(&mut tx, &claim.session_id, &claim.thread_id).await?;
         taken.extend(events);
         Ok(runs::commit_in(tx, claim, taken, None, now).await?.events)

@@ -4,7 +4,14 @@
 //! epoch-millisecond BIGINTs, JSON as TEXT, flags as 0/1 BIGINTs. Only the migration
 //! directories are per dialect. Each area's trait is implemented in its own module,
 //! next to its SQL; statements live in named files under `schema/queries/<area>/`.
-//! This module holds the pool, the dialect handling and the shared row conversions.
+//! This module holds the pools, the dialect handling and the shared row conversions.
+//!
+//! Two pools: `primary` takes every write and every transaction, `readers` the hot
+//! reads that need no transaction. On PostgreSQL they are one pool. On SQLite the
+//! primary is a single connection, so writers queue in the process (a fair, async
+//! wait) instead of colliding in SQLite's lock and sleeping in its busy handler, and
+//! the readers have their own connections, which WAL lets run beside the writer
+//! (ADR 0014).
 
 mod adapters;
 mod durable;
@@ -35,6 +42,9 @@ use crate::store::{Backend, StoreHealth};
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
+/// How long a SQLite write may queue for the one writer connection.
+const WRITER_WAIT: Duration = Duration::from_secs(10);
+
 /// Connection settings for [`SqlStore::connect`].
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
@@ -55,7 +65,10 @@ impl ConnectOptions {
 
 /// The SQL store over PostgreSQL or SQLite.
 pub struct SqlStore {
-    pool: AnyPool,
+    /// Every write and every transaction (on SQLite: its one writer connection).
+    primary: AnyPool,
+    /// Reads outside a transaction (on PostgreSQL: the primary pool itself).
+    readers: AnyPool,
     backend: Backend,
     clock: Arc<dyn Clock>,
 }
@@ -99,26 +112,36 @@ impl SqlStore {
     pub async fn connect(options: ConnectOptions, clock: Arc<dyn Clock>) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let backend = backend_of(&options.url)?;
-        let mut pool =
-            AnyPoolOptions::new().max_connections(options.max_connections).acquire_timeout(options.acquire_timeout);
-        if backend == Backend::Sqlite {
-            // WAL lets readers proceed while one writer commits; writers queue on the
-            // busy timeout instead of failing.
-            pool = pool.after_connect(|conn, _| {
+        let pool = || {
+            let pool =
+                AnyPoolOptions::new().max_connections(options.max_connections).acquire_timeout(options.acquire_timeout);
+            if backend != Backend::Sqlite {
+                return pool;
+            }
+            // WAL lets readers proceed while the writer commits; the busy timeout only
+            // covers another process writing to the same file (`agentd keys`, say).
+            pool.after_connect(|conn, _| {
                 Box::pin(async move {
                     conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;").await?;
                     Ok(())
                 })
-            });
+            })
+        };
+        if backend == Backend::Postgres {
+            let primary = pool().connect(&options.url).await?;
+            return Ok(Self { readers: primary.clone(), primary, backend, clock });
         }
-        let url = if backend == Backend::Sqlite && !options.url.contains("mode=") {
+        let url = if options.url.contains("mode=") {
+            options.url.clone()
+        } else {
             let sep = if options.url.contains('?') { '&' } else { '?' };
             format!("{}{sep}mode=rwc", options.url)
-        } else {
-            options.url.clone()
         };
-        let pool = pool.connect(&url).await?;
-        Ok(Self { pool, backend, clock })
+        // The writer waits in its queue as long as SQLite's busy handler would have.
+        let primary =
+            pool().max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?;
+        let readers = pool().connect(&url).await?;
+        Ok(Self { primary, readers, backend, clock })
     }
 
     /// Applies pending migrations. On PostgreSQL an advisory lock serializes
@@ -128,15 +151,16 @@ impl SqlStore {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
             Backend::Sqlite => &SQLITE_MIGRATIONS,
         };
-        migrator.run(&self.pool).await.map_err(|error| match error {
+        migrator.run(&self.primary).await.map_err(|error| match error {
             sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
             other => StoreError::Backend(other.to_string()),
         })
     }
 
-    /// Closes the pool.
+    /// Closes the pools.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.readers.close().await;
+        self.primary.close().await;
     }
 
     fn now(&self) -> i64 {
@@ -181,7 +205,7 @@ impl StoreHealth for SqlStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1").execute(&self.primary).await?;
         Ok(())
     }
 }

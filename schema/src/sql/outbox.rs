@@ -24,7 +24,7 @@ impl OutboxStore for SqlStore {
         let rows: Vec<OutboxRow> = sqlx::query_as(include_str!("../../queries/outbox/due.sql"))
             .bind(created_before_ms)
             .bind(limit.max(0))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         Ok(rows
             .into_iter()
@@ -39,7 +39,7 @@ impl OutboxStore for SqlStore {
     }
 
     async fn outbox_delete(&self, id: i64) -> StoreResult<()> {
-        sqlx::query("DELETE FROM outbox WHERE id = $1").bind(id).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM outbox WHERE id = $1").bind(id).execute(&self.primary).await?;
         Ok(())
     }
 }

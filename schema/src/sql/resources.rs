@@ -5,9 +5,9 @@ use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
-use super::{JsonText, SqlStore, json};
+use super::{Flag, JsonText, SqlStore, json};
 use crate::error::{StoreError, StoreResult};
-use crate::store::{ListQuery, NewResource, Resource, ResourceStore, ResourceUpdate};
+use crate::store::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
 
 const COLUMNS: &str = "id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms, archived_at_ms";
 
@@ -24,6 +24,16 @@ struct ResourceRow {
     created_at_ms: i64,
     updated_at_ms: i64,
     archived_at_ms: Option<i64>,
+}
+
+/// What `select_states.sql` returns.
+#[derive(Debug, FromRow)]
+struct StateRow {
+    id: String,
+    kind: String,
+    archived_at_ms: Option<i64>,
+    #[sqlx(try_from = "i64")]
+    disabled: Flag,
 }
 
 impl From<ResourceRow> for Resource {
@@ -69,7 +79,7 @@ impl ResourceStore for SqlStore {
     async fn create_resource(&self, new: NewResource) -> StoreResult<Resource> {
         let now = self.now();
         let body = new.body.to_string();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
             .bind(&new.id)
             .bind(&new.workspace_id)
@@ -91,9 +101,32 @@ impl ResourceStore for SqlStore {
             .bind(id)
             .bind(workspace_id)
             .bind(kind)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(resource).transpose()
+    }
+
+    async fn resource_states(&self, workspace_id: &str, wanted: &[(&str, &str)]) -> StoreResult<Vec<ResourceState>> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pairs: Vec<String> =
+            (0..wanted.len()).map(|i| format!("(kind = ${} AND id = ${})", 2 * i + 2, 2 * i + 3)).collect();
+        let sql = include_str!("../../queries/resources/select_states.sql").replace("{pairs}", &pairs.join(" OR "));
+        let mut statement = sqlx::query_as::<_, StateRow>(&sql).bind(workspace_id);
+        for (kind, id) in wanted {
+            statement = statement.bind(*kind).bind(*id);
+        }
+        let rows = statement.fetch_all(&self.readers).await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| ResourceState {
+                id: row.id,
+                kind: row.kind,
+                archived_at_ms: row.archived_at_ms,
+                disabled: row.disabled.0,
+            })
+            .collect())
     }
 
     async fn update_resource(&self, update: ResourceUpdate) -> StoreResult<Resource> {
@@ -101,7 +134,7 @@ impl ResourceStore for SqlStore {
         let (workspace_id, kind, id) = (workspace_id.as_str(), kind.as_str(), id.as_str());
         let now = self.now();
         let body = body.to_string();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         // Compare-and-swap on the version: a concurrent writer makes this match nothing.
         let row = sqlx::query(include_str!("../../queries/resources/update_resource.sql"))
             .bind(id)
@@ -139,7 +172,7 @@ impl ResourceStore for SqlStore {
         .bind(workspace_id)
         .bind(kind)
         .bind(self.now())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.primary)
         .await?;
         match row {
             Some(row) => resource(&row),
@@ -148,7 +181,7 @@ impl ResourceStore for SqlStore {
     }
 
     async fn delete_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let deleted = sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
             .bind(id)
             .bind(workspace_id)
@@ -190,7 +223,7 @@ impl ResourceStore for SqlStore {
             .bind(query.limit.max(0))
             .bind(query.created_gte_ms)
             .bind(query.created_lte_ms)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         rows.iter().map(resource).collect()
     }
@@ -199,7 +232,7 @@ impl ResourceStore for SqlStore {
         let row = sqlx::query("SELECT body FROM resource_versions WHERE resource_id = $1 AND version = $2")
             .bind(resource_id)
             .bind(version)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(|row| json(row, "body")).transpose()
     }
@@ -219,7 +252,7 @@ impl ResourceStore for SqlStore {
         .bind(resource_id)
         .bind(after_version)
         .bind(limit.max(0))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter().map(|row| Ok((row.try_get("version")?, json(row, "body")?))).collect()
     }

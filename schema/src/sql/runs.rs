@@ -131,39 +131,43 @@ pub(super) async fn commit_in(
     // Lock order session → run (see allocate_seq.sql); a fenced outcome rolls the
     // appended events back with the rest of the transaction.
     let stored = sessions::append(&mut tx, &claim.session_id, events, now).await?;
-    let fence = sqlx::query(include_str!("../../queries/runs/fence_run.sql"))
-        .bind(&claim.run_id)
-        .bind(claim.epoch)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if fence.is_none() {
-        tx.rollback().await?;
-        return Err(fenced(claim));
-    }
-    let mut status = RunStatus::Leased;
-    let settlement_asked = settlement.is_some();
-    if let Some(settlement) = settlement {
-        let (asked, outcome) = match settlement {
-            Settlement::Awaiting => (RunStatus::Awaiting, None),
-            Settlement::Done { outcome } => (RunStatus::Done, Some(outcome)),
-        };
-        let settled: Option<(String,)> = sqlx::query_as(include_str!("../../queries/runs/settle_run.sql"))
-            .bind(&claim.run_id)
-            .bind(claim.epoch)
-            .bind(asked.as_str())
-            .bind(outcome)
-            .bind(now)
-            .bind(claim.generation)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some((settled,)) = settled else {
-            // Unreachable while the fence holds the row; never commit half a settlement.
-            tx.rollback().await?;
-            return Err(fenced(claim));
-        };
-        status = RunStatus::try_from(settled)?;
-    }
+    let status = match settlement {
+        None => {
+            let fence = sqlx::query(include_str!("../../queries/runs/fence_run.sql"))
+                .bind(&claim.run_id)
+                .bind(claim.epoch)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if fence.is_none() {
+                tx.rollback().await?;
+                return Err(fenced(claim));
+            }
+            RunStatus::Leased
+        }
+        // Settling is fenced by the same condition as fence_run.sql, in one statement.
+        Some(settlement) => {
+            let (asked, outcome) = match settlement {
+                Settlement::Awaiting => (RunStatus::Awaiting, None),
+                Settlement::Done { outcome } => (RunStatus::Done, Some(outcome)),
+            };
+            let settled: Option<(String,)> = sqlx::query_as(include_str!("../../queries/runs/settle_run.sql"))
+                .bind(&claim.run_id)
+                .bind(claim.epoch)
+                .bind(asked.as_str())
+                .bind(outcome)
+                .bind(now)
+                .bind(claim.generation)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some((settled,)) = settled else {
+                tx.rollback().await?;
+                return Err(fenced(claim));
+            };
+            RunStatus::try_from(settled)?
+        }
+    };
+    let settlement_asked = status != RunStatus::Leased;
     let (before, after) =
         if settlement_asked { ("settle.before", "settle.after") } else { ("commit.before", "commit.after") };
     crate::faults::crash_point(before);
@@ -180,7 +184,7 @@ fn fenced(claim: &Claim) -> StoreError {
 impl RunStore for SqlStore {
     async fn submit(&self, submission: Submission) -> StoreResult<Submitted> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let events = if submission.events.is_empty() {
             sessions::lock(&mut tx, &submission.session_id, now).await?;
             Vec::new()
@@ -225,7 +229,7 @@ impl RunStore for SqlStore {
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
         let row: Option<RunRow> = sqlx::query_as(include_str!("../../queries/runs/select_run.sql"))
             .bind(run_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         Ok(row.map(Run::from))
     }
@@ -238,7 +242,7 @@ impl RunStore for SqlStore {
                 .bind(owner)
                 .bind(now)
                 .bind(lease_ms)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.primary)
                 .await;
         let row = match claimed {
             Ok(row) => row,
@@ -278,7 +282,7 @@ impl RunStore for SqlStore {
             .bind(&claim.owner)
             .bind(self.now())
             .bind(lease_ms)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.primary)
             .await?;
         row.map(|(until,)| until).ok_or_else(|| fenced(claim))
     }
@@ -289,18 +293,18 @@ impl RunStore for SqlStore {
             .bind(claim.epoch)
             .bind(&claim.owner)
             .bind(self.now())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.primary)
             .await?;
         row.map(|_| ()).ok_or_else(|| fenced(claim))
     }
 
     async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
-        let tx = self.pool.begin().await?;
+        let tx = self.primary.begin().await?;
         Ok(commit_in(tx, claim, events, None, self.now()).await?.events)
     }
 
     async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled> {
-        let tx = self.pool.begin().await?;
+        let tx = self.primary.begin().await?;
         commit_in(tx, claim, events, Some(settlement), self.now()).await
     }
 
@@ -308,7 +312,7 @@ impl RunStore for SqlStore {
         let rows: Vec<StrandedRow> = sqlx::query_as(include_str!("../../queries/runs/stranded_runs.sql"))
             .bind(cutoff_ms)
             .bind(limit.max(0))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         Ok(rows
             .into_iter()

@@ -34,7 +34,7 @@ impl SealedStore for SqlStore {
                  ORDER BY task_id, id LIMIT $3"
             }
         };
-        let rows = sqlx::query(sql).bind(id).bind(sub_id).bind(limit).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(sql).bind(id).bind(sub_id).bind(limit).fetch_all(&self.primary).await?;
         rows.iter()
             .map(|row| {
                 Ok(SealedRow {
@@ -70,7 +70,7 @@ impl SealedStore for SqlStore {
             .bind(&row.id)
             .bind(&row.sub_id)
             .bind(&row.text)
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(done.rows_affected() == 1)
     }

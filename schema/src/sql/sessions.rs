@@ -119,15 +119,13 @@ impl From<EventRow> for StoredEvent {
     }
 }
 
-/// What `allocate_seq.sql` returns: the counter after the allocation and the
-/// projections the append updates.
+/// What `allocate_seq.sql` returns: the counter after the allocation and the usage
+/// projection before it.
 #[derive(Debug, FromRow)]
 struct Allocated {
     next_seq: i64,
     #[sqlx(try_from = "String")]
     usage: JsonText,
-    active_ms: i64,
-    running_since_ms: Option<i64>,
 }
 
 fn embed(body: &mut Value, agent: Value) {
@@ -208,19 +206,21 @@ pub(super) async fn append(
         return Ok(Vec::new());
     }
     let count = events.len() as i64;
+    // Only the primary thread's status is the session's status; the last one wins (the
+    // events of one append share `now`, so the running time is the same either way).
+    let status =
+        events.iter().rev().filter(|event| event.thread_id == session_id).find_map(|event| status_of(&event.kind));
     let allocated = sqlx::query(include_str!("../../queries/sessions/allocate_seq.sql"))
         .bind(session_id)
         .bind(count)
         .bind(now)
+        .bind(status)
         .fetch_optional(&mut **tx)
         .await?;
     let Some(allocated) = allocated else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     };
-    let Allocated { next_seq, usage, mut active_ms, mut running_since_ms } = Allocated::from_row(&allocated)?;
-    let mut usage = usage.0;
-    let mut status = None;
-    let mut usage_changed = false;
+    let Allocated { next_seq, usage } = Allocated::from_row(&allocated)?;
     let first = next_seq - count;
     let stored: Vec<StoredEvent> = events
         .into_iter()
@@ -238,33 +238,16 @@ pub(super) async fn append(
     for chunk in stored.chunks(EVENTS_PER_STATEMENT) {
         insert_events(tx, session_id, chunk, now).await?;
     }
-    for event in &stored {
-        // Only the primary thread's status is the session's status.
-        if event.thread_id == session_id
-            && let Some(next) = status_of(&event.kind)
-        {
-            status = Some(next);
-            match (next == "running", running_since_ms) {
-                (true, None) => running_since_ms = Some(now),
-                (false, Some(since)) => {
-                    active_ms += (now - since).max(0);
-                    running_since_ms = None;
-                }
-                _ => {}
-            }
-        }
-        if event.kind == "span.model_request_end" {
-            add_usage(&mut usage, &event.body["model_usage"]);
-            usage_changed = true;
-        }
+    let mut usage = usage.0;
+    let mut usage_changed = false;
+    for event in stored.iter().filter(|event| event.kind == "span.model_request_end") {
+        add_usage(&mut usage, &event.body["model_usage"]);
+        usage_changed = true;
     }
-    if status.is_some() || usage_changed {
-        sqlx::query(include_str!("../../queries/sessions/update_projection.sql"))
+    if usage_changed {
+        sqlx::query(include_str!("../../queries/sessions/update_usage.sql"))
             .bind(session_id)
-            .bind(status)
             .bind(usage.to_string())
-            .bind(active_ms)
-            .bind(running_since_ms)
             .execute(&mut **tx)
             .await?;
     }
@@ -344,7 +327,7 @@ impl SqlStore {
             sqlx::query_as(include_str!("../../queries/sessions/select_session.sql"))
                 .bind(id)
                 .bind(workspace_id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.readers)
                 .await?;
         row.map(Session::try_from).transpose()
     }
@@ -354,7 +337,7 @@ impl SqlStore {
 impl SessionStore for SqlStore {
     async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let mut body = new.body;
         let agent = store_agent(&mut tx, &mut body, now).await?;
         let row: SessionRow = sqlx::query_as(include_str!("../../queries/sessions/insert_session.sql"))
@@ -386,7 +369,7 @@ impl SessionStore for SqlStore {
     }
 
     async fn append_events(&self, session_id: &str, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let stored = append(&mut tx, session_id, events, self.now()).await?;
         tx.commit().await?;
         Ok(stored)
@@ -418,7 +401,7 @@ impl SessionStore for SqlStore {
         for kind in &query.types {
             statement = statement.bind(kind);
         }
-        let rows = statement.fetch_all(&self.pool).await?;
+        let rows = statement.fetch_all(&self.readers).await?;
         Ok(rows.into_iter().map(StoredEvent::from).collect())
     }
 
@@ -430,7 +413,7 @@ impl SessionStore for SqlStore {
         events: Vec<NewEvent>,
     ) -> StoreResult<(Session, Vec<StoredEvent>)> {
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let stored = append(&mut tx, id, events, now).await?;
         let mut body = body;
         let agent = store_agent(&mut tx, &mut body, now).await?;
@@ -459,7 +442,7 @@ impl SessionStore for SqlStore {
     ) -> StoreResult<Result<(Session, Vec<StoredEvent>), i64>> {
         let ResourcesReplacement { workspace_id, session_id: id, expected_revision, body, events } = change;
         let now = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         // The append locks the session row first (or, without events, the lock does).
         let stored = if events.is_empty() {
             lock(&mut tx, &id, now).await.or_else(|error| match error {
@@ -527,7 +510,7 @@ impl SessionStore for SqlStore {
             statement = statement.bind(status);
         }
         let mut sessions: Vec<Session> =
-            statement.fetch_all(&self.pool).await?.into_iter().map(Session::from).collect();
+            statement.fetch_all(&self.readers).await?.into_iter().map(Session::from).collect();
         if backwards {
             sessions.reverse();
         }
@@ -537,13 +520,13 @@ impl SessionStore for SqlStore {
     async fn agent_snapshot(&self, id: &str) -> StoreResult<Option<Value>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT body FROM agent_snapshots WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         row.map(|(body,)| JsonText::try_from(body).map(|json| json.0)).transpose()
     }
 
     async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let row: Option<SessionRow> = sqlx::query_as(include_str!("../../queries/sessions/archive_session.sql"))
             .bind(id)
             .bind(workspace_id)
@@ -559,7 +542,7 @@ impl SessionStore for SqlStore {
     }
 
     async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let owned = sqlx::query("SELECT id FROM sessions WHERE id = $1 AND workspace_id = $2")
             .bind(id)
             .bind(workspace_id)

@@ -82,7 +82,7 @@ impl SqlStore {
         let rows: Vec<ApiKeyRow> = sqlx::query_as(include_str!("../../queries/tenancy/select_api_keys.sql"))
             .bind(hash)
             .bind(workspace_id)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         Ok(rows.into_iter().map(ApiKeyInfo::from).collect())
     }
@@ -99,11 +99,11 @@ impl TenancyStore for SqlStore {
         .bind(new_id("org"))
         .bind(organization)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         let org_id: String = sqlx::query("SELECT id FROM organizations WHERE name = $1")
             .bind(organization)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.primary)
             .await?
             .try_get("id")?;
         sqlx::query(
@@ -114,14 +114,14 @@ impl TenancyStore for SqlStore {
         .bind(&org_id)
         .bind(name)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         let row: WorkspaceRow = sqlx::query_as(
             "SELECT id, organization_id, name, created_at_ms FROM workspaces WHERE organization_id = $1 AND name = $2",
         )
         .bind(&org_id)
         .bind(name)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.primary)
         .await?;
         Ok(row.into())
     }
@@ -132,7 +132,7 @@ impl TenancyStore for SqlStore {
              WHERE id = $1 OR name = $1 ORDER BY created_at_ms LIMIT 1",
         )
         .bind(id_or_name)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.readers)
         .await?;
         Ok(row.map(Workspace::from))
     }
@@ -158,7 +158,7 @@ impl TenancyStore for SqlStore {
                 KeyKind::Environment(environment_id) => Some(environment_id.as_str()),
                 _ => None,
             })
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         self.select_api_keys(Some(&hash), None)
             .await?
@@ -169,7 +169,7 @@ impl TenancyStore for SqlStore {
     async fn resolve_api_key(&self, secret: &str) -> StoreResult<Option<Scope>> {
         let row: Option<ScopeRow> = sqlx::query_as(include_str!("../../queries/tenancy/resolve_api_key.sql"))
             .bind(hash_secret(secret))
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         Ok(row.map(Scope::from))
     }
@@ -182,7 +182,7 @@ impl TenancyStore for SqlStore {
         let result = sqlx::query("UPDATE api_keys SET revoked_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL")
             .bind(key_id)
             .bind(self.now())
-            .execute(&self.pool)
+            .execute(&self.primary)
             .await?;
         Ok(result.rows_affected() == 1)
     }

@@ -144,7 +144,7 @@ impl ToolCallStore for SqlStore {
     async fn open_tool_calls(&self, session_id: &str) -> StoreResult<Vec<ToolCall>> {
         let rows: Vec<ToolCallRow> = sqlx::query_as(include_str!("../../queries/tool_calls/open.sql"))
             .bind(session_id)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         rows.into_iter().map(ToolCall::try_from).collect()
     }
@@ -161,7 +161,7 @@ impl ToolCallStore for SqlStore {
             for id in chunk {
                 statement = statement.bind(id);
             }
-            rows.extend(statement.fetch_all(&self.pool).await?);
+            rows.extend(statement.fetch_all(&self.readers).await?);
         }
         rows.sort_by_key(|row| row.use_seq);
         rows.into_iter().map(ToolCall::try_from).collect()

@@ -88,7 +88,7 @@ async fn transition(
     .bind(work_id)
     .bind(environment_id)
     .bind(now)
-    .fetch_optional(&store.pool)
+    .fetch_optional(&store.primary)
     .await?;
     if let Some(row) = row {
         return Ok(Some(Ok(item(&row)?)));
@@ -149,7 +149,7 @@ impl WorkStore for SqlStore {
         .bind(session_id)
         .bind(hands)
         .bind(self.now())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.primary)
         .await?;
         row.as_ref().map(item).transpose()
     }
@@ -178,7 +178,7 @@ impl WorkStore for SqlStore {
             .bind(now - reclaim_older_than_ms)
             .bind(key)
             .bind(token_hash)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.primary)
             .await?;
             match row {
                 Some(row) => return item(&row).map(Some),
@@ -189,7 +189,7 @@ impl WorkStore for SqlStore {
                     ))
                     .bind(key)
                     .bind(now - reclaim_older_than_ms)
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&self.primary)
                     .await?;
                     if waiting.is_none() {
                         return Ok(None);
@@ -208,7 +208,7 @@ impl WorkStore for SqlStore {
         .bind(environment_id)
         .bind(worker_id)
         .bind(self.now())
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         Ok(())
     }
@@ -217,7 +217,7 @@ impl WorkStore for SqlStore {
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM work_items WHERE id = $1 AND environment_id = $2"))
             .bind(work_id)
             .bind(environment_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(item).transpose()
     }
@@ -230,7 +230,7 @@ impl WorkStore for SqlStore {
         .bind(environment_id)
         .bind(after_id)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter().map(item).collect()
     }
@@ -272,7 +272,7 @@ impl WorkStore for SqlStore {
         .bind(expected)
         .bind(&stamp)
         .bind(ttl)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.primary)
         .await?;
         if let Some(row) = row {
             return Ok(Some(Heartbeat::Recorded { item: item(&row)?, extended: true }));
@@ -326,7 +326,7 @@ impl WorkStore for SqlStore {
         work_id: &str,
         patch: &Value,
     ) -> StoreResult<Option<WorkItem>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.primary.begin().await?;
         let row = sqlx::query("SELECT metadata FROM work_items WHERE id = $1 AND environment_id = $2")
             .bind(work_id)
             .bind(environment_id)
@@ -361,13 +361,13 @@ impl WorkStore for SqlStore {
              FROM work_items WHERE environment_id = $1",
         )
         .bind(environment_id)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.readers)
         .await?;
         let pollers =
             sqlx::query("SELECT COUNT(*) AS n FROM work_pollers WHERE environment_id = $1 AND polled_at_ms > $2")
                 .bind(environment_id)
                 .bind(now - 30_000)
-                .fetch_one(&self.pool)
+                .fetch_one(&self.readers)
                 .await?;
         Ok(WorkStats {
             depth: row.try_get("depth")?,
@@ -384,7 +384,7 @@ impl WorkStore for SqlStore {
              WHERE i.token_hash = $1 AND i.state <> 'stopped'",
         )
         .bind(hash_secret(token))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.readers)
         .await?;
         row.map(|row| {
             Ok(SessionsToken {
@@ -406,7 +406,7 @@ impl WorkStore for SqlStore {
              WHERE state = 'stopping' AND lease_until_ms < $1",
         )
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         // Given up: stopped, reported so the session's open calls fail.
         let rows = sqlx::query(
@@ -417,7 +417,7 @@ impl WorkStore for SqlStore {
         )
         .bind(now)
         .bind(max_lost_leases)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.primary)
         .await?;
         // Otherwise offered again, to any worker, with a fresh token.
         sqlx::query(
@@ -426,7 +426,7 @@ impl WorkStore for SqlStore {
              WHERE state IN ('starting', 'active') AND lease_until_ms < $1",
         )
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.primary)
         .await?;
         rows.iter()
             .map(|row| {

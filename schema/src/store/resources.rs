@@ -28,6 +28,19 @@ pub struct Resource {
     pub archived_at_ms: Option<i64>,
 }
 
+/// What admitting a turn needs to know of a resource, without its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceState {
+    /// Prefixed id.
+    pub id: String,
+    /// Family.
+    pub kind: String,
+    /// Set once archived.
+    pub archived_at_ms: Option<i64>,
+    /// The body has `disabled_at` set.
+    pub disabled: bool,
+}
+
 /// A resource to create.
 #[derive(Debug, Clone)]
 pub struct NewResource {
@@ -96,6 +109,10 @@ pub trait ResourceStore: Send + Sync {
 
     /// Reads a resource of `kind` in `workspace_id`.
     async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>>;
+
+    /// The state of each named resource of the workspace that exists (`(kind, id)`
+    /// pairs), in one read that leaves the bodies in the store.
+    async fn resource_states(&self, workspace_id: &str, wanted: &[(&str, &str)]) -> StoreResult<Vec<ResourceState>>;
 
     /// Replaces the body if the current version is `update.expected_version`; bumps the
     /// version (and snapshots it if `versioned`). `Conflict` (nothing written) if the

@@ -102,3 +102,43 @@ conformance!(updating_a_missing_resource_is_not_found, |store, _clock| async mov
     let missing = store.update_resource(agent_update(&workspace.id, "agent_missing", 1, json!({}))).await;
     assert!(matches!(missing, Err(StoreError::NotFound { .. })), "{missing:?}");
 });
+
+conformance!(resource_states_read_archive_and_disable_without_bodies, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let new = |kind: &str, body: serde_json::Value| NewResource {
+        id: agentd_schema::ids::new_id(kind),
+        workspace_id: workspace.id.clone(),
+        kind: kind.into(),
+        parent_id: None,
+        body,
+        versioned: kind == "agent",
+    };
+    let agent = store.create_resource(new("agent", json!({ "name": "a", "disabled_at": null }))).await.unwrap();
+    let environment = store.create_resource(new("environment", json!({ "name": "e" }))).await.unwrap();
+    let wanted = [("agent", agent.id.as_str()), ("environment", environment.id.as_str())];
+    let mut states = store.resource_states(&workspace.id, &wanted).await.unwrap();
+    states.sort_by(|a, b| a.kind.cmp(&b.kind));
+    assert_eq!(states.len(), 2);
+    assert!(states.iter().all(|s| s.archived_at_ms.is_none() && !s.disabled), "{states:?}");
+    assert_eq!((states[0].kind.as_str(), states[0].id.as_str()), ("agent", agent.id.as_str()));
+
+    // `disabled_at` set by an update is seen; so is an archive.
+    let disabled = json!({ "name": "a", "disabled_at": "2026-11-25T00:00:00Z" });
+    store.update_resource(agent_update(&workspace.id, &agent.id, 1, disabled)).await.unwrap();
+    store.archive_resource(&workspace.id, "environment", &environment.id).await.unwrap();
+    let states = store.resource_states(&workspace.id, &wanted).await.unwrap();
+    let agent_state = states.iter().find(|s| s.kind == "agent").unwrap();
+    assert!(agent_state.disabled && agent_state.archived_at_ms.is_none());
+    assert!(states.iter().find(|s| s.kind == "environment").unwrap().archived_at_ms.is_some());
+    // A resource created disabled is disabled too.
+    let born = store.create_resource(new("agent", json!({ "disabled_at": "2026-11-25T00:00:00Z" }))).await.unwrap();
+    let states = store.resource_states(&workspace.id, &[("agent", born.id.as_str())]).await.unwrap();
+    assert!(states[0].disabled);
+
+    // Only what exists in this workspace, under the kind asked for.
+    let other = store.ensure_workspace("acme", "other").await.unwrap();
+    assert!(store.resource_states(&other.id, &wanted).await.unwrap().is_empty());
+    let crossed = [("environment", agent.id.as_str())];
+    assert!(store.resource_states(&workspace.id, &crossed).await.unwrap().is_empty());
+    assert!(store.resource_states(&workspace.id, &[]).await.unwrap().is_empty());
+});

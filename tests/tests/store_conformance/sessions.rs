@@ -213,3 +213,44 @@ conformance!(resource_replacement_is_compare_and_swap_on_the_revision, |store, _
     let missing = ResourcesReplacement { session_id: "sesn_missing".into(), events: vec![], ..change(None, "c") };
     assert!(matches!(store.replace_session_resources(missing).await, Err(StoreError::NotFound { .. })));
 });
+
+conformance!(appends_keep_the_status_running_time_and_usage_projections, |store, clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let running = || agentd_schema::NewEvent::status_running(&session);
+    let idle = || agentd_schema::NewEvent::status_idle(&session, agentd_schema::StopReason::EndTurn);
+    let load = || async { store.load_session(&session).await.unwrap().unwrap() };
+
+    store.append_events(&session, vec![event(&session, "hi"), running()]).await.unwrap();
+    let now = load().await;
+    assert_eq!((now.status.as_str(), now.active_ms, now.running_since_ms), ("running", 0, Some(clock.now_ms())));
+    // Running again keeps the clock started the first time.
+    clock.advance(400);
+    store.append_events(&session, vec![running()]).await.unwrap();
+    assert_eq!(load().await.running_since_ms, Some(clock.now_ms() - 400));
+    clock.advance(600);
+    store.append_events(&session, vec![idle()]).await.unwrap();
+    let now = load().await;
+    assert_eq!((now.status.as_str(), now.active_ms, now.running_since_ms), ("idle", 1_000, None));
+
+    // The last status of an append wins; another thread's status is not the session's.
+    store.append_events(&session, vec![running(), idle()]).await.unwrap();
+    assert_eq!(load().await.status, "idle");
+    let other_thread = agentd_schema::NewEvent::status_running("sthr_other");
+    store.append_events(&session, vec![other_thread]).await.unwrap();
+    let now = load().await;
+    assert_eq!((now.status.as_str(), now.active_ms, now.running_since_ms), ("idle", 1_000, None));
+
+    // Usage adds up over `span.model_request_end` events, and only those.
+    let usage = agentd_schema::ModelUsage {
+        input_tokens: 3,
+        output_tokens: 5,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    };
+    let end = || agentd_schema::NewEvent::model_request_end(&session, "sevt_start", false, usage);
+    store.append_events(&session, vec![end(), end()]).await.unwrap();
+    store.append_events(&session, vec![event(&session, "more")]).await.unwrap();
+    let now = load().await;
+    assert_eq!(now.usage["input_tokens"], 6, "{}", now.usage);
+    assert_eq!(now.usage["output_tokens"], 10, "{}", now.usage);
+});

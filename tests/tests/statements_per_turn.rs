@@ -1,0 +1,116 @@
+//! How many SQL statements one turn costs, end to end (`events.send` of a user message
+//! → the worker's model request → `session.status_idle`), in `agentd dev` against the
+//! zero-latency model. Statements are what sqlx logs at `sqlx::query=debug`, one line
+//! each; `BEGIN` and `COMMIT` are not among them and are counted from the transactions.
+//!
+//! The ceiling is today's count, so a change that adds a statement to every turn fails
+//! here and has to say why. Issue 17's target is 12; docs/benchmarks.md lists where the
+//! statements go and which ones are next to fold.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agentd_tests::process::Launch;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// Statements per turn (`BEGIN`/`COMMIT` excluded): gateway 7 (the session; the
+/// agent's and environment's state; the submission's sequence allocation, event insert,
+/// run and outbox row; the outbox delete), worker 14 (claim; the session; a page of
+/// events; three commits of sequence allocation and event insert, with the usage write
+/// in the second and the fence, or the settle in the third; the session re-read before
+/// the last step). It was 27 before issue 17.
+const CEILING: usize = 21;
+
+/// Transactions per turn: the submission and the worker's three commits.
+const TRANSACTIONS: usize = 4;
+
+const KEY: &str = "sk-agentd-statements-0123456789";
+const BETA: &str = "managed-agents-2026-04-01";
+
+/// The summaries of the statements logged since `from` (lines of stderr).
+fn statements(stderr: &str, from: usize) -> Vec<String> {
+    stderr
+        .lines()
+        .skip(from)
+        .filter(|line| line.contains("sqlx::query"))
+        .map(|line| line.split("summary=\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or(line).to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_costs_at_most_the_ceiling_of_sql_statements() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    let entry = json!([{ "id": "zero-latency", "provider": "scripted", "display_name": "z",
+                         "prices": { "input": 0, "output": 0 } }]);
+    std::fs::write(&catalog, entry.to_string()).unwrap();
+    let mut dev = Launch::role("dev")
+        .cwd(dir.path())
+        .env("AGENTD_BOOTSTRAP_API_KEY", KEY)
+        .env("AGENTD_MODEL_CATALOG", catalog.display().to_string())
+        .env("RUST_LOG", "warn,sqlx::query=debug")
+        .env("NO_COLOR", "1")
+        .start()
+        .await;
+    dev.wait_ready(200, Duration::from_secs(10)).await;
+    let client = agentd_tests::http();
+    let base = dev.http.clone();
+    let post = |path: String, body: Value| {
+        let request = client.post(format!("{base}{path}")).header("x-api-key", KEY).header("anthropic-beta", BETA);
+        async move {
+            let response = request.json(&body).send().await.unwrap();
+            assert!(response.status().is_success(), "{path}: {}", response.status());
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let agent = post("/v1/agents".into(), json!({ "name": "a", "model": "zero-latency" })).await;
+    let environment = post("/v1/environments".into(), json!({ "name": "e" })).await;
+    let session =
+        post("/v1/sessions".into(), json!({ "agent": agent["id"], "environment_id": environment["id"] })).await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let stream = client
+        .get(format!("{}/v1/sessions/{id}/events/stream", dev.http))
+        .header("x-api-key", KEY)
+        .header("anthropic-beta", BETA)
+        .send()
+        .await
+        .unwrap();
+    assert!(stream.status().is_success());
+    let mut stream = stream.bytes_stream();
+    let mut buffer = String::new();
+
+    // The fewest statements of five turns: the outbox relay's pass (every 2 s) and the
+    // API-key cache's refresh may fall into one turn's window, not into all of them.
+    let mut fewest: Option<Vec<String>> = None;
+    for turn in 0..6 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let from = dev.stderr_text().lines().count();
+        let message =
+            json!({ "type": "user.message", "content": [{ "type": "text", "text": format!("turn {turn}") }] });
+        post(format!("/v1/sessions/{id}/events"), json!({ "events": [message] })).await;
+        while !buffer.contains("event: session.status_idle") {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("idle within 10 s");
+            buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+        }
+        buffer.clear();
+        // The worker's settle commits before the idle is published; let the log catch up.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let seen = statements(&dev.stderr_text(), from);
+        // The first turn also creates the thread's run; it is not the steady state.
+        if turn > 0 && fewest.as_ref().is_none_or(|f| seen.len() < f.len()) {
+            fewest = Some(seen);
+        }
+    }
+    let fewest = fewest.unwrap();
+    let mut by_statement = BTreeMap::new();
+    for summary in &fewest {
+        *by_statement.entry(summary.as_str()).or_insert(0) += 1;
+    }
+    assert!(
+        fewest.len() <= CEILING,
+        "a turn ran {} statements (+ {TRANSACTIONS} BEGIN/COMMIT pairs), more than the ceiling of {CEILING}: {by_statement:#?}",
+        fewest.len()
+    );
+    assert!(fewest.len() >= 5, "the statement log is not being read: {by_statement:#?}");
+}
