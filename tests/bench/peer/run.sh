@@ -44,7 +44,9 @@ if [ ! -f "$VENV/.installed" ]; then
     touch "$VENV/.installed"
 fi
 
-cargo build --release -p agentd-tests --bin peer_bench >&2
+# The same packages as tests/bench/turn/run.sh builds, so features unify alike and
+# neither build invalidates the other.
+cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench --bin peer_bench >&2
 DRIVER="$PWD/target/release/peer_bench"
 WORK="$(mktemp -d)"
 SERVER=""
@@ -96,7 +98,7 @@ for _ in $(seq 1 120); do
 done
 
 peer_summary() { # peer_summary LABEL < REPORT
-    jq -r --arg label "$1" '"\($label): \(.turns) turns at C=\(.concurrency): \(.turns_per_second * 10 | round / 10) turns/s, send→done p50 \(.send_to_done_ms.p50 | round) / p99 \(.send_to_done_ms.p99 | round) ms, \(.server_cpu_ms_per_turn * 10 | round / 10) ms server CPU/turn, RSS \(.rss_kib / 1024 | round) MiB, machine \(.machine_busy_percent | round) % busy"' >&2
+    jq -r --arg name "$1" '"\($name): \(.turns) turns at C=\(.concurrency): \(.turns_per_second * 10 | round / 10) turns/s, send→done p50 \(.send_to_done_ms.p50 | round) / p99 \(.send_to_done_ms.p99 | round) ms, \(.server_cpu_ms_per_turn * 10 | round / 10) ms server CPU/turn, RSS \(.rss_kib / 1024 | round) MiB, machine \(.machine_busy_percent | round) % busy"' >&2
 }
 for c in 1 32; do
     turns="$PEER_C1_TURNS"; [ "$c" = 32 ] && turns="$PEER_C32_TURNS"

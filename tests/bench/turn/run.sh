@@ -9,7 +9,7 @@
 #              SOAK_SECONDS (default 120; 600 for the documented 10-minute soak),
 #              KILL_EVERY (default 15 s), SOAK_CONCURRENCY (default 8),
 #              SCALE_CONCURRENCY (default 32), SCALE_TURNS (default 30 per session),
-#              FLAT_TURNS (default 100000), FLAT_SESSION_TURNS (default 500),
+#              FLAT_TURNS (default 100000), FLAT_SESSION_TURNS (default 50),
 #              FLAT_FILL_CONCURRENCY (default 64), FLAT_C32_TURNS (default 20),
 #              FLAT_STACKS (default "dev distributed"),
 #              AGENTD_TEST_POSTGRES_URL / _NATS_URL / _REDIS_URL as for scripts/test.
@@ -53,7 +53,7 @@ PG="${AGENTD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 NATS="${AGENTD_TEST_NATS_URL:-nats://127.0.0.1:4222}"
 REDIS="${AGENTD_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 
-cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench >&2
+cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench --bin peer_bench >&2
 BIN="$PWD/target/release/agentd"
 DRIVER="$PWD/target/release/turn_bench"
 WORK="$(mktemp -d)"
@@ -91,7 +91,8 @@ start() {
     PID=$!
     PIDS+=("$PID")
     for _ in $(seq 1 300); do
-        URL="$(sed -n "s/^agentd: $listener listening on //p" "$WORK/$name.out" | head -1)"
+        # The file may not exist yet: the process opens it when it starts.
+        URL="$(sed -n "s/^agentd: $listener listening on //p" "$WORK/$name.out" 2>/dev/null | head -1 || true)"
         [ -n "$URL" ] && return 0
         sleep 0.1
     done
@@ -136,8 +137,8 @@ if [ "$mode" = dev ] || [ "$mode" = all ]; then
     echo "== agentd dev" >&2
     start dev dev AGENTD_DATA_DIR="$WORK/dev"
     dev_url="$URL"; dev_pid="$PID"
-    report dev C=1 "$(drive "$dev_url" 1 "$C1_TURNS" "$dev_pid")"
-    report dev C=32 "$(drive "$dev_url" 32 "$C32_TURNS" "$dev_pid")"
+    report dev C=1 "$(drive "$dev_url" 1 "$C1_TURNS" "dev=$dev_pid")"
+    report dev C=32 "$(drive "$dev_url" 32 "$C32_TURNS" "dev=$dev_pid")"
 fi
 
 # drop_backends: the database, the JetStream stream (through the JetStream API on a
@@ -259,7 +260,7 @@ flat_stack() {
 
 if [ "$mode" = flat ]; then
     FLAT_TURNS="${FLAT_TURNS:-100000}"
-    FLAT_SESSION_TURNS="${FLAT_SESSION_TURNS:-500}"
+    FLAT_SESSION_TURNS="${FLAT_SESSION_TURNS:-50}"
     FLAT_FILL_CONCURRENCY="${FLAT_FILL_CONCURRENCY:-64}"
     FLAT_C32_TURNS="${FLAT_C32_TURNS:-20}"
     for stack in ${FLAT_STACKS:-dev distributed}; do
