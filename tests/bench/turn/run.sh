@@ -151,7 +151,7 @@ drop_backends() {
         timeout 2 grep -q -m1 stream_delete_response <&3 || true
         exec 3<&-
     fi 2>/dev/null
-    redis-cli -u "$REDIS" --scan --pattern "bench-$$*" 2>/dev/null | xargs -r redis-cli -u "$REDIS" del >/dev/null 2>&1 || true
+    redis-cli -u "$REDIS" --scan --pattern "bench-$$:*" 2>/dev/null | xargs -r redis-cli -u "$REDIS" del >/dev/null 2>&1 || true
 }
 
 # distributed_db [ENV…]: a fresh database, stream and prefix (dropped on exit); migrate.
