@@ -3,6 +3,7 @@
 //! and a launcher that starts `agentd` roles as processes on random ports.
 
 pub mod backends;
+pub mod bench;
 pub mod gateway;
 pub mod process;
 pub mod stores;

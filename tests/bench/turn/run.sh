@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Turn benchmark: C concurrent sessions × M turns against a zero-latency model, for
 # `agentd dev` and for the distributed stack (gateway + worker on PostgreSQL, NATS,
-# Redis). Prints one JSON report per run (see tests/src/bin/turn_bench.rs).
+# Redis). Prints one JSON report per run on stdout (see tests/src/bin/turn_bench.rs)
+# and a one-line human summary of each on stderr.
 #
-# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak]
+# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak|scale|flat|peer]
 # Environment: C1_TURNS (default 200), C32_TURNS (default 50 per session),
 #              SOAK_SECONDS (default 120; 600 for the documented 10-minute soak),
 #              KILL_EVERY (default 15 s), SOAK_CONCURRENCY (default 8),
+#              SCALE_CONCURRENCY (default 32), SCALE_TURNS (default 30 per session),
+#              FLAT_TURNS (default 100000), FLAT_SESSION_TURNS (default 50),
+#              FLAT_FILL_CONCURRENCY (default 64), FLAT_C32_TURNS (default 20),
+#              FLAT_STACKS (default "dev distributed"),
 #              AGENTD_TEST_POSTGRES_URL / _NATS_URL / _REDIS_URL as for scripts/test.
 #
 # soak: the distributed stack with two workers, one of which is SIGKILLed and replaced
@@ -15,19 +20,40 @@
 # including recovery, and every long-lived process's resident memory over time (sampled
 # every 10 s; growth is measured after a warm-up of a third of the run).
 #
+# scale: the distributed stack as 1 gateway × 1 worker, 1 × 3 and 2 × 3 processes on
+# one database, stream and prefix (fresh processes per configuration). Sessions are
+# spread round-robin over the gateways and each listens on another gateway than the
+# one it sends to. Every configuration's committed history is audited (0 lost, 0
+# duplicate turns), and the report gives each process's CPU seconds plus those of
+# postgres, nats-server and redis-server (whole services, from /proc), the driver's and
+# how busy the machine was: the ceiling is whatever is busiest.
+#
+# flat: per-turn CPU, latency and RSS on an empty store, then after FLAT_TURNS more
+# committed turns (sessions of FLAT_SESSION_TURNS turns, FLAT_FILL_CONCURRENCY at once,
+# progress on stderr), measured again with fresh sessions and with the fill's longest
+# sessions; prints the ratios full / empty. For each stack in FLAT_STACKS.
+#
+# peer: tests/bench/peer/run.sh — LangGraph's dev server and agentd dev under the same
+# driver design, one run, with the ratios.
+#
 # The zero-latency model is the built-in `scripted` provider, routed through the model
 # catalog (AGENTD_MODEL_CATALOG), so the numbers measure agentd itself: admission,
 # commits, the queue, the bus and streaming — not a model.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 mode="${1:-all}"
+case "$mode" in
+    dev|distributed|all|soak|scale|flat) ;;
+    peer) exec tests/bench/peer/run.sh ;;
+    *) echo "usage: $0 [dev|distributed|all|soak|scale|flat|peer]" >&2; exit 2 ;;
+esac
 C1_TURNS="${C1_TURNS:-200}"
 C32_TURNS="${C32_TURNS:-50}"
 PG="${AGENTD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 NATS="${AGENTD_TEST_NATS_URL:-nats://127.0.0.1:4222}"
 REDIS="${AGENTD_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 
-cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench >&2
+cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench --bin peer_bench >&2
 BIN="$PWD/target/release/agentd"
 DRIVER="$PWD/target/release/turn_bench"
 WORK="$(mktemp -d)"
@@ -65,51 +91,193 @@ start() {
     PID=$!
     PIDS+=("$PID")
     for _ in $(seq 1 300); do
-        URL="$(sed -n "s/^agentd: $listener listening on //p" "$WORK/$name.out" | head -1)"
+        # The file may not exist yet: the process opens it when it starts.
+        URL="$(sed -n "s/^agentd: $listener listening on //p" "$WORK/$name.out" 2>/dev/null | head -1 || true)"
         [ -n "$URL" ] && return 0
         sleep 0.1
     done
     echo "$name did not start:" >&2; cat "$WORK/$name.err" >&2; exit 1
 }
 
-drive() { # drive URL CONCURRENCY TURNS PIDS…
+drive() { # drive URL CONCURRENCY TURNS PIDS… [-- MORE DRIVER FLAGS…]
     local url="$1" c="$2" t="$3"; shift 3
     local pid_args=()
-    for pid in "$@"; do pid_args+=(--pid "$pid"); done
-    "$DRIVER" --url "$url" --key "$KEY" --model bench-zero-latency --concurrency "$c" --turns "$t" "${pid_args[@]}"
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do pid_args+=(--pid "$1"); shift; done
+    [ $# -gt 0 ] && shift
+    "$DRIVER" --url "$url" --key "$KEY" --model bench-zero-latency --concurrency "$c" --turns "$t" "${pid_args[@]}" "$@"
+}
+
+# summary LABEL < REPORT: the one-line human summary of a turn_bench report, on stderr.
+# Processes labelled alike but numbered (worker1, worker2, …) are added up; the busiest
+# process or backend is named, since on two shared cores it is where the ceiling is.
+summary() {
+    jq -r --arg name "$1" '
+        def r: . * 10 | round / 10;
+        def r2: . * 100 | round / 100;
+        (([.processes[] | {k: (.label | sub("[0-9]+$"; "")), v: .cpu_seconds}]
+            + [(.backends // {}) | to_entries[] | {k: .key, v: .value.cpu_seconds}]
+            + [{k: "driver", v: .driver_cpu_seconds}])
+            | group_by(.k) | map({k: .[0].k, v: (map(.v) | add)})) as $cpu
+        | "\($name): \(.turns) turns at C=\(.concurrency) over \(.gateways) gateway(s): \(.turns_per_second | round) turns/s, "
+          + "send→idle p50 \(.send_to_idle_ms.p50 | r) / p99 \(.send_to_idle_ms.p99 | r) ms, "
+          + "\(.server_cpu_ms_per_turn | r) ms agentd CPU/turn, "
+          + (if .audited_sessions > 0 then "lost \(.lost_turns + .timed_out_turns), duplicate \(.duplicate_turns + .duplicate_events), " else "" end)
+          + "CPU s: \($cpu | map("\(.k) \(.v | r2)") | join(", ")); "
+          + "machine \(.machine_busy_percent | round) % busy, busiest: \($cpu | max_by(.v) | .k)"
+    ' >&2
+}
+
+# report STACK LABEL JSON: prints the JSON line and its summary.
+report() {
+    echo "{\"stack\":\"$1\",\"report\":$3}"
+    summary "$1 $2" <<< "$3"
 }
 
 if [ "$mode" = dev ] || [ "$mode" = all ]; then
     echo "== agentd dev" >&2
     start dev dev AGENTD_DATA_DIR="$WORK/dev"
     dev_url="$URL"; dev_pid="$PID"
-    echo "{\"stack\":\"dev\",\"report\":$(drive "$dev_url" 1 "$C1_TURNS" "$dev_pid")}"
-    echo "{\"stack\":\"dev\",\"report\":$(drive "$dev_url" 32 "$C32_TURNS" "$dev_pid")}"
+    report dev C=1 "$(drive "$dev_url" 1 "$C1_TURNS" "dev=$dev_pid")"
+    report dev C=32 "$(drive "$dev_url" 32 "$C32_TURNS" "dev=$dev_pid")"
 fi
 
-# distributed_stack [ENV…]: a fresh database, stream and prefix; migrate; start the gateway.
-distributed_stack() {
+# drop_backends: the database, the JetStream stream (through the JetStream API on a
+# bare NATS connection: no NATS client is needed) and the Redis keys of this run.
+drop_backends() {
+    psql "$PG" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+    local hostport="${NATS#nats://}"
+    if exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}"; then
+        printf 'CONNECT {"verbose":false}\r\nSUB _INBOX.bench 1\r\nPUB $JS.API.STREAM.DELETE.%s _INBOX.bench 0\r\n\r\nPING\r\n' "$stream" >&3
+        timeout 2 grep -q -m1 stream_delete_response <&3 || true
+        exec 3<&-
+    fi 2>/dev/null
+    redis-cli -u "$REDIS" --scan --pattern "bench-$$:*" 2>/dev/null | xargs -r redis-cli -u "$REDIS" del >/dev/null 2>&1 || true
+}
+
+# distributed_db [ENV…]: a fresh database, stream and prefix (dropped on exit); migrate.
+distributed_db() {
     db="agentd_bench_$$"
     stream="AGENTD_BENCH_$$"
     psql "$PG" -qc "CREATE DATABASE $db" >/dev/null
-    trap 'cleanup; psql "$PG" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
+    trap 'cleanup; drop_backends' EXIT
     dist_env=(
         AGENTD_DATABASE_URL="${PG%/*}/$db" AGENTD_NATS_URL="$NATS" AGENTD_REDIS_URL="$REDIS"
         AGENTD_NATS_STREAM="$stream" AGENTD_NATS_CONSUMER="bench-$$" AGENTD_REDIS_PREFIX="bench-$$"
         AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0 "$@"
     )
     env "${common_env[@]}" "${dist_env[@]}" "$BIN" migrate >&2
+}
+
+# distributed_stack [ENV…]: distributed_db, then start the gateway.
+distributed_stack() {
+    distributed_db "$@"
     start gateway gateway "${dist_env[@]}"
     gw_url="$URL"; gw_pid="$PID"
 }
+
+# stop PID…: SIGTERM, then wait for the processes to finish their graceful shutdown.
+stop() {
+    for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+
+backends=(--backend postgres --backend nats-server --backend redis-server)
 
 if [ "$mode" = distributed ] || [ "$mode" = all ]; then
     echo "== distributed: gateway + worker on PostgreSQL, NATS JetStream, Redis" >&2
     distributed_stack
     start worker worker "${dist_env[@]}"
     wk_pid="$PID"
-    echo "{\"stack\":\"distributed\",\"report\":$(drive "$gw_url" 1 "$C1_TURNS" "$gw_pid" "$wk_pid")}"
-    echo "{\"stack\":\"distributed\",\"report\":$(drive "$gw_url" 32 "$C32_TURNS" "$gw_pid" "$wk_pid")}"
+    report distributed C=1 "$(drive "$gw_url" 1 "$C1_TURNS" "gateway=$gw_pid" "worker=$wk_pid" -- "${backends[@]}")"
+    report distributed C=32 "$(drive "$gw_url" 32 "$C32_TURNS" "gateway=$gw_pid" "worker=$wk_pid" -- "${backends[@]}")"
+fi
+
+if [ "$mode" = scale ]; then
+    SCALE_CONCURRENCY="${SCALE_CONCURRENCY:-32}"
+    SCALE_TURNS="${SCALE_TURNS:-30}"
+    echo "== scale: gateways × workers on one PostgreSQL, NATS, Redis; C=$SCALE_CONCURRENCY" >&2
+    distributed_db
+    for config in 1x1 1x3 2x3; do
+        gateways="${config%x*}" workers="${config#*x}"
+        url_args=() pid_args=() running=()
+        for g in $(seq 1 "$gateways"); do
+            start "gateway$g-$config" gateway "${dist_env[@]}"
+            url_args+=(--url "$URL"); pid_args+=(--pid "gateway$g=$PID"); running+=("$PID")
+        done
+        for w in $(seq 1 "$workers"); do
+            start "worker$w-$config" worker "${dist_env[@]}"
+            pid_args+=(--pid "worker$w=$PID"); running+=("$PID")
+        done
+        out="$("$DRIVER" "${url_args[@]}" --key "$KEY" --model bench-zero-latency --concurrency "$SCALE_CONCURRENCY" \
+            --turns "$SCALE_TURNS" --audit "${backends[@]}" "${pid_args[@]}")"
+        echo "{\"stack\":\"scale\",\"gateways\":$gateways,\"workers\":$workers,\"report\":$out}"
+        summary "scale ${gateways}x${workers}" <<< "$out"
+        stop "${running[@]}"
+    done
+fi
+
+# flat_stack STACK URL PID…: the flat-cost measurement on one running stack.
+flat_stack() {
+    local stack="$1" url="$2"; shift 2
+    local pids=("$@") extra=()
+    [ "$stack" = distributed ] && extra=("${backends[@]}")
+    local sessions="$WORK/$stack.sessions" phase c turns out
+    measure() { # measure PHASE [DRIVER FLAGS…]: C=1 and C=32 on the stack as it is.
+        local phase="$1"; shift
+        for c in 1 32; do
+            turns="$C1_TURNS"; [ "$c" = 32 ] && turns="$FLAT_C32_TURNS"
+            out="$(drive "$url" "$c" "$turns" "${pids[@]}" -- "${extra[@]}" "$@")"
+            echo "{\"stack\":\"flat-$stack\",\"phase\":\"$phase\",\"report\":$out}" | tee -a "$WORK/flat-$stack.jsonl"
+            summary "flat $stack $phase" <<< "$out"
+        done
+    }
+    : > "$WORK/flat-$stack.jsonl"
+    measure empty
+    echo "== flat $stack: filling $FLAT_TURNS turns (sessions of $FLAT_SESSION_TURNS, C=$FLAT_FILL_CONCURRENCY)" >&2
+    out="$(drive "$url" "$FLAT_FILL_CONCURRENCY" "$FLAT_SESSION_TURNS" "${pids[@]}" -- "${extra[@]}" \
+        --total "$FLAT_TURNS" --sessions-out "$sessions")"
+    echo "{\"stack\":\"flat-$stack\",\"phase\":\"fill\",\"report\":$out}"
+    summary "flat $stack fill" <<< "$out"
+    measure full-fresh
+    # The fill's longest sessions first: their history is what a long conversation has.
+    sort -t "$(printf '\t')" -k2,2nr "$sessions" > "$sessions.longest"
+    measure full-long-history --reuse "$sessions.longest"
+    # Ratios full / empty per concurrency: 1.0 is flat; the target is within ±10 %.
+    jq -sc --arg stack "$stack" '
+        def at(p; c): map(select(.phase == p and .report.concurrency == c))[0].report;
+        def ratio(a; b): if b > 0 then (a / b * 100 | round) / 100 else null end;
+        . as $all | [1, 32] | map(. as $c | ($all | at("empty"; $c)) as $e
+            | {concurrency: $c} + (["full-fresh", "full-long-history"] | map(. as $p | ($all | at($p; $c)) as $f | {
+                key: $p, value: {
+                    cpu_per_turn_ratio: ratio($f.server_cpu_ms_per_turn; $e.server_cpu_ms_per_turn),
+                    p50_ratio: ratio($f.send_to_idle_ms.p50; $e.send_to_idle_ms.p50),
+                    rss_kib_before: [$e.processes[].rss_kib], rss_kib_after: [$f.processes[].rss_kib]}}) | from_entries))
+        | {stack: ("flat-" + $stack), ratios: .}
+    ' "$WORK/flat-$stack.jsonl" | tee "$WORK/flat-$stack.ratios"
+    jq -r '.stack + " full/empty: " + (.ratios | map("C=\(.concurrency) CPU/turn ×\(.["full-fresh"].cpu_per_turn_ratio) fresh, ×\(.["full-long-history"].cpu_per_turn_ratio) long history; p50 ×\(.["full-fresh"].p50_ratio) / ×\(.["full-long-history"].p50_ratio); RSS \(.["full-fresh"].rss_kib_before | map(./1024|round) | join("+")) → \(.["full-long-history"].rss_kib_after | map(./1024|round) | join("+")) MiB") | join("; "))' \
+        "$WORK/flat-$stack.ratios" >&2
+}
+
+if [ "$mode" = flat ]; then
+    FLAT_TURNS="${FLAT_TURNS:-100000}"
+    FLAT_SESSION_TURNS="${FLAT_SESSION_TURNS:-50}"
+    FLAT_FILL_CONCURRENCY="${FLAT_FILL_CONCURRENCY:-64}"
+    FLAT_C32_TURNS="${FLAT_C32_TURNS:-20}"
+    for stack in ${FLAT_STACKS:-dev distributed}; do
+        echo "== flat $stack: C=1 × $C1_TURNS and C=32 × $FLAT_C32_TURNS, empty, then after $FLAT_TURNS turns" >&2
+        case "$stack" in
+            dev)
+                start flatdev dev AGENTD_DATA_DIR="$WORK/flatdev"
+                flat_stack dev "$URL" "dev=$PID"
+                stop "$PID" ;;
+            distributed)
+                distributed_stack
+                start worker worker "${dist_env[@]}"
+                flat_stack distributed "$gw_url" "gateway=$gw_pid" "worker=$PID"
+                stop "$gw_pid" "$PID" ;;
+            *) echo "FLAT_STACKS: unknown stack $stack" >&2; exit 2 ;;
+        esac
+    done
 fi
 
 if [ "$mode" = soak ]; then
