@@ -453,12 +453,12 @@ impl Process {
             secrets,
             key_cache,
             max_attempts: self.settings.max_attempts()?,
-            default_agent: self.settings.adapter_default_agent.clone(),
-            mcp,
-            a2a: agentd_gateway::adapters::a2a::Settings {
+            default_agent: self.settings.adapter_default_agent.as_deref().map(Arc::from),
+            mcp: Arc::new(mcp),
+            a2a: Arc::new(agentd_gateway::adapters::a2a::Settings {
                 public_url: self.settings.a2a_public_url.clone(),
                 push_allow_private: self.settings.a2a_push_allow_private,
-            },
+            }),
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
         });
         // A2A push notifications: every gateway watches and delivers (rows are claimed

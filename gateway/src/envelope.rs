@@ -52,8 +52,9 @@ const MAX_REJECTION: usize = 16 * 1024;
 
 /// The layer: passes every response through except bare 4xx rejections.
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    // Cloning a `Uri` shares its bytes: nothing is copied for the answers that pass.
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    let uri = request.uri().clone();
     let response = next.run(request).await;
     if !is_bare_rejection(&response) {
         return response;
@@ -64,8 +65,9 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         Err(_) => String::new(),
     };
     let allow = parts.headers.get(header::ALLOW).cloned();
-    let message = message(parts.status, &method, &path, &text, allow.as_ref());
-    match Surface::of(&path, &state.mcp.path) {
+    let path = uri.path();
+    let message = message(parts.status, &method, path, &text, allow.as_ref());
+    match Surface::of(path, &state.mcp.path) {
         Surface::Managed => managed(parts.status, message, allow),
         Surface::A2aJsonRpc => with_allow(crate::adapters::a2a::rejection(parts.status, message, true), allow),
         Surface::A2aRest => with_allow(crate::adapters::a2a::rejection(parts.status, message, false), allow),

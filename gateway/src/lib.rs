@@ -64,11 +64,11 @@ pub struct Shared {
     /// Retry budget of new runs (recoveries before `retries_exhausted`).
     pub max_attempts: i64,
     /// The agent adapter threads start with when a request names none.
-    pub default_agent: Option<String>,
+    pub default_agent: Option<Arc<str>>,
     /// The MCP endpoint's path, allowed hosts and shared sessions.
-    pub mcp: adapters::mcp::McpSettings,
+    pub mcp: Arc<adapters::mcp::McpSettings>,
     /// A2A settings (public URL of cards, push targets).
-    pub a2a: adapters::a2a::Settings,
+    pub a2a: Arc<adapters::a2a::Settings>,
     /// Credential validation may probe MCP servers and token endpoints on private
     /// addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`, as for workers).
     pub remote_allow_private: bool,

@@ -56,8 +56,11 @@ impl TestGateway {
             key_cache: Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2))),
             max_attempts: 3,
             default_agent: None,
-            mcp: McpSettings { path: "/v1/mcp".to_owned(), allowed_hosts: None, sessions: None },
-            a2a: a2a::Settings { public_url: Some("http://127.0.0.1".to_owned()), push_allow_private: false },
+            mcp: std::sync::Arc::new(McpSettings { path: "/v1/mcp".to_owned(), allowed_hosts: None, sessions: None }),
+            a2a: std::sync::Arc::new(a2a::Settings {
+                public_url: Some("http://127.0.0.1".to_owned()),
+                push_allow_private: false,
+            }),
             remote_allow_private: false,
         });
         let router = agentd_gateway::app(state.clone());

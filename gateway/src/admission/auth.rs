@@ -68,7 +68,7 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
 /// credential may reach is checked after routing, by [`super::scope`].
 pub async fn layer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let path_workspace = request.extensions().get::<WorkspacePath>().map(|p| p.0.clone());
-    let tenant = match authenticate(&state, request.headers().clone(), path_workspace).await {
+    let tenant = match authenticate(&state, request.headers(), path_workspace).await {
         Ok(tenant) => tenant,
         Err(error) => return error.into_response(),
     };
@@ -76,8 +76,8 @@ pub async fn layer(State(state): State<AppState>, mut request: Request, next: Ne
     next.run(request).await
 }
 
-async fn authenticate(state: &AppState, headers: HeaderMap, path: Option<String>) -> Result<Tenant, ApiError> {
-    let Some(key) = presented_key(&headers) else {
+async fn authenticate(state: &AppState, headers: &HeaderMap, path: Option<String>) -> Result<Tenant, ApiError> {
+    let Some(key) = presented_key(headers) else {
         return Err(ApiError::Unauthenticated(
             "missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`".to_owned(),
         ));

@@ -384,12 +384,13 @@ async fn meter(state: &AppState, surface: Surface, request: Request, next: Next)
         return next.run(request).await;
     };
     let id = call.map_or(Value::Null, |call| call.id);
-    let Some(tenant) = request.extensions().get::<Tenant>().cloned() else {
+    let Some(organization_id) = request.extensions().get::<Tenant>().map(|tenant| tenant.organization_id.clone())
+    else {
         // Never meter by anything the caller sent: no trusted scope, no admission.
         let error = ApiError::Unavailable("managed request has no trusted workspace scope".to_owned());
         return surface.refuse(error, &id);
     };
-    let decision = match state.limiter.admit(&tenant.organization_id, class).await {
+    let decision = match state.limiter.admit(&organization_id, class).await {
         Ok(decision) => decision,
         Err(error) => {
             tracing::warn!(%error, "rate limiter unavailable");
@@ -397,8 +398,8 @@ async fn meter(state: &AppState, surface: Surface, request: Request, next: Next)
             return surface.refuse(error, &id);
         }
     };
-    metrics::counter!("agentd_admission_total", "class" => class.as_str(), "allowed" => decision.allowed.to_string())
-        .increment(1);
+    let allowed = if decision.allowed { "true" } else { "false" };
+    metrics::counter!("agentd_admission_total", "class" => class.as_str(), "allowed" => allowed).increment(1);
     let mut response = if decision.allowed {
         next.run(request).await
     } else {

@@ -60,7 +60,7 @@ pub async fn layer(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(tenant) = request.extensions().get::<Tenant>().cloned() else {
+    let Some(tenant) = request.extensions().get::<Tenant>() else {
         return ApiError::Unavailable("request has no trusted workspace scope".to_owned()).into_response();
     };
     let template = matched.as_ref().map_or("", MatchedPath::as_str);
@@ -77,7 +77,7 @@ pub async fn layer(
         Ok(reach) => reach,
         Err(error) => return error.into_response(),
     };
-    if let Err(error) = check(state.backends.store.as_ref(), &tenant, &reach).await {
+    if let Err(error) = check(state.backends.store.as_ref(), tenant, &reach).await {
         return error.into_response();
     }
     next.run(request).await

@@ -9,11 +9,12 @@
 use agentd_schema::ids::{SessionId, ThreadId};
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentd_proto::BusItem;
 use agentd_proto::v1::{LiveEvent, live_event};
-use agentd_schema::{EventQuery, EventType, NewEvent, Session, TimeBounds, live};
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, Store, TimeBounds, live};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -200,7 +201,9 @@ async fn open_stream(
     })?;
     let (tx, rx) = mpsc::channel::<Event>(256);
     let active = !matches!(session.status.as_str(), "idle" | "terminated");
-    let forwarder = Forwarder { state, session_id: session.id, thread, deltas, last_seq: high_water, active, tx };
+    // The task holds only what it uses: an idle stream's cost is counted per stream.
+    let store = state.backends.store.clone();
+    let forwarder = Forwarder { store, session_id: session.id, thread, deltas, last_seq: high_water, active, tx };
     tokio::spawn(forwarder.run(subscription));
     metrics::gauge!("agentd_sse_connections").increment(1.0);
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
@@ -209,7 +212,7 @@ async fn open_stream(
 
 /// Moves one stream's events from the bus (and the store, for gaps) to the client.
 struct Forwarder {
-    state: AppState,
+    store: Arc<dyn Store>,
     session_id: String,
     thread: Option<String>,
     deltas: HashSet<EventType>,
@@ -275,23 +278,21 @@ impl Forwarder {
                     }
                 }
                 self.last_seq = committed.seq;
-                let body: Value = serde_json::from_str(&committed.body_json).unwrap_or(Value::Null);
-                self.note_activity(body["type"].as_str().and_then(|kind| kind.parse().ok()));
+                let head = Head::of(&committed.body_json);
+                self.note_activity(head.as_ref().and_then(|head| head.kind.parse().ok()));
                 if on_thread {
-                    self.send(&body).await?;
+                    self.send_framed(&committed.body_json, head).await?;
                 }
                 Ok(true)
             }
             Some(live_event::Kind::Preview(preview)) => {
                 if on_thread && preview.event_type.parse().is_ok_and(|kind| self.deltas.contains(&kind)) {
-                    let body: Value = serde_json::from_str(&preview.body_json).unwrap_or(Value::Null);
-                    self.send(&body).await?;
+                    self.send_json(&preview.body_json).await?;
                 }
                 Ok(true)
             }
             Some(live_event::Kind::Terminal(terminal)) => {
-                let body: Value = serde_json::from_str(&terminal.body_json).unwrap_or(Value::Null);
-                let _ = self.send(&body).await;
+                let _ = self.send_json(&terminal.body_json).await;
                 Ok(false)
             }
             None => Ok(true),
@@ -302,7 +303,7 @@ impl Forwarder {
     async fn fill_from_store(&mut self) -> Result<bool, ()> {
         loop {
             let query = EventQuery { after_seq: Some(self.last_seq), limit: 500, ..EventQuery::default() };
-            let events = match self.state.backends.store.query_events(&self.session_id, &query).await {
+            let events = match self.store.query_events(&self.session_id, &query).await {
                 Ok(events) => events,
                 Err(error) => {
                     tracing::warn!(%error, "stream cannot read history; closing it so the client reconnects");
@@ -327,6 +328,28 @@ impl Forwarder {
         self.active = !matches!(kind, Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated));
     }
 
+    /// Sends a body that arrived as JSON text on the bus. Every stream of a session
+    /// receives the same text: it is framed as it is (only its `type` and `id` are
+    /// read), not parsed into a tree and written again per stream. Text that does not
+    /// read as one compact JSON object takes the general path.
+    async fn send_json(&self, json: &str) -> Result<(), ()> {
+        self.send_framed(json, Head::of(json)).await
+    }
+
+    /// [`Self::send_json`] with its head already read.
+    async fn send_framed(&self, json: &str, head: Option<Head<'_>>) -> Result<(), ()> {
+        match head {
+            Some(head) if !json.contains('\n') => {
+                let mut event = Event::default().event(head.kind.as_ref()).data(json);
+                if let Some(id) = &head.id {
+                    event = event.id(id.as_ref());
+                }
+                self.tx.send(event).await.map_err(|_| ())
+            }
+            _ => self.send(&serde_json::from_str(json).unwrap_or(Value::Null)).await,
+        }
+    }
+
     async fn send(&self, body: &Value) -> Result<(), ()> {
         let kind = body["type"].as_str().unwrap_or("message");
         let mut event = Event::default().event(kind).data(body.to_string());
@@ -334,6 +357,21 @@ impl Forwarder {
             event = event.id(id);
         }
         self.tx.send(event).await.map_err(|_| ())
+    }
+}
+
+/// The two fields of a bus body a stream needs, read without building the tree.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Head<'a> {
+    fn of(json: &'a str) -> Option<Self> {
+        serde_json::from_str(json).ok()
     }
 }
 

@@ -1,32 +1,33 @@
-//! In-process bus for `agentd dev`: one `tokio::sync::broadcast` channel per bus channel.
+//! In-process bus for `agentd dev`, and the in-process fan-out ([`Fanout`]) that both
+//! buses deliver through: one bounded queue per subscription.
+//!
+//! A subscription costs what it holds, not what its channel could hold: each one is a
+//! bounded `mpsc` queue, which allocates as messages arrive (a block of 32 slots at
+//! first). A `broadcast` channel per bus channel allocated its whole ring (1,024 slots,
+//! ~72 KiB) up front, per session with an open stream.
 
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
-use tokio::sync::broadcast;
-use tokio_stream::wrappers::BroadcastStream;
-use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 
 use super::{Bus, BusError, BusItem, Subscription};
 
 /// Items a subscriber may fall behind by before it sees [`BusItem::Gap`]; large enough
-/// for a model's delta burst, small enough that idle channels stay cheap.
+/// for a model's delta burst. Memory is taken only as items queue up.
 pub(crate) const CHANNEL_CAPACITY: usize = 1024;
 
 /// An in-process [`Bus`]: fan-out to subscriptions in this process only.
 #[derive(Clone)]
 pub struct MemoryBus {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    channels: Mutex<HashMap<String, broadcast::Sender<BusItem>>>,
-    capacity: usize,
+    fanout: Arc<Fanout>,
 }
 
 impl Default for MemoryBus {
@@ -43,48 +44,24 @@ impl MemoryBus {
 
     /// Creates a bus whose subscribers see a gap once they lag by `capacity` items.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { inner: Arc::new(Inner { channels: Mutex::new(HashMap::new()), capacity: capacity.max(1) }) }
+        Self { fanout: Arc::new(Fanout::new(capacity)) }
     }
 
     /// Live subscriptions of `channel` (0 once the last one was dropped).
     pub fn subscriber_count(&self, channel: &str) -> usize {
-        self.inner.lock().get(channel).map_or(0, broadcast::Sender::receiver_count)
-    }
-}
-
-impl Inner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<BusItem>>> {
-        // The map is never left half-updated, so a poisoned lock is still usable.
-        self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.fanout.subscriber_count(channel)
     }
 }
 
 #[async_trait]
 impl Bus for MemoryBus {
     async fn publish(&self, channel: &str, payload: Bytes) -> Result<(), BusError> {
-        if let Some(sender) = self.inner.lock().get(channel) {
-            // An error only means every receiver is gone: nobody to deliver to.
-            let _ = sender.send(BusItem::Message(payload));
-        }
+        self.fanout.send(channel, &BusItem::Message(payload));
         Ok(())
     }
 
     async fn subscribe(&self, channel: &str) -> Result<Subscription, BusError> {
-        let receiver = {
-            let mut channels = self.inner.lock();
-            let sender =
-                channels.entry(channel.to_owned()).or_insert_with(|| broadcast::channel(self.inner.capacity).0);
-            sender.subscribe()
-        };
-        let inner: Weak<Inner> = Arc::downgrade(&self.inner);
-        let channel = channel.to_owned();
-        Ok(subscription(receiver, move || {
-            let Some(inner) = inner.upgrade() else { return };
-            let mut channels = inner.lock();
-            if channels.get(&channel).is_some_and(|sender| sender.receiver_count() == 0) {
-                channels.remove(&channel);
-            }
-        }))
+        Ok(self.fanout.subscribe(channel, || {}))
     }
 
     async fn ping(&self) -> Result<(), BusError> {
@@ -96,42 +73,158 @@ impl Bus for MemoryBus {
     }
 }
 
-/// Wraps a broadcast receiver as a [`Subscription`]: lag becomes [`BusItem::Gap`], and
-/// `on_drop` runs after the receiver is gone so it can see whether it was the last one.
-pub(crate) fn subscription(
-    receiver: broadcast::Receiver<BusItem>,
-    on_drop: impl FnOnce() + Send + 'static,
-) -> Subscription {
-    Box::pin(ChannelStream { receiver: Some(BroadcastStream::new(receiver)), on_drop: Some(Box::new(on_drop)) })
+/// One subscription as the fan-out sees it.
+struct Subscriber {
+    id: u64,
+    queue: mpsc::Sender<BusItem>,
+    /// Set when an item could not be queued; the subscription reports a gap next.
+    lagged: Arc<AtomicBool>,
 }
 
-struct ChannelStream {
-    receiver: Option<BroadcastStream<BusItem>>,
-    on_drop: Option<Box<dyn FnOnce() + Send>>,
+/// Subscriptions by channel, each with its own bounded queue. Payloads are [`Bytes`],
+/// so a message reaches every subscriber of its channel without a copy.
+pub(crate) struct Fanout {
+    channels: Mutex<HashMap<String, Vec<Subscriber>>>,
+    next_id: AtomicU64,
+    capacity: usize,
 }
 
-impl Stream for ChannelStream {
-    type Item = BusItem;
+impl Fanout {
+    /// A fan-out whose subscribers see a gap once they lag by `capacity` items.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self { channels: Mutex::new(HashMap::new()), next_id: AtomicU64::new(0), capacity: capacity.max(1) }
+    }
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BusItem>> {
-        let Some(receiver) = self.receiver.as_mut() else {
-            return Poll::Ready(None);
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Subscriber>>> {
+        // The map is never left half-updated, so a poisoned lock is still usable.
+        self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds a subscription of `channel`. When it is dropped it leaves the fan-out, then
+    /// `on_drop` runs (and may ask [`Fanout::subscriber_count`] whether it was the last).
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, on_drop: impl FnOnce() + Send + 'static) -> Subscription {
+        let (queue, receiver) = mpsc::channel(self.capacity);
+        let lagged = Arc::new(AtomicBool::new(false));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.lock().entry(channel.to_owned()).or_default().push(Subscriber { id, queue, lagged: lagged.clone() });
+        let fanout: Weak<Fanout> = Arc::downgrade(self);
+        let channel = channel.to_owned();
+        let leave = move || {
+            if let Some(fanout) = fanout.upgrade() {
+                fanout.leave(&channel, id);
+            }
+            on_drop();
         };
-        Pin::new(receiver).poll_next(cx).map(|item| {
-            item.map(|item| match item {
-                Ok(item) => item,
-                Err(BroadcastStreamRecvError::Lagged(_)) => BusItem::Gap,
-            })
-        })
+        Box::pin(QueueStream { receiver, lagged, on_drop: Some(Box::new(leave)) })
+    }
+
+    fn leave(&self, channel: &str, id: u64) {
+        let mut channels = self.lock();
+        if let Some(subscribers) = channels.get_mut(channel) {
+            subscribers.retain(|subscriber| subscriber.id != id);
+            if subscribers.is_empty() {
+                channels.remove(channel);
+            }
+        }
+    }
+
+    /// Queues `item` for every subscriber of `channel`; one whose queue is full is
+    /// marked lagged instead (it sees [`BusItem::Gap`] and re-reads history).
+    pub(crate) fn send(&self, channel: &str, item: &BusItem) {
+        let channels = self.lock();
+        let Some(subscribers) = channels.get(channel) else { return };
+        for subscriber in subscribers {
+            match subscriber.queue.try_send(item.clone()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => subscriber.lagged.store(true, Ordering::Release),
+                // Its stream is being dropped; `leave` is on the way.
+                Err(TrySendError::Closed(_)) => {}
+            }
+        }
+    }
+
+    /// Marks every subscriber lagged: messages may have been lost (a reconnect).
+    pub(crate) fn gap_all(&self) {
+        for subscribers in self.lock().values() {
+            for subscriber in subscribers {
+                // A full queue is drained soon, and the flag is seen on the next poll.
+                if let Err(TrySendError::Full(_)) = subscriber.queue.try_send(BusItem::Gap) {
+                    subscriber.lagged.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Live subscriptions of `channel`.
+    pub(crate) fn subscriber_count(&self, channel: &str) -> usize {
+        self.lock().get(channel).map_or(0, Vec::len)
     }
 }
 
-impl Drop for ChannelStream {
+/// A subscription's end of its queue.
+struct QueueStream {
+    receiver: mpsc::Receiver<BusItem>,
+    lagged: Arc<AtomicBool>,
+    on_drop: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Stream for QueueStream {
+    type Item = BusItem;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BusItem>> {
+        // A lost item is reported before what is still queued: the subscriber re-reads
+        // history, which covers everything up to now.
+        if self.lagged.swap(false, Ordering::AcqRel) {
+            return Poll::Ready(Some(BusItem::Gap));
+        }
+        self.receiver.poll_recv(cx)
+    }
+}
+
+impl Drop for QueueStream {
     fn drop(&mut self) {
-        // The receiver must be gone before the hook counts the remaining ones.
-        drop(self.receiver.take());
+        self.receiver.close();
         if let Some(on_drop) = self.on_drop.take() {
             on_drop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_sees_a_gap_then_the_rest() {
+        let bus = MemoryBus::with_capacity(2);
+        let mut slow = bus.subscribe("c").await.unwrap();
+        let mut fast = bus.subscribe("c").await.unwrap();
+        for payload in ["1", "2", "3"] {
+            bus.publish("c", Bytes::from(payload)).await.unwrap();
+            if payload != "3" {
+                assert_eq!(fast.next().await, Some(BusItem::Message(Bytes::from(payload))));
+            }
+        }
+        assert_eq!(fast.next().await, Some(BusItem::Message(Bytes::from("3"))), "a fast subscriber loses nothing");
+        assert_eq!(slow.next().await, Some(BusItem::Gap), "the lost item is reported first");
+        assert_eq!(slow.next().await, Some(BusItem::Message(Bytes::from("1"))));
+        assert_eq!(slow.next().await, Some(BusItem::Message(Bytes::from("2"))));
+        bus.publish("c", Bytes::from("4")).await.unwrap();
+        assert_eq!(slow.next().await, Some(BusItem::Message(Bytes::from("4"))), "and it keeps receiving");
+    }
+
+    #[tokio::test]
+    async fn dropping_every_subscription_forgets_the_channel() {
+        let bus = MemoryBus::new();
+        let first = bus.subscribe("c").await.unwrap();
+        let second = bus.subscribe("c").await.unwrap();
+        assert_eq!(bus.subscriber_count("c"), 2);
+        drop(first);
+        assert_eq!(bus.subscriber_count("c"), 1);
+        drop(second);
+        assert_eq!(bus.subscriber_count("c"), 0);
+        assert!(bus.fanout.lock().is_empty());
     }
 }

@@ -2,13 +2,13 @@
 //!
 //! Publishing goes through a [`ConnectionManager`], which reconnects on its own.
 //! Subscribing goes through ONE pub/sub connection per [`RedisBus`], owned by a hub task
-//! that fans messages out to per-channel broadcast senders. All SUBSCRIBE/UNSUBSCRIBE
+//! that fans messages out to the subscriptions' queues ([`Fanout`]). All SUBSCRIBE/UNSUBSCRIBE
 //! commands are issued by the hub, one at a time, so its view of what Redis has
 //! subscribed can never race with a subscription being dropped. When the connection
 //! drops, the hub reconnects with backoff, resubscribes every live channel and sends
 //! [`BusItem::Gap`] to every subscriber, who then re-reads committed history.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,10 +17,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::memory::{CHANNEL_CAPACITY, subscription};
+use super::memory::{CHANNEL_CAPACITY, Fanout};
 use super::{Bus, BusError, BusItem, Subscription};
 
 /// Bounds [`Bus::ping`] so `/readyz` turns 503 quickly when Redis is down.
@@ -55,14 +55,11 @@ impl std::fmt::Debug for RedisBus {
 }
 
 enum Command {
-    Subscribe {
-        key: String,
-        reply: oneshot::Sender<Result<broadcast::Receiver<BusItem>, BusError>>,
-    },
+    /// Subscribe to `key`: Redis delivers it to this process and the hub adds the
+    /// subscription to the fan-out before it answers.
+    Subscribe { key: String, reply: oneshot::Sender<Result<Subscription, BusError>> },
     /// A subscription of `key` was dropped; unsubscribe if it was the last one.
-    Release {
-        key: String,
-    },
+    Release { key: String },
 }
 
 impl RedisBus {
@@ -86,7 +83,15 @@ impl RedisBus {
 
         let (hub, commands) = mpsc::unbounded_channel();
         let hub_connected = Arc::new(AtomicBool::new(true));
-        let state = Hub { client, commands, channels: HashMap::new(), connected: hub_connected.clone() };
+        let state = Hub {
+            client,
+            commands,
+            // Weak: the hub stops once every RedisBus clone is gone.
+            releases: hub.downgrade(),
+            subscribed: HashSet::new(),
+            fanout: Arc::new(Fanout::new(CHANNEL_CAPACITY)),
+            connected: hub_connected.clone(),
+        };
         tokio::spawn(state.run(connection));
         Ok(Self { publisher, prefix: key_prefix.to_owned(), hub, hub_connected })
     }
@@ -119,14 +124,10 @@ impl Bus for RedisBus {
         self.hub.send(Command::Subscribe { key: key.clone(), reply }).map_err(|_| hub_gone())?;
         // The hub bounds each confirmation itself; this only guards against a hub that
         // is stuck behind a long queue of commands.
-        let receiver = tokio::time::timeout(CONFIRM_TIMEOUT * 3, answer)
+        tokio::time::timeout(CONFIRM_TIMEOUT * 3, answer)
             .await
             .map_err(|_| BusError::Unavailable(format!("subscribing to redis channel {key} timed out")))?
-            .map_err(|_| hub_gone())??;
-        let hub = self.hub.clone();
-        Ok(subscription(receiver, move || {
-            let _ = hub.send(Command::Release { key });
-        }))
+            .map_err(|_| hub_gone())?
     }
 
     async fn ping(&self) -> Result<(), BusError> {
@@ -191,7 +192,12 @@ async fn confirm(command: impl Future<Output = redis::RedisResult<()>>, what: &s
 struct Hub {
     client: redis::Client,
     commands: mpsc::UnboundedReceiver<Command>,
-    channels: HashMap<String, broadcast::Sender<BusItem>>,
+    /// Where a dropped subscription asks for its release.
+    releases: mpsc::WeakUnboundedSender<Command>,
+    /// The keys Redis delivers to this process.
+    subscribed: HashSet<String>,
+    /// The live subscriptions of those keys.
+    fanout: Arc<Fanout>,
     connected: Arc<AtomicBool>,
 }
 
@@ -233,18 +239,16 @@ impl Hub {
                         None => return,
                     },
                     () = tokio::time::sleep_until(next_attempt) => {
-                        let keys: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+                        let keys: Vec<&str> = self.subscribed.iter().map(String::as_str).collect();
                         match open_pubsub(&self.client, &keys).await {
                             Ok(conn) => {
                                 connection = Some(conn);
                                 backoff = MIN_BACKOFF;
                                 self.connected.store(true, Ordering::Relaxed);
-                                tracing::info!(channels = self.channels.len(), "redis pub/sub reconnected");
+                                tracing::info!(channels = self.subscribed.len(), "redis pub/sub reconnected");
                                 // Whatever was published while we were away is lost to
                                 // these subscribers; tell them to re-read history.
-                                for sender in self.channels.values() {
-                                    let _ = sender.send(BusItem::Gap);
-                                }
+                                self.fanout.gap_all();
                             }
                             Err(err) => {
                                 tracing::warn!(error = %err, retry_in = ?backoff, "redis pub/sub reconnect failed");
@@ -266,37 +270,44 @@ impl Hub {
     }
 
     fn dispatch(&self, message: &redis::Msg) {
-        if let Some(sender) = self.channels.get(message.get_channel_name()) {
-            // An error only means every receiver is gone; its Release is on the way.
-            let _ = sender.send(BusItem::Message(Bytes::copy_from_slice(message.get_payload_bytes())));
-        }
+        // Nobody left for a channel means its Release is on the way.
+        let payload = Bytes::copy_from_slice(message.get_payload_bytes());
+        self.fanout.send(message.get_channel_name(), &BusItem::Message(payload));
+    }
+
+    /// A subscription of `key` in the fan-out, released through the hub when dropped.
+    fn subscription(&self, key: &str) -> Subscription {
+        let releases = self.releases.clone();
+        let released = key.to_owned();
+        self.fanout.subscribe(key, move || {
+            if let Some(hub) = releases.upgrade() {
+                let _ = hub.send(Command::Release { key: released });
+            }
+        })
     }
 
     /// Runs one command on a live connection; an error means the connection is broken.
     async fn handle(&mut self, command: Command, sink: &mut PubSubSink) -> Result<(), String> {
         match command {
             Command::Subscribe { key, reply } => {
-                if let Some(sender) = self.channels.get(&key) {
-                    let _ = reply.send(Ok(sender.subscribe()));
-                    return Ok(());
-                }
-                match confirm(sink.subscribe(&key), "subscribe").await {
-                    Ok(()) => {}
-                    Err(Unconfirmed::Refused(text)) => {
-                        let _ = reply.send(Err(BusError::Unavailable(text)));
-                        return Ok(());
+                if !self.subscribed.contains(&key) {
+                    match confirm(sink.subscribe(&key), "subscribe").await {
+                        Ok(()) => {}
+                        Err(Unconfirmed::Refused(text)) => {
+                            let _ = reply.send(Err(BusError::Unavailable(text)));
+                            return Ok(());
+                        }
+                        Err(Unconfirmed::Lost(text)) => {
+                            let _ = reply.send(Err(BusError::Unavailable(text.clone())));
+                            return Err(text);
+                        }
                     }
-                    Err(Unconfirmed::Lost(text)) => {
-                        let _ = reply.send(Err(BusError::Unavailable(text.clone())));
-                        return Err(text);
-                    }
+                    self.subscribed.insert(key.clone());
                 }
-                let (sender, receiver) = broadcast::channel(CHANNEL_CAPACITY);
-                self.channels.insert(key.clone(), sender);
-                if reply.send(Ok(receiver)).is_err() {
-                    // The caller gave up waiting: nobody will ever release this one.
-                    return self.release(key, sink).await;
-                }
+                // Added before the answer, so a Release of another subscription handled
+                // meanwhile sees this one and keeps the key. Should the caller have given
+                // up, the dropped subscription sends its own Release.
+                let _ = reply.send(Ok(self.subscription(&key)));
                 Ok(())
             }
             Command::Release { key } => self.release(key, sink).await,
@@ -318,12 +329,12 @@ impl Hub {
         }
     }
 
-    /// Drops `key` from the live channels if no subscription is left; a subscribe that
-    /// raced with the release keeps it alive.
+    /// Forgets `key` if no subscription of it is left; a subscribe that raced with the
+    /// release keeps it.
     fn forget_if_unused(&mut self, key: &str) -> bool {
-        let unused = self.channels.get(key).is_some_and(|sender| sender.receiver_count() == 0);
+        let unused = self.subscribed.contains(key) && self.fanout.subscriber_count(key) == 0;
         if unused {
-            self.channels.remove(key);
+            self.subscribed.remove(key);
         }
         unused
     }

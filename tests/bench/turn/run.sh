@@ -4,7 +4,7 @@
 # Redis). Prints one JSON report per run on stdout (see tests/src/bin/turn_bench.rs)
 # and a one-line human summary of each on stderr.
 #
-# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak|scale|flat|peer]
+# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak|scale|flat|peer|streams|read]
 # Environment: C1_TURNS (default 200), C32_TURNS (default 50 per session),
 #              SOAK_SECONDS (default 120; 600 for the documented 10-minute soak),
 #              KILL_EVERY (default 15 s), SOAK_CONCURRENCY (default 8),
@@ -13,6 +13,11 @@
 #              FLAT_FILL_CONCURRENCY (default 64), FLAT_C32_TURNS (default 20),
 #              FLAT_STACKS (default "dev distributed"),
 #              AGENTD_TEST_POSTGRES_URL / _NATS_URL / _REDIS_URL as for scripts/test.
+#              streams: STREAMS (default 10000), STREAM_SESSIONS (default STREAMS: one
+#              stream per session), IDLE_SECONDS (default 30), FANOUT_STREAMS (default
+#              1000), FANOUT_TURNS (default 20), FIRST_TURNS (default 100).
+#              read: READ_CONCURRENCY (default 64), READ_SECONDS (default 20).
+#              STACKS (streams, read): "dev distributed" (default) or either one.
 #
 # soak: the distributed stack with two workers, one of which is SIGKILLed and replaced
 # every KILL_EVERY seconds while sessions (25 turns each, then a new one) send turns for
@@ -36,6 +41,20 @@
 # peer: tests/bench/peer/run.sh — LangGraph's dev server and agentd dev under the same
 # driver design, one run, with the ratios.
 #
+# streams: per stack, STREAMS idle SSE streams (`GET /v1/sessions/{id}/events/stream`)
+# on one gateway: its RSS per stream and its CPU while they idle IDLE_SECONDS; then
+# FANOUT_STREAMS streams on one session and FANOUT_TURNS turns: commit → receipt on
+# every stream; then one stream, FIRST_TURNS turns: commit → first event at C=1
+# (tests/src/bin/stream_bench.rs). `ulimit -n` is raised to the hard limit.
+#
+# read: per stack, READ_CONCURRENCY keep-alive connections sending `GET /v1/agents/{id}`
+# for READ_SECONDS with rate-limit metering on (a read limit no run reaches; Redis in the
+# distributed stack): req/s, p50/p99, CPU per request of agentd, of Redis + PostgreSQL
+# (every postgres process of the machine) and of the driver (tests/src/bin/read_bench.rs).
+#
+# Each mode prints one JSON object per run on stdout and a one-line summary per stack on
+# stderr.
+#
 # The zero-latency model is the built-in `scripted` provider, routed through the model
 # catalog (AGENTD_MODEL_CATALOG), so the numbers measure agentd itself: admission,
 # commits, the queue, the bus and streaming — not a model.
@@ -54,7 +73,7 @@ NATS="${AGENTD_TEST_NATS_URL:-nats://127.0.0.1:4222}"
 REDIS="${AGENTD_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 
 cargo build --release -p agentd -p agentd-tests --bin agentd --bin turn_bench --bin peer_bench >&2
-BIN="$PWD/target/release/agentd"
+BIN="${AGENTD_BIN:-$PWD/target/release/agentd}"
 DRIVER="$PWD/target/release/turn_bench"
 WORK="$(mktemp -d)"
 KEY="sk-agentd-bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
@@ -322,5 +341,81 @@ if [ "$mode" = soak ]; then
         first=$(awk -F, -v n="$name" -v w="$warm" '$2 == n && $1 >= w {print $3; exit}' "$WORK/rss.csv")
         last=$(awk -F, -v n="$name" '$2 == n {v=$3} END {print v}' "$WORK/rss.csv")
         echo "{\"process\":\"$name\",\"rss_kib\":[${samples// /,}0],\"growth_percent\":$(( first > 0 ? (last - first) * 100 / first : 0 ))}" | sed 's/,0]/]/'
+    done
+fi
+
+if [ "$mode" = streams ]; then
+    # The same packages as the build above: another set resolves other features and
+    # rebuilds the workspace.
+    cargo build --release -p agentd -p agentd-tests --bin stream_bench >&2
+    STREAM_DRIVER="$PWD/target/release/stream_bench"
+    STREAMS="${STREAMS:-10000}"
+    STREAM_SESSIONS="${STREAM_SESSIONS:-$STREAMS}"
+    IDLE_SECONDS="${IDLE_SECONDS:-30}"
+    FANOUT_STREAMS="${FANOUT_STREAMS:-1000}"
+    FANOUT_TURNS="${FANOUT_TURNS:-20}"
+    FIRST_TURNS="${FIRST_TURNS:-100}"
+    # Every stream is a socket at both ends: driver and gateway inherit this limit.
+    ulimit -n "$(ulimit -Hn)"
+    streams_run() { # streams_run STACK URL GATEWAY_PID
+        local stack="$1" url="$2" pid="$3" idle fanout first
+        local base=(--url "$url" --key "$KEY" --model bench-zero-latency --pid "$pid")
+        idle="$("$STREAM_DRIVER" "${base[@]}" --mode idle --streams "$STREAMS" --sessions "$STREAM_SESSIONS" --idle-seconds "$IDLE_SECONDS")"
+        echo "{\"stack\":\"$stack\",\"report\":$idle}"
+        fanout="$("$STREAM_DRIVER" "${base[@]}" --mode fanout --streams "$FANOUT_STREAMS" --events "$FANOUT_TURNS")"
+        echo "{\"stack\":\"$stack\",\"report\":$fanout}"
+        first="$("$STREAM_DRIVER" "${base[@]}" --mode fanout --streams 1 --events "$FIRST_TURNS")"
+        echo "{\"stack\":\"$stack\",\"report\":$first}"
+        jq -rn --arg stack "$stack" --argjson idle "$idle" --argjson fanout "$fanout" --argjson first "$first" '
+            "streams \($stack): \($idle.streams) idle streams, \($idle.rss_per_stream_kib * 10 | round / 10) KiB RSS each, "
+            + "idle CPU \($idle.gateway_idle_cpu_ms_per_s * 10 | round / 10) ms/s (\($idle.keepalives_per_s | round) keep-alives/s); "
+            + "\($fanout.streams) streams on one session: commit→receipt p50 \($fanout.commit_to_receipt_ms.every_event.p50 | round) / p99 \($fanout.commit_to_receipt_ms.every_event.p99 | round) ms; "
+            + "C=1 commit→first event p50 \($first.commit_to_receipt_ms.user_message.p50 * 10 | round / 10) ms, send→first p50 \($first.send_to_user_message_receipt_ms.p50 * 10 | round / 10) ms"' >&2
+    }
+    for stack in ${STACKS:-dev distributed}; do
+        if [ "$stack" = dev ]; then
+            echo "== streams: agentd dev" >&2
+            start streams-dev dev AGENTD_DATA_DIR="$WORK/streams-dev"
+            streams_run dev "$URL" "$PID"
+            kill "$PID"
+        else
+            echo "== streams: distributed gateway (+ one worker for the turns)" >&2
+            distributed_stack
+            start streams-worker worker "${dist_env[@]}"
+            streams_run distributed "$gw_url" "$gw_pid"
+        fi
+    done
+fi
+
+if [ "$mode" = read ]; then
+    cargo build --release -p agentd -p agentd-tests --bin read_bench >&2
+    READ_DRIVER="$PWD/target/release/read_bench"
+    READ_CONCURRENCY="${READ_CONCURRENCY:-64}"
+    READ_SECONDS="${READ_SECONDS:-20}"
+    # Metering stays on, with a read bucket no run empties.
+    read_limit=AGENTD_RATE_LIMIT_READ=1000000000
+    read_run() { # read_run STACK URL PID [BACKEND_PID…]
+        local stack="$1" url="$2" pid="$3" report; shift 3
+        local backends=()
+        for backend in "$@"; do backends+=(--backend-pid "$backend"); done
+        report="$("$READ_DRIVER" --url "$url" --key "$KEY" --concurrency "$READ_CONCURRENCY" --seconds "$READ_SECONDS" --pid "$pid" "${backends[@]}")"
+        echo "{\"stack\":\"$stack\",\"report\":$report}"
+        jq -rn --arg stack "$stack" --argjson r "$report" '
+            "read \($stack): \($r.requests_per_second | round) req/s at C=\($r.concurrency), p50 \($r.latency_ms.p50) / p99 \($r.latency_ms.p99) ms, "
+            + "agentd \($r.server_cpu_us_per_request | round) µs CPU/request (\($r.server_cores * 100 | round) % of a core), "
+            + "backends \($r.backend_cpu_us_per_request | round) µs, driver \($r.driver_cpu_us_per_request | round) µs (\($r.driver_cores * 100 | round) %), non-200: \($r.non_200)"' >&2
+    }
+    for stack in ${STACKS:-dev distributed}; do
+        if [ "$stack" = dev ]; then
+            echo "== read: agentd dev" >&2
+            start read-dev dev AGENTD_DATA_DIR="$WORK/read-dev" "$read_limit"
+            read_run dev "$URL" "$PID"
+            kill "$PID"
+        else
+            echo "== read: distributed gateway (Redis metering)" >&2
+            distributed_stack "$read_limit"
+            # shellcheck disable=SC2046 # one pid per word
+            read_run distributed "$gw_url" "$gw_pid" $(pgrep -x redis-server) $(pgrep -x postgres)
+        fi
     done
 fi
