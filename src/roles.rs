@@ -447,6 +447,7 @@ impl Process {
         let secrets = self.secrets.clone().context("this role serves no API")?;
         let key_cache = Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2)));
         let state = AppState::new(Shared {
+            outbox: agentd_schema::outbox::Sweeper::spawn(self.store.clone()),
             backends: self.backends.clone(),
             lifecycle: self.lifecycle.clone(),
             limiter,

@@ -50,6 +50,7 @@ impl Rig {
         let key = agentd_schema::ids::new_secret("sk-agentd");
         store.insert_api_key(&workspace.id, "test", &key, &agentd_schema::KeyKind::Api).await.unwrap();
         let state = AppState::new(Shared {
+            outbox: agentd_schema::outbox::Sweeper::spawn(store.clone()),
             backends: Backends {
                 store,
                 queue: Some(Arc::new(MemoryQueue::new(Default::default()))),

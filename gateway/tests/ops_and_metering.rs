@@ -40,6 +40,7 @@ impl Gateway {
         store.insert_api_key(&workspace.id, "test", &key, &KeyKind::Api).await.expect("key");
         let store: Arc<dyn Store> = Arc::new(store);
         let state = AppState::new(Shared {
+            outbox: agentd_schema::outbox::Sweeper::spawn(store.clone()),
             backends: Backends {
                 store,
                 queue: Some(Arc::new(MemoryQueue::new(Default::default()))),

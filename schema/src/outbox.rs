@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use agentd_proto::Queue;
 use bytes::Bytes;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
@@ -30,8 +31,44 @@ pub enum PublishError {
 /// Publishes one outbox row and removes it once the queue has it.
 pub async fn publish(store: &dyn Store, queue: &dyn Queue, message: &OutboxMessage) -> Result<(), PublishError> {
     queue.publish(&message.msg_id, Bytes::copy_from_slice(&message.payload)).await?;
-    store.outbox_delete(message.id).await?;
+    store.outbox_delete(&[message.id]).await?;
     Ok(())
+}
+
+/// Removes published outbox rows in batches, off the path of the request that published
+/// them: the rows published while one DELETE runs go together in the next. A removal
+/// lost to a crash leaves the row to the relay, whose republish the queue drops as a
+/// duplicate (or the worker, as a stale submission).
+#[derive(Debug, Clone)]
+pub struct Sweeper(mpsc::UnboundedSender<i64>);
+
+/// Rows per batch of a [`Sweeper`].
+const SWEEP_BATCH: usize = 512;
+
+impl Sweeper {
+    /// Starts the task that removes what [`Sweeper::publish`] published; it ends once
+    /// every clone of the sweeper is dropped and the rows it was given are removed.
+    pub fn spawn(store: Arc<dyn Store>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut ids = Vec::with_capacity(SWEEP_BATCH);
+            while rx.recv_many(&mut ids, SWEEP_BATCH).await > 0 {
+                if let Err(error) = store.outbox_delete(&ids).await {
+                    tracing::warn!(%error, rows = ids.len(), "published outbox rows not removed; the relay republishes them");
+                }
+                ids.clear();
+            }
+        });
+        Self(tx)
+    }
+
+    /// Publishes one outbox row; its removal joins the next batch.
+    pub async fn publish(&self, queue: &dyn Queue, message: &OutboxMessage) -> Result<(), agentd_proto::QueueError> {
+        queue.publish(&message.msg_id, Bytes::copy_from_slice(&message.payload)).await?;
+        // The task only ends when every sender is gone, and this is one.
+        let _ = self.0.send(message.id);
+        Ok(())
+    }
 }
 
 /// Settings of [`run_relay`].

@@ -49,6 +49,7 @@ impl TestGateway {
         let backends =
             Backends { store: store.store.clone(), queue: Some(queue), bus: Some(Arc::new(MemoryBus::new())) };
         let state = AppState::new(Shared {
+            outbox: agentd_schema::outbox::Sweeper::spawn(store.store.clone()),
             backends,
             lifecycle: Lifecycle::new(),
             limiter: Arc::new(MemoryLimiter::new(limits)),

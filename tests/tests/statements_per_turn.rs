@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 /// Statements per turn (`BEGIN`/`COMMIT` excluded): gateway 7 (the session; the
 /// agent's and environment's state; the submission's sequence allocation, event insert,
-/// run and outbox row; the outbox delete), worker 14 (claim; the session; a page of
+/// run and outbox row; the outbox delete, which a sweeper batches off the request path —
+/// one per turn at C=1), worker 14 (claim; the session; a page of
 /// events; three commits of sequence allocation and event insert, with the usage write
 /// in the second and the fence, or the settle in the third; the session re-read before
 /// the last step). It was 27 before issue 17.

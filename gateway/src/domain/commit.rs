@@ -38,7 +38,7 @@ pub(crate) async fn submit_and_publish(
             trace_context: trace_context.into_iter().collect(),
         })
         .await?;
-    if let Err(error) = agentd_schema::outbox::publish(store, queue.as_ref(), &submitted.outbox).await {
+    if let Err(error) = state.outbox.publish(queue.as_ref(), &submitted.outbox).await {
         tracing::warn!(%error, run = %submitted.run_id, "submission publish deferred to the outbox relay");
     }
     live::publish_committed(bus.as_ref(), &submitted.events).await;

@@ -53,8 +53,7 @@ pub async fn cancel_open(state: &AppState, thread: &str) -> DomainResult<Option<
 pub async fn publish(state: &AppState, messages: &[agentd_schema::OutboxMessage]) {
     let Some(queue) = &state.backends.queue else { return };
     for message in messages {
-        if let Err(error) = agentd_schema::outbox::publish(state.backends.store.as_ref(), queue.as_ref(), message).await
-        {
+        if let Err(error) = state.outbox.publish(queue.as_ref(), message).await {
             tracing::warn!(%error, "run control's submission deferred to the outbox relay");
         }
     }

@@ -18,6 +18,9 @@ struct OutboxRow {
     created_at_ms: i64,
 }
 
+/// Rows per DELETE, far below both dialects' limits on bound parameters.
+const DELETES_PER_STATEMENT: usize = 500;
+
 #[async_trait]
 impl OutboxStore for SqlStore {
     async fn outbox_due(&self, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>> {
@@ -38,8 +41,16 @@ impl OutboxStore for SqlStore {
             .collect())
     }
 
-    async fn outbox_delete(&self, id: i64) -> StoreResult<()> {
-        sqlx::query("DELETE FROM outbox WHERE id = $1").bind(id).execute(&self.primary).await?;
+    async fn outbox_delete(&self, ids: &[i64]) -> StoreResult<()> {
+        for chunk in ids.chunks(DELETES_PER_STATEMENT) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|n| format!("${n}")).collect();
+            let sql = format!("DELETE FROM outbox WHERE id IN ({})", placeholders.join(", "));
+            let mut statement = sqlx::query(&sql);
+            for id in chunk {
+                statement = statement.bind(id);
+            }
+            statement.execute(&self.primary).await?;
+        }
         Ok(())
     }
 }

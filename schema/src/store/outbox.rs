@@ -27,6 +27,7 @@ pub trait OutboxStore: Send + Sync {
     /// Outbox rows written at or before `created_before_ms`, oldest first, at most `limit`.
     async fn outbox_due(&self, created_before_ms: i64, limit: i64) -> StoreResult<Vec<OutboxMessage>>;
 
-    /// Removes a published outbox row (idempotent).
-    async fn outbox_delete(&self, id: i64) -> StoreResult<()>;
+    /// Removes published outbox rows, in one statement per few hundred (idempotent:
+    /// ids already gone are skipped).
+    async fn outbox_delete(&self, ids: &[i64]) -> StoreResult<()>;
 }
