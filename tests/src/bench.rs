@@ -118,3 +118,28 @@ pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
     sorted[rank].as_secs_f64() * 1000.0
 }
+
+/// The beta selector the drivers send with every managed-API request.
+pub const BETA: &str = "managed-agents-2026-04-01";
+
+/// POSTs `body` to the managed API at `base` + `path` with the key; panics unless 2xx.
+pub async fn post(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let response = client
+        .post(format!("{base}{path}"))
+        .header("x-api-key", key)
+        .header("anthropic-beta", BETA)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.expect("json body");
+    assert!(status.is_success(), "{path}: {status} {body}");
+    body
+}

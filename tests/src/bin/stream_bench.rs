@@ -111,18 +111,7 @@ fn wall_ms() -> f64 {
 }
 
 async fn post(client: &reqwest::Client, args: &Args, path: &str, body: Value) -> Value {
-    let response = client
-        .post(format!("{}{path}", args.url))
-        .header("x-api-key", &args.key)
-        .header("anthropic-beta", "managed-agents-2026-04-01")
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json body");
-    assert!(status.is_success(), "{path}: {status} {body}");
-    body
+    agentd_tests::bench::post(client, &args.url, &args.key, path, body).await
 }
 
 async fn open(client: &reqwest::Client, args: &Args, session: &str) -> Option<reqwest::Response> {

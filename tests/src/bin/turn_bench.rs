@@ -116,18 +116,7 @@ struct Route {
 }
 
 async fn post(client: &reqwest::Client, args: &Args, url: &str, path: &str, body: Value) -> Value {
-    let response = client
-        .post(format!("{url}{path}"))
-        .header("x-api-key", &args.key)
-        .header("anthropic-beta", "managed-agents-2026-04-01")
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json body");
-    assert!(status.is_success(), "{path}: {status} {body}");
-    body
+    agentd_tests::bench::post(client, url, &args.key, path, body).await
 }
 
 /// What one session measured.
