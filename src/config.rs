@@ -66,6 +66,21 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_REDIS_URL", value_name = "URL")]
     pub redis_url: Option<String>,
 
+    /// Object store for the bytes of files and skills: s3://bucket/prefix (credentials and
+    /// region from the AWS_* variables) or file:///dir (required by gateway and worker;
+    /// dev default: the blobs directory in the data dir).
+    #[arg(long, global = true, env = "AGENTD_OBJECT_STORE_URL", value_name = "URL")]
+    pub object_store_url: Option<String>,
+
+    /// Endpoint of an S3-compatible server (MinIO, Ceph, R2), e.g. http://127.0.0.1:9000
+    /// [default: AWS_ENDPOINT_URL, else AWS's own].
+    #[arg(long, global = true, env = "AGENTD_OBJECT_STORE_ENDPOINT", value_name = "URL")]
+    pub object_store_endpoint: Option<String>,
+
+    /// The largest file POST /v1/files stores, in bytes [default: 500000000].
+    #[arg(long, global = true, env = "AGENTD_MAX_FILE_BYTES", value_name = "BYTES")]
+    pub max_file_bytes: Option<u64>,
+
     /// Log format: text or json [default: text].
     #[arg(long, global = true, env = "AGENTD_LOG_FORMAT", value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
@@ -249,6 +264,9 @@ impl Settings {
             dev_no_runner: self.dev_no_runner || file.dev_no_runner,
             nats_url: self.nats_url.or(file.nats_url),
             redis_url: self.redis_url.or(file.redis_url),
+            object_store_url: self.object_store_url.or(file.object_store_url),
+            object_store_endpoint: self.object_store_endpoint.or(file.object_store_endpoint),
+            max_file_bytes: self.max_file_bytes.or(file.max_file_bytes),
             log_format: self.log_format.or(file.log_format),
             drain_timeout: self.drain_timeout.or(file.drain_timeout),
             nats_stream: self.nats_stream.or(file.nats_stream),
@@ -464,6 +482,13 @@ impl Settings {
         let lease = duration("AGENTD_LEASE", self.lease.as_deref(), Duration::from_secs(30))?;
         anyhow::ensure!(lease >= Duration::from_millis(300), "AGENTD_LEASE must be at least 300ms");
         Ok(lease)
+    }
+
+    /// The largest file an upload stores.
+    pub fn max_file_bytes(&self) -> Result<u64> {
+        let bytes = self.max_file_bytes.unwrap_or(agentd_gateway::domain::files::DEFAULT_MAX_FILE_BYTES);
+        anyhow::ensure!(bytes >= 1, "AGENTD_MAX_FILE_BYTES must be at least 1");
+        Ok(bytes)
     }
 
     /// The retry budget of new runs.

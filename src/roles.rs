@@ -16,6 +16,7 @@ use agentd_proto::bus::redis::RedisBus;
 use agentd_proto::queue::jetstream::JetStreamQueue;
 use agentd_proto::queue::memory::MemoryQueue;
 use agentd_proto::{Bus, Lifecycle, Queue};
+use agentd_schema::blobs::Blobs;
 use agentd_schema::outbox::{RelayConfig, run_relay};
 use agentd_schema::secrets::SecretBox;
 use agentd_schema::sql::redact_url;
@@ -72,7 +73,8 @@ pub async fn dev(settings: Settings) -> Result<()> {
         Some(secrets) => secrets,
         None => settings.with_previous_keys(dev_secret_box(&data_dir)?)?,
     };
-    let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(limiter));
+    let blobs = connect_blobs(&settings, Some(&data_dir.join("blobs"))).await?;
+    let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(limiter));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
@@ -194,7 +196,7 @@ pub async fn runner(settings: Settings) -> Result<()> {
 
 /// `agentd gateway`.
 pub async fn gateway(settings: Settings) -> Result<()> {
-    let (store, queue, bus) = production_backends(&settings, "gateway").await?;
+    let (store, queue, bus, blobs) = production_backends(&settings, "gateway").await?;
     bootstrap_key(store.as_ref(), &settings).await?;
     let redis_url = settings.redis_url.clone().unwrap_or_default();
     let limiter =
@@ -211,7 +213,7 @@ pub async fn gateway(settings: Settings) -> Result<()> {
         format!("cannot use Redis at {} for MCP sessions (check AGENTD_REDIS_URL)", redact_url(&redis_url))
     })?;
     let mcp = mcp_settings(&settings, false, Some(Arc::new(mcp_sessions)))?;
-    let mut process = Process::new(settings, store, Some(queue), Some(bus), Some(Arc::new(limiter)));
+    let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(Arc::new(limiter)));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
@@ -226,10 +228,10 @@ fn mcp_settings(settings: &Settings, dev: bool, sessions: Option<Arc<RedisSessio
 
 /// `agentd worker`.
 pub async fn worker(settings: Settings) -> Result<()> {
-    let (store, queue, bus) = production_backends(&settings, "worker").await?;
+    let (store, queue, bus, blobs) = production_backends(&settings, "worker").await?;
     // The gateway's key opens vault credentials for remote tools (MCP, A2A).
     let secrets = settings.secret_box()?.map(Arc::new);
-    let mut process = Process::new(settings, store, Some(queue), Some(bus), None);
+    let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, None);
     process.secrets = secrets;
     process.start_relay();
     process.start_consumer(Registry::from_env(false), false)?;
@@ -302,7 +304,33 @@ pub(crate) async fn connect_store(url: &str) -> Result<Arc<SqlStore>> {
     Ok(Arc::new(store))
 }
 
-async fn production_backends(settings: &Settings, role: &str) -> Result<(Arc<SqlStore>, Arc<dyn Queue>, Arc<dyn Bus>)> {
+/// The object store of files and skills: `AGENTD_OBJECT_STORE_URL`, else (dev only)
+/// `default_dir`. It must answer before the role starts.
+async fn connect_blobs(settings: &Settings, default_dir: Option<&std::path::Path>) -> Result<Blobs> {
+    let blobs = match (&settings.object_store_url, default_dir) {
+        (Some(url), _) => Blobs::from_url(url, settings.object_store_endpoint.as_deref())
+            .with_context(|| format!("AGENTD_OBJECT_STORE_URL={url} cannot be used"))?,
+        (None, Some(dir)) => Blobs::filesystem(dir)?,
+        (None, None) => bail!(
+            "agentd needs an object store for files and skills: set AGENTD_OBJECT_STORE_URL=s3://bucket/prefix \
+             (with AWS_* credentials and AGENTD_OBJECT_STORE_ENDPOINT for MinIO/Ceph/R2) or file:///shared/dir"
+        ),
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, blobs.ping())
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))
+        .and_then(|result| result.map_err(anyhow::Error::from))
+        .with_context(|| {
+            format!("the object store {} does not answer (check AGENTD_OBJECT_STORE_URL)", blobs.location())
+        })?;
+    info!(blobs = blobs.backend().name(), location = blobs.location(), "object store ready");
+    Ok(blobs)
+}
+
+async fn production_backends(
+    settings: &Settings,
+    role: &str,
+) -> Result<(Arc<SqlStore>, Arc<dyn Queue>, Arc<dyn Bus>, Blobs)> {
     let Some(database_url) = settings.database_url.clone() else {
         bail!(
             "agentd {role} needs PostgreSQL: set AGENTD_DATABASE_URL=postgres://… (use `agentd dev` for embedded backends)"
@@ -314,6 +342,7 @@ async fn production_backends(settings: &Settings, role: &str) -> Result<(Arc<Sql
     let Some(redis_url) = settings.redis_url.clone() else {
         bail!("agentd {role} needs Redis: set AGENTD_REDIS_URL=redis://…");
     };
+    let blobs = connect_blobs(settings, None).await?;
     let store = connect_store(&database_url).await?;
     store.ping().await.with_context(|| {
         format!("the database at {} does not answer (check AGENTD_DATABASE_URL)", redact_url(&database_url))
@@ -339,7 +368,7 @@ async fn production_backends(settings: &Settings, role: &str) -> Result<(Arc<Sql
         bus = %format!("redis {}", redact_url(&redis_url)),
         "backends ready"
     );
-    Ok((store, Arc::new(queue), Arc::new(bus)))
+    Ok((store, Arc::new(queue), Arc::new(bus), blobs))
 }
 
 /// One running role: its backends, lifecycle and the tasks it must wait for.
@@ -366,11 +395,12 @@ impl Process {
         store: Arc<SqlStore>,
         queue: Option<Arc<dyn Queue>>,
         bus: Option<Arc<dyn Bus>>,
+        blobs: Blobs,
         limiter: Option<Arc<dyn Limiter>>,
     ) -> Self {
         // Install the recorder before anything records, or early samples are lost.
         agentd_gateway::telemetry::prometheus();
-        let backends = Backends { store: store.clone(), queue, bus };
+        let backends = Backends { store: store.clone(), queue, bus, blobs };
         Self {
             settings,
             store,
@@ -449,6 +479,7 @@ impl Process {
         let state = AppState::new(Shared {
             outbox: agentd_schema::outbox::Sweeper::spawn(self.store.clone()),
             backends: self.backends.clone(),
+            max_file_bytes: self.settings.max_file_bytes()?,
             lifecycle: self.lifecycle.clone(),
             limiter,
             secrets,

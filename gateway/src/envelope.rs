@@ -139,11 +139,25 @@ fn jsonrpc(status: StatusCode, message: String) -> Response {
     response
 }
 
-/// Refuses a request body labelled with a content type the API does not read (every
-/// `/v1` route reads JSON: `application/json` or an `application/…+json` type) with a
-/// bare 415 that [`layer`] renders in the surface's shape. A body without a content type
-/// is read as JSON, as before; an empty body (body-less POSTs) passes whatever its label.
+/// Refuses a request body labelled with a content type the API does not read with a
+/// bare 415 that [`layer`] renders in the surface's shape. Every `/v1` route reads JSON
+/// (`application/json` or an `application/…+json` type) except the uploads, which read
+/// `multipart/form-data` and only that ([`takes_multipart`]). A body without a content
+/// type is read as JSON, as before; an empty body (body-less POSTs) passes whatever its
+/// label.
 pub async fn json_bodies(request: Request, next: Next) -> Response {
+    if takes_multipart(request.method(), request.uri().path()) {
+        let label = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let essence = label.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        if essence != "multipart/form-data" {
+            return (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("content-type: expected multipart/form-data, got {label:?}"),
+            )
+                .into_response();
+        }
+        return next.run(request).await;
+    }
     let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
         || request
             .headers()
@@ -159,6 +173,16 @@ pub async fn json_bodies(request: Request, next: Next) -> Response {
         }
         _ => next.run(request).await,
     }
+}
+
+/// The upload routes (inside `/v1`): `POST /files`, `POST /skills` and
+/// `POST /skills/{skill_id}/versions`.
+fn takes_multipart(method: &Method, path: &str) -> bool {
+    if method != Method::POST {
+        return false;
+    }
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(segments.as_slice(), ["files"] | ["skills"] | ["skills", _, "versions"])
 }
 
 fn is_json(content_type: &str) -> bool {

@@ -71,6 +71,17 @@ pub enum ApiError {
         /// Whole seconds until a request may succeed (≥ 1).
         retry_after_secs: u64,
     },
+    /// A status of its own with `error.details.error_code` (`file_expired`,
+    /// `skill_name_taken`).
+    #[error("{message}")]
+    Coded {
+        /// The status.
+        status: Code,
+        /// What happened.
+        message: String,
+        /// `error.details.error_code`.
+        error_code: &'static str,
+    },
     /// 503 `api_error`: a dependency is down or the process is draining. Fail closed.
     #[error("{0}")]
     Unavailable(String),
@@ -106,6 +117,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => Code::RateLimited,
             ApiError::Unavailable(_) => Code::Unavailable,
             ApiError::Internal(_) => Code::Internal,
+            ApiError::Coded { status, .. } => *status,
         }
     }
 
@@ -124,6 +136,13 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict_error",
             ApiError::RateLimited { .. } => "rate_limit_error",
             ApiError::Unavailable(_) | ApiError::Internal(_) => "api_error",
+            ApiError::Coded { status, .. } => match status {
+                Code::NotFound => "not_found_error",
+                Code::Conflict => "conflict_error",
+                Code::PayloadTooLarge => "request_too_large",
+                Code::Unavailable | Code::Internal => "api_error",
+                _ => "invalid_request_error",
+            },
         }
     }
 }
@@ -144,6 +163,13 @@ impl From<DomainError> for ApiError {
             DomainError::EnvironmentArchived(message) => ApiError::invalid_with_code("environment_archived", message),
             DomainError::Conflict(message) => ApiError::Conflict(message),
             DomainError::Gone(message) => ApiError::Gone(message),
+            DomainError::Expired(message) => {
+                ApiError::Coded { status: Code::NotFound, message, error_code: "file_expired" }
+            }
+            DomainError::TooLarge(message) => ApiError::PayloadTooLarge(message),
+            DomainError::NameTaken(message) => {
+                ApiError::Coded { status: Code::Conflict, message, error_code: "skill_name_taken" }
+            }
             DomainError::Unavailable(message) => ApiError::Unavailable(message),
             DomainError::Internal(cause) => ApiError::Internal(cause),
         }
@@ -174,6 +200,9 @@ impl IntoResponse for ApiError {
         if let ApiError::InvalidRequest { code: Some(code), .. } = &self {
             error["details"] = json!({ "error_code": code });
         }
+        if let ApiError::Coded { error_code, .. } = &self {
+            error["details"] = json!({ "error_code": error_code });
+        }
         if let ApiError::PreconditionFailed { details, .. } = &self {
             error["details"] = details.clone();
         }
@@ -184,7 +213,7 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         match &self {
-            ApiError::Conflict(_) => {
+            ApiError::Conflict(_) | ApiError::Coded { status: Code::Conflict, .. } => {
                 headers.insert("x-should-retry", HeaderValue::from_static("false"));
             }
             ApiError::RateLimited { retry_after_secs, .. } => {

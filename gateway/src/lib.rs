@@ -61,6 +61,8 @@ pub struct Shared {
     pub secrets: Arc<agentd_schema::secrets::SecretBox>,
     /// Recently resolved API keys (2 s).
     pub key_cache: Arc<admission::auth::KeyCache>,
+    /// The largest file `POST /v1/files` stores (`AGENTD_MAX_FILE_BYTES`).
+    pub max_file_bytes: u64,
     /// Removes published outbox rows in batches, off the request path.
     pub outbox: agentd_schema::outbox::Sweeper,
     /// Retry budget of new runs (recoveries before `retries_exhausted`).

@@ -36,6 +36,8 @@ pub struct Backends {
     pub queue: Option<Arc<dyn Queue>>,
     /// Live bus.
     pub bus: Option<Arc<dyn Bus>>,
+    /// Bytes of files and skill archives (ADR 0015).
+    pub blobs: agentd_schema::blobs::Blobs,
 }
 
 /// One backend's answer to a readiness check.
@@ -75,8 +77,15 @@ impl Backends {
                 Some(Check { seam: "bus", backend: bus.backend_name(), error: result.err() })
             }
         };
-        let (store, queue, bus) = tokio::join!(store, queue, bus);
-        let checks: Vec<Check> = std::iter::once(store).chain(queue).chain(bus).collect();
+        let blobs = {
+            let blobs = self.blobs.clone();
+            async move {
+                let result = bounded(async { blobs.ping().await.map_err(|e| e.to_string()) }).await;
+                Check { seam: "blobs", backend: blobs.backend().name(), error: result.err() }
+            }
+        };
+        let (store, queue, bus, blobs) = tokio::join!(store, queue, bus, blobs);
+        let checks: Vec<Check> = std::iter::once(store).chain(queue).chain(bus).chain(Some(blobs)).collect();
         for check in &checks {
             metrics::gauge!("agentd_backend_up", "seam" => check.seam, "backend" => check.backend)
                 .set(if check.error.is_none() { 1.0 } else { 0.0 });

@@ -28,6 +28,7 @@ struct Gateway {
     state: AppState,
     key: String,
     organization: String,
+    _blobs_dir: tempfile::TempDir,
 }
 
 impl Gateway {
@@ -39,13 +40,16 @@ impl Gateway {
         let key = agentd_schema::ids::new_secret("sk-agentd-test");
         store.insert_api_key(&workspace.id, "test", &key, &KeyKind::Api).await.expect("key");
         let store: Arc<dyn Store> = Arc::new(store);
+        let blobs_dir = tempfile::tempdir().expect("a blob directory");
         let state = AppState::new(Shared {
             outbox: agentd_schema::outbox::Sweeper::spawn(store.clone()),
             backends: Backends {
                 store,
                 queue: Some(Arc::new(MemoryQueue::new(Default::default()))),
                 bus: Some(Arc::new(MemoryBus::new())),
+                blobs: agentd_schema::blobs::Blobs::filesystem(blobs_dir.path()).expect("blobs"),
             },
+            max_file_bytes: agentd_gateway::domain::files::DEFAULT_MAX_FILE_BYTES,
             lifecycle: Lifecycle::new(),
             limiter: Arc::new(MemoryLimiter::new(limits)),
             secrets: Arc::new(SecretBox::from_encoded(&SecretBox::generate_key()).expect("secret box")),
@@ -56,7 +60,7 @@ impl Gateway {
             a2a: Default::default(),
             remote_allow_private: false,
         });
-        Self { state, key, organization: workspace.organization_id }
+        Self { state, key, organization: workspace.organization_id, _blobs_dir: blobs_dir }
     }
 
     /// A gateway whose create bucket is empty and whose read bucket is full.

@@ -177,6 +177,10 @@ typed_ids! {
     InboxMessageId = "live inbox message", "inbox";
     /// `run_…`
     RunId = "run", "run";
+    /// `file_…`
+    FileId = "file", "file";
+    /// `skill_…`
+    SkillId = "skill", "skill";
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! How agentd stores state: migrations, named queries (the claim and fencing SQL),
 //! the store trait and its SQL implementation for PostgreSQL and SQLite.
 
+pub mod blobs;
 pub mod budget;
 pub mod catalog;
 pub mod clock;

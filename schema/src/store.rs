@@ -10,6 +10,7 @@
 
 mod adapters;
 mod durable;
+mod files;
 mod idempotency;
 mod inbox;
 mod outbox;
@@ -17,6 +18,7 @@ mod resources;
 mod runs;
 mod sealed;
 mod sessions;
+mod skills;
 mod tenancy;
 mod tool_calls;
 mod work;
@@ -25,6 +27,7 @@ use async_trait::async_trait;
 
 pub use adapters::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch, AdapterStore};
 pub use durable::DurableStore;
+pub use files::{FileQuery, FileRow, FileState, FileStore, NewFile};
 pub use idempotency::{IdempotencyBegin, IdempotencyStore};
 pub use inbox::{InboxChange, InboxMessage, InboxRefusal, InboxSnapshot, InboxStore};
 pub use outbox::{OutboxMessage, OutboxStore};
@@ -37,6 +40,7 @@ pub use sessions::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
     TimeBounds,
 };
+pub use skills::{NewSkill, NewSkillVersion, SkillQuery, SkillRow, SkillStore, SkillVersionRow};
 pub use tenancy::{ApiKeyInfo, KeyKind, Organization, Scope, TenancyStore, Workspace};
 pub use tool_calls::{Confirmation, ToolCall, ToolCallStore, ToolUseKind};
 pub use work::{Heartbeat, LostHands, SessionsToken, WorkConflict, WorkItem, WorkSource, WorkStats, WorkStore};
@@ -46,8 +50,8 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, DurableStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore,
-        SessionStore, Store, StoreHealth, TenancyStore, ToolCallStore, WorkStore,
+        AdapterStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore,
+        SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, WorkStore,
     };
 }
 
@@ -96,6 +100,8 @@ pub trait Store:
     + InboxStore
     + AdapterStore
     + SealedStore
+    + FileStore
+    + SkillStore
     + 'static
 {
 }
@@ -114,6 +120,8 @@ impl<T> Store for T where
         + InboxStore
         + AdapterStore
         + SealedStore
+        + FileStore
+        + SkillStore
         + 'static
 {
 }

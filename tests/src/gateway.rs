@@ -25,6 +25,7 @@ pub struct TestGateway {
     /// The state `app` was built from.
     pub state: AppState,
     router: axum::Router,
+    _blobs_dir: tempfile::TempDir,
 }
 
 /// What a request answered: status and body (JSON, or a string of the text).
@@ -46,11 +47,17 @@ impl TestGateway {
     pub async fn with_limits(limits: Limits) -> Self {
         let store = TestStore::new(Kind::Sqlite, Arc::new(SystemClock)).await;
         let queue = Arc::new(MemoryQueue::new(QueueConfig::default()));
-        let backends =
-            Backends { store: store.store.clone(), queue: Some(queue), bus: Some(Arc::new(MemoryBus::new())) };
+        let blobs_dir = tempfile::tempdir().expect("a blob directory");
+        let backends = Backends {
+            store: store.store.clone(),
+            queue: Some(queue),
+            bus: Some(Arc::new(MemoryBus::new())),
+            blobs: agentd_schema::blobs::Blobs::filesystem(blobs_dir.path()).expect("filesystem blobs"),
+        };
         let state = AppState::new(Shared {
             outbox: agentd_schema::outbox::Sweeper::spawn(store.store.clone()),
             backends,
+            max_file_bytes: agentd_gateway::domain::files::DEFAULT_MAX_FILE_BYTES,
             lifecycle: Lifecycle::new(),
             limiter: Arc::new(MemoryLimiter::new(limits)),
             secrets: Arc::new(SecretBox::from_encoded(&SecretBox::generate_key()).expect("a fresh key")),
@@ -65,7 +72,7 @@ impl TestGateway {
             remote_allow_private: false,
         });
         let router = agentd_gateway::app(state.clone());
-        Self { store, state, router }
+        Self { store, state, router, _blobs_dir: blobs_dir }
     }
 
     /// A new workspace of a new organisation with one API key; returns (workspace id, key).

@@ -189,6 +189,13 @@ fn production(role: &str, database_url: &str, redis: &str, stream: &str) -> Laun
         .env("AGENTD_NATS_CONSUMER", format!("{stream}_workers"))
         .env("AGENTD_REDIS_PREFIX", stream)
         .env("AGENTD_SECRET_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+        .env("AGENTD_OBJECT_STORE_URL", blob_dir_url())
+}
+
+/// A shared-directory object store for production roles started by these tests.
+fn blob_dir_url() -> String {
+    let dir = std::env::temp_dir().join("agentd-e2e-ops-blobs");
+    format!("file://{}", dir.display())
 }
 
 async fn delete_stream(stream: &str) {
@@ -266,7 +273,8 @@ async fn production_roles_refuse_to_start_without_their_dependencies() {
         Launch::role("gateway")
             .env("AGENTD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
             .env("AGENTD_NATS_URL", nats_url())
-            .env("AGENTD_REDIS_URL", format!("redis://{closed}")),
+            .env("AGENTD_REDIS_URL", format!("redis://{closed}"))
+            .env("AGENTD_OBJECT_STORE_URL", blob_dir_url()),
     )
     .await;
     assert!(stderr.contains("AGENTD_REDIS_URL") && stderr.contains("Redis"), "{stderr}");
@@ -274,10 +282,32 @@ async fn production_roles_refuse_to_start_without_their_dependencies() {
         Launch::role("gateway")
             .env("AGENTD_DATABASE_URL", format!("postgres://postgres@{closed}/test"))
             .env("AGENTD_NATS_URL", nats_url())
-            .env("AGENTD_REDIS_URL", redis_url()),
+            .env("AGENTD_REDIS_URL", redis_url())
+            .env("AGENTD_OBJECT_STORE_URL", blob_dir_url()),
     )
     .await;
     assert!(stderr.contains("AGENTD_DATABASE_URL"), "{stderr}");
+    // No object store, then one that does not answer: both name the setting.
+    let stderr = failed_start(
+        Launch::role("gateway")
+            .env("AGENTD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+            .env("AGENTD_NATS_URL", nats_url())
+            .env("AGENTD_REDIS_URL", redis_url()),
+    )
+    .await;
+    assert!(stderr.contains("AGENTD_OBJECT_STORE_URL"), "{stderr}");
+    let stderr = failed_start(
+        Launch::role("worker")
+            .env("AGENTD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+            .env("AGENTD_NATS_URL", nats_url())
+            .env("AGENTD_REDIS_URL", redis_url())
+            .env("AGENTD_OBJECT_STORE_URL", "s3://agentd-missing-bucket/prefix")
+            .env("AGENTD_OBJECT_STORE_ENDPOINT", format!("http://{closed}"))
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test"),
+    )
+    .await;
+    assert!(stderr.contains("AGENTD_OBJECT_STORE_URL") && stderr.contains("does not answer"), "{stderr}");
     let stderr = failed_start(Launch::role("migrate")).await;
     assert!(stderr.contains("AGENTD_DATABASE_URL"), "{stderr}");
 }

@@ -121,6 +121,9 @@ fn refused(error: DomainError) -> ApiResult<Response> {
         | DomainError::Invalid { .. }
         | DomainError::Conflict(_)
         | DomainError::Gone(_)
+        | DomainError::Expired(_)
+        | DomainError::TooLarge(_)
+        | DomainError::NameTaken(_)
         | DomainError::Unavailable(_)
         | DomainError::Internal(_) => Err(ApiError::from(error)),
     }

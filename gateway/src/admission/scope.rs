@@ -16,8 +16,8 @@
 
 use agentd_schema::Store;
 use agentd_schema::ids::{
-    AgentId, ApiKeyId, CredentialId, EnvironmentId, InboxMessageId, RunId, SessionId, SessionResourceId, ThreadId,
-    VaultId, WorkId,
+    AgentId, ApiKeyId, CredentialId, EnvironmentId, FileId, InboxMessageId, RunId, SessionId, SessionResourceId,
+    SkillId, ThreadId, VaultId, WorkId,
 };
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -103,6 +103,11 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "key_id" => drop(typed(value, ApiKeyId::parse)?),
             "message_id" => drop(typed(value, InboxMessageId::parse)?),
             "run_id" => drop(typed(value, RunId::parse)?),
+            "file_id" => drop(typed(value, FileId::parse)?),
+            "skill_id" => drop(typed(value, SkillId::parse)?),
+            // A skill version (an epoch-microsecond id or `latest`) and a path inside
+            // it: checked by the handler inside the skill it names.
+            "version" | "path" => {}
             "thread_id" if template.starts_with("/sessions/") => drop(typed(value, ThreadId::parse)?),
             // Names the caller chose (adapter thread keys, chat ids, A2A push config ids),
             // A2A task ids (UUIDs, as the protocol has them) and model names: text,
@@ -157,6 +162,9 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             ["ext", "sessions", "{session_id}", "sandbox-environment"] => {
                 denied("a session's sandbox environment is readable only with the sessions token of its work item")
             }
+            ["ext", "sessions", "{session_id}", "files", ..] => {
+                denied("a session's mounted files and outputs are exchanged only by the hands of the session")
+            }
             _ => Ok(Reach::Anything),
         },
         Access::Environment(_) | Access::Runner if segments.first() == Some(&"memory_stores") => {
@@ -164,14 +172,14 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         }
         Access::Environment(_) => match segments.as_slice() {
             ["environments", "{environment_id}"] if get => environment(),
-            ["sessions", "{session_id}", ..] => session(),
+            ["sessions", "{session_id}", ..] | ["ext", "sessions", "{session_id}", "files", ..] => session(),
             ["skills", ..] if get => Ok(Reach::Anything),
             _ => denied("an environment key reaches only its environment's work queue and sessions"),
         },
         Access::Runner => match segments.as_slice() {
             ["ext", "runner", "work", "poll"] => Ok(Reach::Anything),
             ["environments", "{environment_id}"] if get => environment(),
-            ["sessions", "{session_id}", ..] => session(),
+            ["sessions", "{session_id}", ..] | ["ext", "sessions", "{session_id}", "files", ..] => session(),
             ["skills", ..] if get => Ok(Reach::Anything),
             _ => denied("a runner key reaches only the work and sessions of cloud environments"),
         },
@@ -179,6 +187,7 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             ["sessions", "{session_id}", ..] => session(),
             // The session's vault variables, for its sandbox (only this token reads them).
             ["ext", "sessions", "{session_id}", "sandbox-environment"] if get => session(),
+            ["ext", "sessions", "{session_id}", "files", ..] => session(),
             ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
             ["skills", ..] if get => Ok(Reach::Anything),
             ["memory_stores", ..] => Ok(Reach::Anything),

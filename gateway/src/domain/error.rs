@@ -45,6 +45,15 @@ pub enum DomainError {
     /// The target no longer takes this change (e.g. the live inbox without a live run).
     #[error("{0}")]
     Gone(String),
+    /// The resource existed and has expired (a file past its `expires_at`).
+    #[error("{0}")]
+    Expired(String),
+    /// The body is larger than the operation accepts.
+    #[error("{0}")]
+    TooLarge(String),
+    /// A name that must be unique in the workspace is taken (a skill's).
+    #[error("{0}")]
+    NameTaken(String),
     /// A dependency (store, queue, bus) is down; retrying later may succeed.
     #[error("{0}")]
     Unavailable(String),
@@ -77,6 +86,9 @@ impl DomainError {
             | DomainError::EnvironmentArchived(_) => true,
             DomainError::NotFound(_)
             | DomainError::Invalid { .. }
+            | DomainError::Expired(_)
+            | DomainError::TooLarge(_)
+            | DomainError::NameTaken(_)
             | DomainError::Conflict(_)
             | DomainError::Gone(_)
             | DomainError::Unavailable(_)
@@ -98,6 +110,9 @@ impl DomainError {
             DomainError::AgentArchived(_) => "agent_archived",
             DomainError::EnvironmentArchived(_) => "environment_archived",
             DomainError::Conflict(_) => "conflict",
+            DomainError::Expired(_) => "expired",
+            DomainError::TooLarge(_) => "too_large",
+            DomainError::NameTaken(_) => "name_taken",
             DomainError::Gone(_) => "gone",
             DomainError::Unavailable(_) => "unavailable",
             DomainError::Internal(_) => "internal",
@@ -140,6 +155,9 @@ mod tests {
             DomainError::EnvironmentArchived("session sesn_x: its environment env_x is archived".into()),
             DomainError::Conflict("run run_x already ended".into()),
             DomainError::Gone("session sesn_x has no live run".into()),
+            DomainError::Expired("file file_x has expired".into()),
+            DomainError::TooLarge("the file is larger than 500000000 bytes".into()),
+            DomainError::NameTaken("a skill named \"x\" already exists".into()),
             DomainError::Unavailable("the store is unavailable; retry once it is back".into()),
             DomainError::Internal("db password in here".into()),
         ]
@@ -155,8 +173,11 @@ mod tests {
             let a2a = A2aError::from(error.clone());
             let (status, wire) = (managed.code().http_status(), managed.wire_type());
             match &error {
-                DomainError::Deleted(_) | DomainError::NotFound(_) => assert_eq!(status, 404, "{error:?}"),
-                DomainError::Conflict(_) => assert_eq!(status, 409, "{error:?}"),
+                DomainError::Deleted(_) | DomainError::NotFound(_) | DomainError::Expired(_) => {
+                    assert_eq!(status, 404, "{error:?}")
+                }
+                DomainError::Conflict(_) | DomainError::NameTaken(_) => assert_eq!(status, 409, "{error:?}"),
+                DomainError::TooLarge(_) => assert_eq!(status, 413, "{error:?}"),
                 DomainError::Gone(_) => assert_eq!(status, 410, "{error:?}"),
                 DomainError::Unavailable(_) => assert_eq!(status, 503, "{error:?}"),
                 DomainError::Internal(_) => {

@@ -7,6 +7,7 @@
 pub mod commit;
 pub mod environments;
 pub mod error;
+pub mod files;
 pub mod inbox;
 pub mod input;
 pub mod runs;

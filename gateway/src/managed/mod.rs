@@ -10,6 +10,7 @@ pub mod environment_keys;
 pub mod environments;
 pub mod events;
 pub mod family;
+pub mod files;
 pub mod limits;
 pub mod live_inbox;
 mod mcp_probe;
@@ -22,6 +23,7 @@ pub mod vaults;
 pub mod work;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post, put};
 
@@ -78,6 +80,13 @@ pub fn router() -> Router<AppState> {
             post(credentials::mcp_oauth_validate),
         )
         .route_layer(middleware::from_fn(beta::require_managed_agents));
+    // Files and skills take no beta selector either (reference §1.4). Uploads are
+    // multipart and streamed: no whole-body limit (the file limit is counted as the
+    // bytes go to the object store).
+    let files = Router::new()
+        .route("/files", post(files::upload).layer(DefaultBodyLimit::disable()).get(files::list))
+        .route("/files/{file_id}", get(files::retrieve).delete(files::delete))
+        .route("/files/{file_id}/content", get(files::content));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
     // Extension routes (documented in docs/api/hands.md); no beta selector.
@@ -96,5 +105,5 @@ pub fn router() -> Router<AppState> {
         )
         .route("/ext/environments/{environment_id}/keys", post(environment_keys::create).get(environment_keys::list))
         .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke));
-    managed_agents.merge(models).merge(extensions)
+    managed_agents.merge(models).merge(files).merge(extensions)
 }

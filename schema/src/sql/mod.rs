@@ -15,6 +15,7 @@
 
 mod adapters;
 mod durable;
+mod files;
 mod idempotency;
 mod inbox;
 mod outbox;
@@ -22,6 +23,7 @@ mod resources;
 mod runs;
 mod sealed;
 mod sessions;
+mod skills;
 mod tenancy;
 mod tool_calls;
 mod work;

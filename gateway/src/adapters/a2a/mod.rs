@@ -252,6 +252,10 @@ impl From<ApiError> for A2aError {
             | ApiError::PayloadTooLarge(message)
             | ApiError::UnsupportedMediaType(message) => A2aError::request(message),
             ApiError::NotFound(message) => A2aError::new(Kind::NotFound, message),
+            ApiError::Coded { status: agentd_proto::Code::NotFound, message, .. } => {
+                A2aError::new(Kind::NotFound, message)
+            }
+            ApiError::Coded { message, .. } => A2aError::params(message),
             ApiError::Unauthenticated(message) => A2aError::new(Kind::Unauthenticated, message),
             ApiError::PermissionDenied(message) => A2aError::new(Kind::PermissionDenied, message),
             ApiError::RateLimited { message, retry_after_secs } => {
@@ -280,10 +284,12 @@ impl From<DomainError> for A2aError {
             | DomainError::AgentDisabled(message)
             | DomainError::AgentArchived(message)
             | DomainError::EnvironmentArchived(message) => A2aError::unsupported(message),
-            DomainError::Invalid { message, .. } | DomainError::Conflict(message) | DomainError::Gone(message) => {
-                A2aError::params(message)
-            }
-            DomainError::NotFound(message) => A2aError::new(Kind::NotFound, message),
+            DomainError::Invalid { message, .. }
+            | DomainError::Conflict(message)
+            | DomainError::Gone(message)
+            | DomainError::TooLarge(message)
+            | DomainError::NameTaken(message) => A2aError::params(message),
+            DomainError::NotFound(message) | DomainError::Expired(message) => A2aError::new(Kind::NotFound, message),
             DomainError::Unavailable(message) => A2aError::new(Kind::Unavailable, message),
             DomainError::Internal(cause) => {
                 tracing::error!(%cause, "a2a request failed");

@@ -164,9 +164,10 @@ fn tenant(context: &RequestContext<RoleServer>) -> Result<Tenant, ErrorData> {
 /// everything else -32603 (internal causes are logged, not sent).
 fn protocol_error(error: ApiError) -> ErrorData {
     match error {
-        ApiError::InvalidRequest { message, .. } | ApiError::NotFound(message) | ApiError::Gone(message) => {
-            ErrorData::invalid_params(message, None)
-        }
+        ApiError::InvalidRequest { message, .. }
+        | ApiError::NotFound(message)
+        | ApiError::Gone(message)
+        | ApiError::Coded { message, .. } => ErrorData::invalid_params(message, None),
         ApiError::PreconditionFailed { message, .. }
         | ApiError::RateLimited { message, .. }
         | ApiError::MethodNotAllowed { message, .. }

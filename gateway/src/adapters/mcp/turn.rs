@@ -103,10 +103,13 @@ fn refused(error: DomainError) -> Result<CallToolResult, ErrorData> {
         | DomainError::AgentDisabled(message)
         | DomainError::AgentArchived(message)
         | DomainError::EnvironmentArchived(message) => Ok(CallToolResult::error(vec![ContentBlock::text(message)])),
-        DomainError::NotFound(message) | DomainError::Invalid { message, .. } => {
-            Err(ErrorData::invalid_params(message, None))
+        DomainError::NotFound(message)
+        | DomainError::Invalid { message, .. }
+        | DomainError::Expired(message)
+        | DomainError::TooLarge(message) => Err(ErrorData::invalid_params(message, None)),
+        DomainError::Conflict(message) | DomainError::Gone(message) | DomainError::NameTaken(message) => {
+            Err(ErrorData::invalid_request(message, None))
         }
-        DomainError::Conflict(message) | DomainError::Gone(message) => Err(ErrorData::invalid_request(message, None)),
         DomainError::Unavailable(message) => Err(ErrorData::internal_error(message, None)),
         DomainError::Internal(cause) => {
             tracing::error!(%cause, "internal error in an MCP call");

@@ -1,0 +1,1 @@
+DELETE FROM files WHERE id = $1 AND state = $2
