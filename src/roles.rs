@@ -438,6 +438,7 @@ impl Process {
             bus,
             providers,
             histories: Arc::new(HistoryCache::new(10_000)),
+            blobs: self.backends.blobs.clone(),
             secrets: self.secrets.clone(),
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
         };

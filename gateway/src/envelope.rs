@@ -175,14 +175,14 @@ pub async fn json_bodies(request: Request, next: Next) -> Response {
     }
 }
 
-/// The upload routes (inside `/v1`): `POST /files`, `POST /skills` and
-/// `POST /skills/{skill_id}/versions`.
+/// The upload routes (inside `/v1`): `POST /files`, `POST /skills`,
+/// `POST /skills/{skill_id}/versions` and the hands' `POST /ext/sessions/{id}/files`.
 fn takes_multipart(method: &Method, path: &str) -> bool {
     if method != Method::POST {
         return false;
     }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    matches!(segments.as_slice(), ["files"] | ["skills"] | ["skills", _, "versions"])
+    matches!(segments.as_slice(), ["files"] | ["skills"] | ["skills", _, "versions"] | ["ext", "sessions", _, "files"])
 }
 
 fn is_json(content_type: &str) -> bool {

@@ -181,6 +181,69 @@ impl Api {
     }
 }
 
+impl Api {
+    /// A GET whose body is bytes (a file, an archive); a non-2xx answer is an error
+    /// carrying the API's message.
+    async fn bytes_response(&self, token: &str, path: &str) -> Result<reqwest::Response> {
+        let response = self.request(reqwest::Method::GET, path, token).send().await?;
+        if !response.status().is_success() {
+            return Self::json(response).await.map(|_| unreachable!("a non-2xx answer is an error"));
+        }
+        Ok(response)
+    }
+
+    /// Streams a file the session mounts into `dest` (created or truncated).
+    pub async fn download_file(
+        &self,
+        token: &str,
+        session: &str,
+        file_id: &str,
+        dest: &std::path::Path,
+    ) -> Result<u64> {
+        use tokio::io::AsyncWriteExt;
+        let path = format!("/v1/ext/sessions/{session}/files/{file_id}/content");
+        let mut response = self.bytes_response(token, &path).await?;
+        let mut file = tokio::fs::File::create(dest).await?;
+        let mut written = 0u64;
+        while let Some(chunk) = response.chunk().await? {
+            written += chunk.len() as u64;
+            file.write_all(&chunk).await?;
+        }
+        file.flush().await?;
+        Ok(written)
+    }
+
+    /// A skill version (`latest` resolves): `BetaSkillVersion`.
+    pub async fn skill_version(&self, token: &str, skill_id: &str, version: &str) -> Result<Value> {
+        let path = format!("/v1/skills/{skill_id}/versions/{version}");
+        Self::json(self.request(reqwest::Method::GET, &path, token).send().await?).await
+    }
+
+    /// A skill version's archive (a zip wrapped in one directory named after the skill).
+    pub async fn skill_archive(&self, token: &str, skill_id: &str, version: &str) -> Result<bytes::Bytes> {
+        let path = format!("/v1/skills/{skill_id}/versions/{version}/content");
+        Ok(self.bytes_response(token, &path).await?.bytes().await?)
+    }
+
+    /// Uploads a file the session's tools wrote under its outputs directory; it becomes
+    /// a file scoped to the session. Streams from disk.
+    pub async fn upload_output(
+        &self,
+        token: &str,
+        session: &str,
+        name: &str,
+        source: &std::path::Path,
+    ) -> Result<Value> {
+        let file = tokio::fs::File::open(source).await?;
+        let length = file.metadata().await?.len();
+        let part =
+            reqwest::multipart::Part::stream_with_length(reqwest::Body::from(file), length).file_name(name.to_owned());
+        let form = reqwest::multipart::Form::new().part("file", part);
+        let path = format!("/v1/ext/sessions/{session}/files");
+        Self::json(self.request(reqwest::Method::POST, &path, token).multipart(form).send().await?).await
+    }
+}
+
 /// One `environment_variable` credential of a session's vaults.
 pub struct Variable {
     /// The variable's name (`auth.secret_name`).

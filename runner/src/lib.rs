@@ -19,6 +19,7 @@
 //! confine a value the shell holds to `allowed_hosts`.
 
 pub mod client;
+pub mod mounts;
 pub mod sandbox;
 pub mod tools;
 
@@ -323,6 +324,21 @@ async fn tools_loop(
         }
         Err(error) => Err(format!("the session's vault variables cannot be read: {error}")),
     };
+    // The session's files and skills under /mnt, before any of its tools runs.
+    let mut mounts = None;
+    if let Ok(opened) = &sandbox {
+        let placed = match api.session(token, session).await {
+            Ok(body) => mounts::Mounts::prepare(api, token, &body, opened.workdir(), opened.owner()).await,
+            Err(error) => Err(error),
+        };
+        match placed {
+            Ok(placed) => mounts = Some(placed),
+            Err(error) => {
+                tracing::warn!(error = format!("{error:#}"), "the session's files and skills cannot be placed");
+                sandbox = Err(format!("the session's files and skills cannot be placed: {error:#}"));
+            }
+        }
+    }
     // Stream first, then reconcile from history, so nothing falls between the two.
     let mut stream = api.stream(token, session).await?.bytes_stream();
     let mut calls = Calls::default();
@@ -341,6 +357,11 @@ async fn tools_loop(
                 Ok(sandbox) => sandbox.call(&name, &input).await,
                 Err(why) => tools::ToolOutput::error(format!("the sandbox for this environment is unavailable: {why}")),
             };
+            // What the call wrote under /mnt/session/outputs/ becomes the session's files
+            // before the result is posted, so the agent's next turn can name them.
+            if let Some(mounts) = &mut mounts {
+                mounts.collect_outputs(api, token, session).await;
+            }
             answer(api, token, session, &id, &output).await?;
             calls.answered.insert(id);
         }

@@ -204,6 +204,11 @@ impl Sandbox {
         self.confinement.root()
     }
 
+    /// The session's uid and gid, when the runner is root.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.confinement.owner()
+    }
+
     /// Runs one tool call. Never panics on bad input; input errors become `is_error` results.
     pub async fn call(&mut self, name: &str, input: &Value) -> ToolOutput {
         let file_size = self.limits.file_size_bytes;
@@ -507,6 +512,13 @@ fn bwrap_args(workdir: &Path, unshare_net: bool, scratch_bytes: u64) -> Vec<OsSt
         args.extend([OsString::from("--perms"), "0711".into(), "--dir".into(), dir.into()]);
     }
     args.extend([OsString::from("--bind"), workdir.into(), workdir.into()]);
+    // The session's mounts (`crate::mounts`): `/mnt` from the workdir, its uploads and
+    // skills read-only on top. `-try`: absent until the runner places them.
+    let mnt = workdir.join(crate::mounts::MNT);
+    args.extend([OsString::from("--bind-try"), mnt.clone().into(), "/mnt".into()]);
+    for (host, inside) in [("session/uploads", "/mnt/session/uploads"), ("skills", "/mnt/skills")] {
+        args.extend([OsString::from("--ro-bind-try"), mnt.join(host).into(), inside.into()]);
+    }
     args.extend([OsString::from("--chdir"), workdir.into()]);
     args
 }

@@ -25,6 +25,7 @@ struct Rig {
     store: Arc<dyn Store>,
     queue: Arc<MemoryQueue>,
     stop: CancellationToken,
+    _blobs: tempfile::TempDir,
 }
 
 async fn rig(kind: Kind) -> Rig {
@@ -32,18 +33,20 @@ async fn rig(kind: Kind) -> Rig {
     let store: Arc<dyn Store> = test.store.clone();
     let queue = Arc::new(MemoryQueue::new(QueueConfig { ack_wait: Duration::from_secs(2), ..QueueConfig::default() }));
     let bus: Arc<dyn Bus> = Arc::new(MemoryBus::new());
+    let blobs = tempfile::tempdir().unwrap();
     let ctx = RunContext {
         store: store.clone(),
         bus,
         providers: Registry::from_env(true),
         histories: Arc::new(HistoryCache::new(1_000)),
         secrets: None,
+        blobs: agentd_schema::blobs::Blobs::filesystem(&blobs.path().join("blobs")).unwrap(),
         remote_allow_private: true,
     };
     let stop = CancellationToken::new();
     let consumer_queue: Arc<dyn Queue> = queue.clone();
     tokio::spawn(run(ctx, consumer_queue, ConsumerConfig::new(), Lifecycle::new(), stop.clone()));
-    Rig { test, store, queue, stop }
+    Rig { test, store, queue, stop, _blobs: blobs }
 }
 
 async fn session(store: &dyn Store) -> String {

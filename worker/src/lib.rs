@@ -4,6 +4,7 @@
 
 pub mod a2a;
 pub mod agent_loop;
+pub mod attachments;
 pub mod budget;
 pub mod consumer;
 pub mod credentials;

@@ -44,6 +44,8 @@ pub struct RunContext {
     /// Opens vault credentials for remote tools (the gateway's `AGENTD_SECRET_KEY`);
     /// without it, remote tools run without credentials.
     pub secrets: Option<Arc<SecretBox>>,
+    /// The bytes of files that `user.message` blocks name (`attachments`).
+    pub blobs: agentd_schema::blobs::Blobs,
     /// Remote tools may reach private and loopback addresses
     /// (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`); otherwise the egress guard refuses them.
     pub remote_allow_private: bool,
@@ -114,6 +116,10 @@ struct Attempt<'a> {
     claimed_session: Option<Session>,
     /// Remote tools connect on the first step that needs them and close with the attempt.
     remote: Remote,
+    /// The session's workspace (files named in its messages are read from it).
+    workspace_id: String,
+    /// Files named in the conversation, resolved once per attempt.
+    attachments: tokio::sync::Mutex<crate::attachments::Resolved>,
     /// The bus watchers live exactly as long as the attempt.
     _watching: DropGuard,
 }
@@ -139,6 +145,8 @@ impl<'a> Attempt<'a> {
             history: ctx.histories.take(&claim.thread_id),
             unread: true,
             remote: Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private),
+            workspace_id: session.workspace_id.clone(),
+            attachments: Default::default(),
             claimed_session: Some(session),
             _watching: watching.drop_guard(),
         }))

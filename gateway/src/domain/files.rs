@@ -291,6 +291,23 @@ pub async fn read_for_session(
     Ok((row, read))
 }
 
+/// The bytes of a file the hands of `session` may read: one its resources mount, or one
+/// written in it. A file outside both is a 404, as if it did not exist.
+pub async fn read_for_hands(
+    store: &dyn Store,
+    blobs: &Blobs,
+    session: &agentd_schema::Session,
+    file_id: &str,
+) -> DomainResult<(FileRow, BlobRead)> {
+    let mounted = mounted_ids(&session.body["resources"]).contains(&file_id);
+    let row = store
+        .get_file(&session.workspace_id, file_id)
+        .await?
+        .filter(|row| mounted || row.scope.as_ref().is_some_and(|(_, id)| *id == session.id))
+        .ok_or_else(|| DomainError::NotFound(format!("file not found in session {}: {file_id}", session.id)))?;
+    read_for_session(store, blobs, &row.workspace_id, &row.id).await
+}
+
 /// Deletes a file: invisible at once, then its object, then its row. A failure after
 /// the first step is finished by the sweeper. An expired file's tombstone goes too.
 pub async fn delete(store: &dyn Store, blobs: &Blobs, workspace_id: &str, id: &str) -> DomainResult<()> {
@@ -310,6 +327,26 @@ async fn finish_delete(store: &dyn Store, blobs: &Blobs, row: &FileRow) -> Domai
     blobs.delete(&BlobKey::from_stored(&row.blob_key)).await.map_err(blob_error)?;
     store.remove_file(&row.id, FileState::Deleting).await?;
     Ok(())
+}
+
+/// Where sessions see their files: every mount is under `/mnt/`, except the outputs
+/// directory and the skills directory, which agentd owns.
+pub const MOUNT_ROOT: &str = "/mnt/";
+
+/// A `file` resource's `mount_path` in canonical form: absolute, under `/mnt/`, no
+/// `.`/`..`/empty segments, not inside `/mnt/session/outputs/` or `/mnt/skills/`.
+pub fn mount_path(path: &str) -> Result<String, String> {
+    let Some(rest) = path.strip_prefix(MOUNT_ROOT) else {
+        return Err(format!("must be an absolute path under {MOUNT_ROOT}, got {path:?}"));
+    };
+    let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    if segments.iter().any(|s| s.is_empty() || *s == "." || *s == ".." || s.contains('\\') || s.contains('\0')) {
+        return Err(format!("must be a clean path (no empty, `.` or `..` segments), got {path:?}"));
+    }
+    if matches!(segments.as_slice(), ["session", "outputs", ..] | ["skills", ..]) {
+        return Err(format!("{path:?} is inside a directory agentd manages (/mnt/session/outputs/, /mnt/skills/)"));
+    }
+    Ok(format!("{MOUNT_ROOT}{}", segments.join("/")))
 }
 
 /// The file ids that `resources` (a session's resources, as parsed) mount.

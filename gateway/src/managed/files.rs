@@ -2,7 +2,7 @@
 //! store), metadata, list, delete and `/content`. The rules are `domain::files`; this
 //! module parses the wire and renders `BetaFileMetadata`.
 
-use agentd_schema::ids::FileId;
+use agentd_schema::ids::{FileId, SessionId};
 use agentd_schema::store::{FileQuery, FileRow};
 use axum::body::Body;
 use axum::extract::multipart::Field;
@@ -198,6 +198,54 @@ pub async fn content(
     let (row, read) =
         files::download(state.backends.store.as_ref(), &state.backends.blobs, &tenant.workspace_id, &id).await?;
     Ok(bytes_response(&row, read))
+}
+
+/// `GET /v1/ext/sessions/{session_id}/files/{file_id}/content`: a file the session
+/// mounts (or wrote), for its hands (environment or runner key, sessions token).
+pub async fn hands_content(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((session_id, file_id)): Path<(SessionId, FileId)>,
+) -> ApiResult<Response> {
+    let store = state.backends.store.as_ref();
+    let session = super::sessions::load(store, &tenant, &session_id).await?;
+    let (row, read) = files::read_for_hands(store, &state.backends.blobs, &session, &file_id).await?;
+    Ok(bytes_response(&row, read))
+}
+
+/// `POST /v1/ext/sessions/{session_id}/files`: a file the session's tools wrote under
+/// `/mnt/session/outputs/`, uploaded by its hands (multipart `file`). It is scoped to
+/// the session and downloadable.
+pub async fn hands_upload(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(session_id): Path<SessionId>,
+    mut multipart: Multipart,
+) -> ApiResult<Json<Value>> {
+    let store = state.backends.store.as_ref();
+    let session = super::sessions::load(store, &tenant, &session_id).await?;
+    let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? else {
+        return Err(ApiError::invalid("file: a file part is required"));
+    };
+    if field.name() != Some("file") {
+        return Err(ApiError::invalid("a session output upload takes one `file` part"));
+    }
+    let upload = Upload {
+        workspace_id: session.workspace_id.clone(),
+        filename: field.file_name().map(str::to_owned),
+        content_type: field.content_type().map(str::to_owned),
+        expires_in_seconds: None,
+        scope: Some(("session".to_owned(), session.id.clone())),
+        downloadable: true,
+    };
+    let limit = state.max_file_bytes;
+    match files::store(&state.backends.store, &state.backends.blobs, upload, &mut field, limit).await {
+        Ok(row) => Ok(Json(render(&row))),
+        Err(error) => {
+            drain(&mut field).await;
+            Err(error.into())
+        }
+    }
 }
 
 /// A file's bytes as a response: its type, length and name.

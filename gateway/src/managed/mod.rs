@@ -99,6 +99,8 @@ pub fn router() -> Router<AppState> {
         )
         .route("/ext/sessions/{session_id}/live-inbox/order", put(live_inbox::reorder))
         .route("/ext/sessions/{session_id}/sandbox-environment", get(sandbox_environment::retrieve))
+        .route("/ext/sessions/{session_id}/files", post(files::hands_upload).layer(DefaultBodyLimit::disable()))
+        .route("/ext/sessions/{session_id}/files/{file_id}/content", get(files::hands_content))
         .route(
             "/ext/sessions/{session_id}/live-inbox/{message_id}",
             put(live_inbox::replace).delete(live_inbox::withdraw),

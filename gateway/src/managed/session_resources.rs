@@ -56,8 +56,21 @@ async fn write(
             if session.archived_at_ms.is_some() { "archived" } else { "terminated" }
         )));
     }
+    let list = Value::Array(list);
+    // Files the session mounts already stay (even once deleted: a running session keeps
+    // its copy); each new one must be a live file of the workspace.
+    let mounted = crate::domain::files::mounted_ids(&session.body["resources"]);
+    let added: Vec<Value> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["type"] == "file" && !r["file_id"].as_str().is_some_and(|id| mounted.contains(&id)))
+        .cloned()
+        .collect();
+    crate::domain::files::require_mountable(state.backends.store.as_ref(), &tenant.workspace_id, &Value::Array(added))
+        .await?;
     let mut body = session.body.clone();
-    body["resources"] = Value::Array(list);
+    body["resources"] = list;
     let outcome = state
         .backends
         .store

@@ -136,6 +136,8 @@ pub(super) fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets:
                 let mount =
                     body::optional_string(map.get("mount_path"), &join(&path, "mount_path"), MAX_MOUNT_PATH_CHARS)?
                         .unwrap_or_else(|| format!("/mnt/session/uploads/{file_id}"));
+                let mount = crate::domain::files::mount_path(&mount)
+                    .map_err(|why| ApiError::invalid(format!("{}: {why}", join(&path, "mount_path"))))?;
                 json!({ "type": "file", "id": id, "file_id": file_id, "mount_path": mount, "created_at": now, "updated_at": now })
             }
             "github_repository" => {

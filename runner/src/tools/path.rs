@@ -63,6 +63,11 @@ impl Confinement {
         &self.root
     }
 
+    /// The session's uid and gid, when the runner is root.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.owner
+    }
+
     /// Checks that `given` (relative to the workdir, or absolute inside it) stays inside.
     pub fn resolve(&self, given: &str) -> Result<Resolved, String> {
         if given.is_empty() {
@@ -73,7 +78,14 @@ impl Confinement {
         }
         let escape = || format!("path escapes the session workdir: {given}");
         let candidate = Path::new(given);
-        let joined = if candidate.is_absolute() { candidate.to_path_buf() } else { self.root.join(candidate) };
+        // `/mnt/…` is the session's mounts, kept in the workdir (`crate::mounts`).
+        let joined = match candidate.strip_prefix("/mnt") {
+            Ok(rest) if candidate.is_absolute() && !candidate.starts_with(&self.root) => {
+                self.root.join(crate::mounts::MNT).join(rest)
+            }
+            _ if candidate.is_absolute() => candidate.to_path_buf(),
+            _ => self.root.join(candidate),
+        };
         let mut normalized = PathBuf::new();
         for component in joined.components() {
             match component {
@@ -135,6 +147,13 @@ impl Confinement {
         }
         if path.final_is_symlink {
             return Err(format!("refusing to write through a symlink: {}", path.given));
+        }
+        // Mounted files and skills are read-only; under /mnt only the outputs take writes.
+        if path.rel.starts_with(crate::mounts::MNT) && !path.rel.starts_with("mnt/session/outputs") {
+            return Err(format!(
+                "read-only: {} is mounted into the session; write under /mnt/session/outputs/ instead",
+                path.given
+            ));
         }
         if create_parents && let Some(parent) = path.rel.parent() {
             self.create_dirs(path, parent)?;

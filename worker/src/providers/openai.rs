@@ -30,7 +30,36 @@ fn text_of(content: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// Chat messages: tool calls become `tool_calls`, tool results `role: tool` messages.
+/// A Messages-API content block (image, document) as a Chat Completions content part:
+/// images as `image_url` (a data URL for base64 sources), PDFs as a `file` part with
+/// `file_data`, text documents as text. `None`: a block with nothing to send.
+fn part(raw: &Value) -> Option<Value> {
+    let source = &raw["source"];
+    let data_url = || {
+        format!(
+            "data:{};base64,{}",
+            source["media_type"].as_str().unwrap_or_default(),
+            source["data"].as_str().unwrap_or_default()
+        )
+    };
+    match (raw["type"].as_str(), source["type"].as_str()) {
+        (Some("text"), _) => Some(json!({ "type": "text", "text": raw["text"] })),
+        (Some("image"), Some("base64")) => Some(json!({ "type": "image_url", "image_url": { "url": data_url() } })),
+        (Some("image"), Some("url")) => Some(json!({ "type": "image_url", "image_url": { "url": source["url"] } })),
+        (Some("document"), Some("base64")) => Some(json!({
+            "type": "file",
+            "file": { "filename": raw["title"].as_str().unwrap_or("document.pdf"), "file_data": data_url() },
+        })),
+        (Some("document"), Some("text")) => Some(json!({ "type": "text", "text": source["data"] })),
+        (Some("document"), Some("url")) => Some(
+            json!({ "type": "text", "text": format!("[document at {}]", source["url"].as_str().unwrap_or_default()) }),
+        ),
+        _ => raw["text"].as_str().map(|text| json!({ "type": "text", "text": text })),
+    }
+}
+
+/// Chat messages: tool calls become `tool_calls`, tool results `role: tool` messages;
+/// a message with images or documents carries content parts.
 fn messages(request: &ModelRequest) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(system) = &request.system {
@@ -38,11 +67,15 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
     }
     for Message { role, content } in &request.messages {
         let mut text = Vec::new();
+        let mut parts = Vec::new();
         let mut calls = Vec::new();
         for block in content {
             match block {
-                Block::Text(t) => text.push(t.clone()),
-                Block::Raw(raw) => text.push(raw["text"].as_str().unwrap_or("[attachment]").to_owned()),
+                Block::Text(t) => {
+                    text.push(t.clone());
+                    parts.push(json!({ "type": "text", "text": t }));
+                }
+                Block::Raw(raw) => parts.extend(part(raw)),
                 Block::ToolUse { id, name, input } => calls.push(json!({
                     "id": id, "type": "function", "function": { "name": name, "arguments": input.to_string() }
                 })),
@@ -55,8 +88,10 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
             Role::User => "user",
             Role::Assistant => "assistant",
         };
-        if !text.is_empty() || !calls.is_empty() {
-            let mut message = json!({ "role": role, "content": text.join("\n") });
+        let attached = parts.len() > text.len();
+        if attached || !text.is_empty() || !calls.is_empty() {
+            let content = if attached { Value::Array(parts) } else { json!(text.join("\n")) };
+            let mut message = json!({ "role": role, "content": content });
             if !calls.is_empty() {
                 message["tool_calls"] = Value::Array(calls);
             }

@@ -142,6 +142,14 @@ impl Attempt<'_> {
         };
         let mut request = request.clone();
         request.model = model;
+        let resolved = {
+            let mut cache = self.attachments.lock().await;
+            let (store, blobs) = (self.ctx.store.as_ref(), &self.ctx.blobs);
+            crate::attachments::resolve(store, blobs, &self.workspace_id, &mut request, &mut cache).await
+        };
+        if let Err(error) = resolved {
+            return Ok(Streamed { cut: Some(Cut::Failed(error)), ..out });
+        }
         let interrupted = self.interrupts.after(start_seq);
         tokio::pin!(interrupted);
         // Race the connection against an interrupt, so a slow or failing provider cannot

@@ -1,0 +1,105 @@
+//! Files named in `user.message` content (`image` and `document` blocks whose source is
+//! `{"type":"file","file_id":…}`) turned into what a model reads: a base64 source for
+//! images and PDFs, a text source for text documents. Both providers take that form:
+//! the Anthropic Messages API as is, the OpenAI-compatible provider as data URLs and
+//! text (`providers::openai`). A file that cannot be sent — gone, expired, too large, of
+//! a type the block cannot carry — fails the request with a `session.error` naming it.
+
+use std::collections::HashMap;
+
+use agentd_schema::Store;
+use agentd_schema::blobs::{BlobKey, Blobs};
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::providers::{Block, ModelRequest, ProviderError};
+
+/// The largest file sent to a model, in bytes (the Messages API's request limit is 32 MB
+/// and base64 grows a file by a third).
+pub const MAX_ATTACHMENT_BYTES: i64 = 20 * 1024 * 1024;
+
+/// Image types both providers accept.
+const IMAGE_TYPES: &[&str] = &["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// Resolved sources by file id, kept for an attempt so a file is read once.
+pub type Resolved = HashMap<String, Value>;
+
+/// Replaces every file source in `request` with the file's content. Sources already
+/// resolved in `cache` are not read again.
+pub async fn resolve(
+    store: &dyn Store,
+    blobs: &Blobs,
+    workspace_id: &str,
+    request: &mut ModelRequest,
+    cache: &mut Resolved,
+) -> Result<(), ProviderError> {
+    for message in &mut request.messages {
+        for block in &mut message.content {
+            let Block::Raw(raw) = block else { continue };
+            let kind = raw["type"].as_str().unwrap_or_default().to_owned();
+            if raw["source"]["type"] != "file" || !matches!(kind.as_str(), "image" | "document") {
+                continue;
+            }
+            let file_id = raw["source"]["file_id"].as_str().unwrap_or_default().to_owned();
+            let key = format!("{kind}:{file_id}");
+            if !cache.contains_key(&key) {
+                let source = source_of(store, blobs, workspace_id, &kind, &file_id).await?;
+                cache.insert(key.clone(), source);
+            }
+            raw["source"] = cache[&key].clone();
+        }
+    }
+    Ok(())
+}
+
+fn refused(message: String) -> ProviderError {
+    ProviderError { kind: crate::providers::ErrorKind::RequestFailed, retryable: false, message }
+}
+
+async fn source_of(
+    store: &dyn Store,
+    blobs: &Blobs,
+    workspace_id: &str,
+    kind: &str,
+    file_id: &str,
+) -> Result<Value, ProviderError> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let row = match store.get_file(workspace_id, file_id).await {
+        Ok(Some(row)) if row.is_live(now) => row,
+        Ok(Some(row)) if row.is_expired(now) => {
+            return Err(refused(format!("the {kind} block names file {file_id}, which has expired")));
+        }
+        Ok(_) => return Err(refused(format!("the {kind} block names file {file_id}, which does not exist"))),
+        Err(error) => return Err(ProviderError::transport(format!("reading file {file_id}: {error}"))),
+    };
+    if row.size_bytes > MAX_ATTACHMENT_BYTES {
+        return Err(refused(format!(
+            "file {file_id} is {} bytes; a model reads files of at most {MAX_ATTACHMENT_BYTES} bytes",
+            row.size_bytes
+        )));
+    }
+    let mime = row.mime_type.as_str();
+    let text_like = mime.starts_with("text/") || matches!(mime, "application/json" | "application/xml");
+    let supported = match kind {
+        "image" => IMAGE_TYPES.contains(&mime),
+        _ => mime == "application/pdf" || text_like,
+    };
+    if !supported {
+        let accepted = if kind == "image" { IMAGE_TYPES.join(", ") } else { "application/pdf and text".to_owned() };
+        return Err(refused(format!(
+            "file {file_id} is {mime}; an {kind} block carries {accepted} (send other files with a file resource \
+             and let the agent read them in its sandbox)"
+        )));
+    }
+    let bytes = blobs
+        .get(&BlobKey::from_stored(&row.blob_key))
+        .await
+        .map_err(|error| ProviderError::transport(format!("reading file {file_id}: {error}")))?;
+    if kind == "document" && text_like {
+        let text = String::from_utf8(bytes.to_vec())
+            .map_err(|_| refused(format!("file {file_id} is labelled {mime} but is not UTF-8 text")))?;
+        return Ok(json!({ "type": "text", "media_type": "text/plain", "data": text }));
+    }
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(json!({ "type": "base64", "media_type": mime, "data": data }))
+}
