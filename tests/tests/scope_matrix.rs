@@ -84,6 +84,8 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("POST", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
     ("GET", "/ext/sessions/{session}/resources", Subject::Session, false),
     ("GET", "/ext/sessions/{session}/sandbox-environment", Subject::Session, false),
+    ("POST", "/ext/sessions/{session}/files", Subject::Session, false),
+    ("GET", "/ext/sessions/{session}/files/{file}/content", Subject::Session, false),
     ("PUT", "/ext/sessions/{session}/resources", Subject::Session, false),
     ("PUT", "/ext/sessions/{session}/live-inbox/order", Subject::Session, false),
     ("PUT", "/ext/sessions/{session}/live-inbox/{message}", Subject::Session, false),
@@ -147,14 +149,19 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     );
     // A session's vault variables are for its sandbox: only its sessions token reads them.
     let sandbox_environment = route == "/ext/sessions/{session}/sandbox-environment";
+    // A session's mounted files and outputs are exchanged by its hands only.
+    let hands_files = route.starts_with("/ext/sessions/{session}/files");
     match cred {
-        Cred::Api => !(sandbox_environment || (method == "GET" && route == "/environments/{env}/work")),
+        Cred::Api => {
+            !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work"))
+        }
         Cred::EnvironmentKey | Cred::RunnerKey => {
-            session_route || work_protocol || (method == "GET" && route == "/environments/{env}")
+            session_route || hands_files || work_protocol || (method == "GET" && route == "/environments/{env}")
         }
         Cred::SessionsToken => {
             session_route
                 || sandbox_environment
+                || hands_files
                 || (method == "POST"
                     && matches!(
                         route,
@@ -307,6 +314,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{message}", &new_id("inbox"))
                         .replace("{key}", &new_id("apikey"))
                         .replace("{run}", &new_id("run"))
+                        .replace("{file}", &new_id("file"))
                         .replace("{task}", "6f1c1c52-3b1e-4d5e-9a8f-2c1d7b9e4a10")
                         .replace("{chat}", "chat-key-of-the-client")
                         .replacen(subject_id.as_str(), &spelled, 1);
@@ -373,7 +381,7 @@ fn mixed_case(prefix: &str, rest: &str) -> String {
 
 /// Routes that name a second resource the matrix does not create (its handler answers 404).
 fn has_sub_id(route: &str) -> bool {
-    ["{resource}", "{credential}", "{message}", "{key}", "{run}", "{task}", "{chat}"]
+    ["{resource}", "{credential}", "{message}", "{key}", "{run}", "{task}", "{chat}", "{file}"]
         .iter()
         .any(|sub| route.contains(sub))
 }
