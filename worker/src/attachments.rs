@@ -103,3 +103,49 @@ async fn source_of(
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(json!({ "type": "base64", "media_type": mime, "data": data }))
 }
+
+/// The system prompt's list of the agent's custom skills: each one's name and
+/// description and where its `SKILL.md` is, so the model reads it when a task calls for
+/// the skill. `None` without custom skills. A skill that cannot be read is listed by id
+/// with why, rather than silently left out.
+pub async fn skills_prompt(store: &dyn Store, session: &agentd_schema::Session) -> Option<String> {
+    let skills: Vec<&Value> = session.body["agent"]["skills"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|skill| skill["type"] == "custom")
+        .collect();
+    if skills.is_empty() {
+        return None;
+    }
+    // Our runner mounts skills at /mnt/skills/; the SDK's EnvironmentWorker unpacks them
+    // into `skills/` under its working directory.
+    let environment = session.body["environment_id"].as_str().unwrap_or_default();
+    let self_hosted = match store.get_resource(&session.workspace_id, "environment", environment).await {
+        Ok(Some(environment)) => environment.body["config"]["type"] == "self_hosted",
+        _ => false,
+    };
+    let mut lines = vec![
+        "## Skills".to_owned(),
+        "You have these skills. Each is a directory whose SKILL.md says when and how to use it; read a skill's \
+         SKILL.md with your tools before you use it."
+            .to_owned(),
+    ];
+    for skill in skills {
+        let skill_id = skill["skill_id"].as_str().unwrap_or_default();
+        let version = skill["version"].as_str().unwrap_or("latest");
+        match store.get_skill_version(&session.workspace_id, skill_id, version).await {
+            Ok(Some(found)) => {
+                let path = if self_hosted {
+                    format!("skills/{}/SKILL.md (in your working directory)", found.name)
+                } else {
+                    format!("/mnt/skills/{}/SKILL.md", found.name)
+                };
+                lines.push(format!("- {}: {} — {path}", found.name, found.description.trim()));
+            }
+            Ok(None) => lines.push(format!("- {skill_id} (version {version}): no longer available")),
+            Err(error) => lines.push(format!("- {skill_id} (version {version}): cannot be read now ({error})")),
+        }
+    }
+    Some(lines.join("\n"))
+}

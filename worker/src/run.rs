@@ -132,10 +132,18 @@ impl<'a> Attempt<'a> {
         let watching = cancel.child_token();
         let interrupts = Interrupts::watch(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &watching).await;
         let control = Control::watch(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
+        let mut agent = session.body["agent"].clone();
+        if let Some(skills) = crate::attachments::skills_prompt(ctx.store.as_ref(), &session).await {
+            let system = agent["system"].as_str().filter(|s| !s.is_empty());
+            agent["system"] = Value::String(match system {
+                Some(system) => format!("{system}\n\n{skills}"),
+                None => skills,
+            });
+        }
         Ok(Some(Self {
             ctx,
             claim,
-            agent: session.body["agent"].clone(),
+            agent,
             cancel,
             interrupts,
             control,
