@@ -497,6 +497,12 @@ impl Process {
         // A2A push notifications: every gateway watches and delivers (rows are claimed
         // under a lease, so each notification goes out from one of them).
         self.track(agentd_gateway::adapters::a2a::push::spawn(state.clone(), self.stop.clone()));
+        // Expired files lose their bytes; uploads and deletions a crash left are finished.
+        self.track(agentd_gateway::domain::files::spawn_sweeper(
+            state.backends.store.clone(),
+            state.backends.blobs.clone(),
+            self.stop.clone(),
+        ));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

@@ -353,3 +353,25 @@ async fn mcp_tools_call_answers_a_json_rpc_429() {
     let (status, _) = gateway.send(Method::POST, "/v1/mcp", Some(list)).await;
     assert_ne!(status, StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn an_object_store_that_does_not_answer_fails_readiness() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let gateway = Gateway::start(Limits::default()).await;
+    // Nothing listens on this port: the blob check fails (within its timeout), the rest answers.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let credentials = [("aws_access_key_id", "test"), ("aws_secret_access_key", "test"), ("aws_region", "us-east-1")];
+    let endpoint = format!("http://{closed}");
+    let blobs = agentd_schema::blobs::Blobs::from_url_with("s3://agentd-nowhere/prefix", Some(&endpoint), &credentials)
+        .unwrap();
+    let mut backends = gateway.state.backends.clone();
+    backends.blobs = blobs;
+    let ops =
+        agentd_gateway::ops_app(OpsState { backends, lifecycle: gateway.state.lifecycle.clone(), drain_token: None });
+    let ready = ops.oneshot(get("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body = json_of(ready).await;
+    assert_eq!(body["backends"]["blobs"]["backend"], "s3", "{body}");
+    assert_eq!(body["backends"]["blobs"]["ok"], false, "{body}");
+    assert_eq!(body["backends"]["store"]["ok"], true, "{body}");
+}

@@ -142,6 +142,12 @@ impl Blobs {
     /// region come from the conventional `AWS_*` variables; `endpoint` (or
     /// `AWS_ENDPOINT_URL`) points at an S3-compatible server, `http://` allowed.
     pub fn from_url(url: &str, endpoint: Option<&str>) -> Result<Self, BlobError> {
+        Self::from_url_with(url, endpoint, &[])
+    }
+
+    /// [`Blobs::from_url`] with S3 settings that take precedence over the environment's,
+    /// by their `object_store` names (`aws_access_key_id`, `aws_region`, …).
+    pub fn from_url_with(url: &str, endpoint: Option<&str>, settings: &[(&str, &str)]) -> Result<Self, BlobError> {
         if let Some(dir) = url.strip_prefix("file://") {
             if !dir.starts_with('/') {
                 return Err(BlobError::Unavailable(format!("{url}: a file:// URL needs an absolute path")));
@@ -163,6 +169,10 @@ impl Blobs {
             retry_timeout: std::time::Duration::from_secs(8),
         };
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket).with_retry(retry);
+        for (key, value) in settings {
+            let key = key.parse().map_err(|_| BlobError::Unavailable(format!("unknown S3 setting {key:?}")))?;
+            builder = builder.with_config(key, *value);
+        }
         let endpoint = endpoint.map(str::to_owned).or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
         if let Some(endpoint) = &endpoint {
             builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));

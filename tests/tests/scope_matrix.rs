@@ -152,9 +152,7 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     // A session's mounted files and outputs are exchanged by its hands only.
     let hands_files = route.starts_with("/ext/sessions/{session}/files");
     match cred {
-        Cred::Api => {
-            !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work"))
-        }
+        Cred::Api => !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey => {
             session_route || hands_files || work_protocol || (method == "GET" && route == "/environments/{env}")
         }
