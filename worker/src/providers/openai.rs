@@ -219,3 +219,47 @@ impl Provider for OpenAi {
         "openai"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::providers::{Block, Message, ModelRequest, Role};
+
+    fn request(blocks: Vec<Block>) -> ModelRequest {
+        ModelRequest { messages: vec![Message { role: Role::User, content: blocks }], ..ModelRequest::default() }
+    }
+
+    #[test]
+    fn text_only_messages_stay_strings() {
+        let body = body(&request(vec![Block::Text("hi".into())]));
+        assert_eq!(body["messages"][0]["content"], "hi");
+    }
+
+    #[test]
+    fn images_and_documents_become_content_parts() {
+        let blocks = vec![
+            Block::Text("look".into()),
+            Block::Raw(
+                json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}),
+            ),
+            Block::Raw(
+                json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}}),
+            ),
+            Block::Raw(
+                json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}),
+            ),
+        ];
+        let body = body(&request(blocks));
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+                {"type": "file", "file": {"filename": "document.pdf", "file_data": "data:application/pdf;base64,JVBE"}},
+                {"type": "text", "text": "notes"},
+            ])
+        );
+    }
+}
