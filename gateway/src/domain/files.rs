@@ -383,6 +383,33 @@ pub async fn require_mountable(store: &dyn Store, workspace_id: &str, resources:
     Ok(())
 }
 
+/// Every file a message's content names (`image`/`document` blocks with a `file`
+/// source) is a live file of the workspace, so a bad reference is a 400 when it is sent,
+/// not a failed turn later. `path` names the content for messages (`events[0].content`).
+pub async fn require_readable(store: &dyn Store, workspace_id: &str, path: &str, content: &Value) -> DomainResult<()> {
+    for (j, block) in content.as_array().into_iter().flatten().enumerate() {
+        if block["source"]["type"] != "file" {
+            continue;
+        }
+        let file_id = block["source"]["file_id"].as_str().unwrap_or_default();
+        let at = format!("{path}[{j}].source.file_id");
+        match load(store, workspace_id, file_id).await {
+            Ok(_) => {}
+            Err(DomainError::NotFound(_)) => {
+                return Err(DomainError::invalid(format!("{at}: file not found: {file_id}")));
+            }
+            Err(DomainError::Expired(_)) => {
+                return Err(DomainError::invalid_with_code(
+                    "file_expired",
+                    format!("{at}: file {file_id} has expired"),
+                ));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(())
+}
+
 /// The sweeper: expires files past their time (their objects removed, their rows kept
 /// as `file_expired` tombstones) and finishes uploads and deletions left unfinished by
 /// a crash or a lost client. Every gateway runs one; the state changes are

@@ -149,6 +149,12 @@ pub async fn submit(
         }
     }
     let store = state.backends.store.as_ref();
+    for (i, event) in events.iter().enumerate() {
+        if event.is(EventType::UserMessage) {
+            let path = format!("events[{i}].content");
+            super::files::require_readable(store, &tenant.workspace_id, &path, &event.body["content"]).await?;
+        }
+    }
     let answers = events.iter().any(|e| {
         one_of(e, &[EventType::UserCustomToolResult, EventType::UserToolResult, EventType::UserToolConfirmation])
     });

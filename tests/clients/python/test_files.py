@@ -373,6 +373,19 @@ def test_files_in_messages_reach_the_model(turns: Deployment, fake_anthropic: Fa
         "data": "the secret word is artichoke\n",
     }, documents
 
+    missing = "file_" + "0" * 26
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.beta.sessions.events.send(
+            session.id,
+            events=[
+                {
+                    "type": "user.message",
+                    "content": [{"type": "image", "source": {"type": "file", "file_id": missing}}],
+                }
+            ],
+        )
+    assert "events[0].content[0].source.file_id" in refused.value.message and missing in refused.value.message
+
     key2 = unique("unsupported")
     fake_anthropic.script(key2, say("must not be asked"))
     client.beta.sessions.events.send(
