@@ -8,6 +8,7 @@
 //! letters, trailing `.` or `/`, `..`) names nothing; percent-encoding an allowed
 //! character is the same id and gets the same answer as the plain spelling.
 
+use agentd_gateway::domain::skills::{self, UploadedFile};
 use agentd_schema::KeyKind;
 use agentd_schema::ids::new_id;
 use agentd_schema::store::prelude::*;
@@ -23,6 +24,7 @@ enum Subject {
     Work,
     Agent,
     Vault,
+    Skill,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
 }
@@ -103,6 +105,14 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("DELETE", "/vaults/{vault}/credentials/{credential}", Subject::Vault, true),
     ("POST", "/vaults/{vault}/credentials/{credential}/archive", Subject::Vault, true),
     ("POST", "/vaults/{vault}/credentials/{credential}/mcp_oauth_validate", Subject::Vault, false),
+    ("GET", "/skills/{skill}", Subject::Skill, false),
+    ("DELETE", "/skills/{skill}", Subject::Skill, true),
+    ("GET", "/skills/{skill}/versions", Subject::Skill, false),
+    ("POST", "/skills/{skill}/versions", Subject::Skill, false),
+    ("GET", "/skills/{skill}/versions/{version}", Subject::Skill, false),
+    ("DELETE", "/skills/{skill}/versions/{version}", Subject::Skill, true),
+    ("GET", "/skills/{skill}/versions/{version}/content", Subject::Skill, false),
+    ("GET", "/ext/skills/{skill}/versions/{version}/files/SKILL.md", Subject::Skill, false),
     ("POST", "/durable/threads/{session}/cancel", Subject::Session, false),
     ("GET", "/durable/threads/{session}/dispatches", Subject::Session, false),
     ("GET", "/durable/threads/{session}/messages", Subject::Session, false),
@@ -132,6 +142,7 @@ struct Home {
 struct Workspace {
     agent: String,
     vault: String,
+    skill: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -151,15 +162,17 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     let sandbox_environment = route == "/ext/sessions/{session}/sandbox-environment";
     // A session's mounted files and outputs are exchanged by its hands only.
     let hands_files = route.starts_with("/ext/sessions/{session}/files");
+    let skill_read = reads_skills(method, route);
     match cred {
         Cred::Api => !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey => {
-            session_route || hands_files || work_protocol || (method == "GET" && route == "/environments/{env}")
+            session_route || hands_files || work_protocol || skill_read || (method == "GET" && route == "/environments/{env}")
         }
         Cred::SessionsToken => {
             session_route
                 || sandbox_environment
                 || hands_files
+                || skill_read
                 || (method == "POST"
                     && matches!(
                         route,
@@ -167,6 +180,12 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
                     ))
         }
     }
+}
+
+/// Hands read the skills of their sessions (any skill of the workspace, by any path under
+/// `/skills` or `/ext/skills`); only an API key changes them.
+fn reads_skills(method: &str, route: &str) -> bool {
+    method == "GET" && (route.starts_with("/skills/") || route.starts_with("/ext/skills/"))
 }
 
 /// Whether the target is inside the credential's reach (given that its kind uses the route).
@@ -214,7 +233,25 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
     let make_workspace = async |key: &str| {
         let agent = gateway.create(key, "/v1/agents", json!({"name": "a", "model": "claude-sonnet-4-5"})).await;
         let vault = gateway.create(key, "/v1/vaults", json!({"display_name": "v"})).await;
-        Workspace { agent: agent["id"].as_str().unwrap().to_owned(), vault: vault["id"].as_str().unwrap().to_owned() }
+        let scope = gateway.store.store.resolve_api_key(key).await.unwrap().unwrap();
+        let files = vec![UploadedFile {
+            path: "matrix/SKILL.md".into(),
+            bytes: "---\nname: matrix\ndescription: d\n---\n".into(),
+        }];
+        let (skill, _) = skills::create(
+            gateway.state.backends.store.as_ref(),
+            &gateway.state.backends.blobs,
+            &scope.workspace_id,
+            None,
+            files,
+        )
+        .await
+        .unwrap();
+        Workspace {
+            agent: agent["id"].as_str().unwrap().to_owned(),
+            vault: vault["id"].as_str().unwrap().to_owned(),
+            skill: skill.id,
+        }
     };
     let w1 = make_workspace(&api1).await;
     let w2 = make_workspace(&api2).await;
@@ -266,7 +303,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         (Cred::SessionsToken, sessions_token, a.clone(), b.clone()),
     ];
     let missing = Home { environment: new_id("env"), session: new_id("sesn"), work: new_id("work") };
-    let missing_workspace = Workspace { agent: new_id("agent"), vault: new_id("vlt") };
+    let missing_workspace = Workspace { agent: new_id("agent"), vault: new_id("vlt"), skill: new_id("skill") };
 
     let mut failures = Vec::new();
     let mut sent = 0;
@@ -280,7 +317,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Target::Missing => (&missing, &missing_workspace),
                 };
                 // Agents and vaults belong to a workspace, not an environment.
-                if matches!(subject, Subject::Agent | Subject::Vault | Subject::Text)
+                if matches!(subject, Subject::Agent | Subject::Vault | Subject::Skill | Subject::Text)
                     && target == Target::OtherEnvironment
                 {
                     continue;
@@ -294,6 +331,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::Environment | Subject::Work => &home.environment,
                     Subject::Agent => &workspace.agent,
                     Subject::Vault => &workspace.vault,
+                    Subject::Skill => &workspace.skill,
                     Subject::Text => &workspace.agent,
                 };
                 let spelled_ways = match subject {
@@ -307,6 +345,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{work}", &home.work)
                         .replace("{agent}", &workspace.agent)
                         .replace("{vault}", &workspace.vault)
+                        .replace("{skill}", &workspace.skill)
+                        .replace("{version}", "latest")
                         .replace("{resource}", &new_id("sres"))
                         .replace("{credential}", &new_id("vcrd"))
                         .replace("{message}", &new_id("inbox"))
@@ -320,9 +360,10 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     let answer = gateway.call(key, method, &format!("/v1{path}"), body).await;
                     sent += 1;
                     let status = answer.status.as_u16();
-                    let expected = if label == "trailing /" && *cred != Cred::Api {
+                    let expected = if label == "trailing /" && *cred != Cred::Api && !reads_skills(method, route) {
                         // No route has the trailing slash: a scoped credential gets the
-                        // 403 of a path its kind never uses, whatever the id names.
+                        // 403 of a path its kind never uses, whatever the id names (a
+                        // path under the skills it reads is the 404 of no route).
                         "403"
                     } else if !same {
                         "404"
@@ -332,13 +373,14 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         "reached"
                     } else if *cred == Cred::Api {
                         // Another workspace's resource is missing to this key; its
-                        // handler may refuse the body before it looks (400).
+                        // handler may refuse the body before it looks (400), as may the
+                        // envelope a JSON body sent to an upload route (415).
                         "missing"
                     } else {
                         "404"
                     };
                     let ok = match expected {
-                        "missing" => status == 404 || status == 400,
+                        "missing" => status == 404 || status == 400 || (status == 415 && route.ends_with("/versions")),
                         // The handler ran: not refused, and not "not found" unless the
                         // route names a second resource the matrix did not create.
                         "reached" => ![401, 403].contains(&status) && (status != 404 || has_sub_id(route)),
@@ -368,6 +410,10 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
     }
     let session = gateway.call(&api2, "GET", &format!("/v1/sessions/{}", x.session), None).await;
     assert!(session.status == StatusCode::OK && session.body["archived_at"].is_null(), "{:?}", session.body);
+    for (key, workspace) in [(&api1, &w1), (&api2, &w2)] {
+        let skill = gateway.call(key, "GET", &format!("/v1/skills/{}/versions/latest", workspace.skill), None).await;
+        assert_eq!(skill.status, StatusCode::OK, "{:?}", skill.body);
+    }
     gateway.cleanup().await;
 }
 

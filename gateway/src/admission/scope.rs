@@ -173,14 +173,14 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         Access::Environment(_) => match segments.as_slice() {
             ["environments", "{environment_id}"] if get => environment(),
             ["sessions", "{session_id}", ..] | ["ext", "sessions", "{session_id}", "files", ..] => session(),
-            ["skills", ..] if get => Ok(Reach::Anything),
+            ["skills", ..] | ["ext", "skills", ..] if get => Ok(Reach::Anything),
             _ => denied("an environment key reaches only its environment's work queue and sessions"),
         },
         Access::Runner => match segments.as_slice() {
             ["ext", "runner", "work", "poll"] => Ok(Reach::Anything),
             ["environments", "{environment_id}"] if get => environment(),
             ["sessions", "{session_id}", ..] | ["ext", "sessions", "{session_id}", "files", ..] => session(),
-            ["skills", ..] if get => Ok(Reach::Anything),
+            ["skills", ..] | ["ext", "skills", ..] if get => Ok(Reach::Anything),
             _ => denied("a runner key reaches only the work and sessions of cloud environments"),
         },
         Access::Session { .. } => match segments.as_slice() {
@@ -189,7 +189,7 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             ["ext", "sessions", "{session_id}", "sandbox-environment"] if get => session(),
             ["ext", "sessions", "{session_id}", "files", ..] => session(),
             ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
-            ["skills", ..] if get => Ok(Reach::Anything),
+            ["skills", ..] | ["ext", "skills", ..] if get => Ok(Reach::Anything),
             ["memory_stores", ..] => Ok(Reach::Anything),
             _ => denied("a sessions token reaches only its session, its work item and the session's skills and memory"),
         },

@@ -12,6 +12,8 @@ pub mod inbox;
 pub mod input;
 pub mod runs;
 pub mod sessions;
+pub mod skill_upload;
+pub mod skills;
 pub mod threads;
 
 pub use error::{DomainError, DomainResult};

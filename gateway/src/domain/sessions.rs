@@ -103,8 +103,12 @@ async fn agent_snapshot(state: &AppState, tenant: &Tenant, agent: &AgentRef) -> 
             snapshot[key] = value;
         }
     }
-    let snapshot: Map<String, Value> =
+    let mut snapshot: Map<String, Value> =
         SNAPSHOT_FIELDS.iter().map(|f| ((*f).to_owned(), snapshot.get(*f).cloned().unwrap_or(Value::Null))).collect();
+    // The session runs the skill versions that are latest now, whatever is added later.
+    let skills = snapshot.get("skills").cloned().unwrap_or(Value::Null);
+    let pinned = super::skills::resolve(store, &tenant.workspace_id, &skills, "agent.skills").await?;
+    snapshot.insert("skills".into(), pinned);
     Ok(Value::Object(snapshot))
 }
 

@@ -17,6 +17,7 @@ use super::family::{Family, with_lifecycle};
 use super::query::{ChunkedPage, Query, decode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::skills;
 use crate::error::{ApiError, ApiResult};
 
 const KIND: &str = "agent";
@@ -43,6 +44,7 @@ pub async fn create(
     let request = body::object(&bytes)?;
     body::only_known(&request, CONFIG_FIELDS, "")?;
     let config = normalize(&request)?;
+    skills::require_usable(state.backends.store.as_ref(), &tenant.workspace_id, &config["skills"]).await?;
     let id = agentd_schema::ids::new_id("agent");
     let now = rfc3339(now_ms());
     let mut agent = Map::new();
@@ -134,6 +136,11 @@ pub async fn update(
         }
     }
     let config = normalize(&config)?;
+    // Skills the update sets are checked against the workspace now; ones it keeps were
+    // checked when they were set (sessions check them again when they start).
+    if request.contains_key("skills") {
+        skills::require_usable(store, &tenant.workspace_id, &config["skills"]).await?;
+    }
     let changed = config.iter().any(|(field, value)| current.body.get(field) != Some(value));
     if !changed {
         return Ok(Json(render(&current)));

@@ -19,6 +19,7 @@ pub mod query;
 pub mod sandbox_environment;
 pub mod session_resources;
 pub mod sessions;
+pub mod skills;
 pub mod vaults;
 pub mod work;
 
@@ -86,11 +87,21 @@ pub fn router() -> Router<AppState> {
     let files = Router::new()
         .route("/files", post(files::upload).layer(DefaultBodyLimit::disable()).get(files::list))
         .route("/files/{file_id}", get(files::retrieve).delete(files::delete))
-        .route("/files/{file_id}/content", get(files::content));
+        .route("/files/{file_id}/content", get(files::content))
+        .route("/skills", post(skills::create).layer(DefaultBodyLimit::disable()).get(skills::list))
+        .route("/skills/{skill_id}", get(skills::retrieve).delete(skills::delete))
+        .route(
+            "/skills/{skill_id}/versions",
+            post(skills::create_version).layer(DefaultBodyLimit::disable()).get(skills::list_versions),
+        )
+        .route("/skills/{skill_id}/versions/{version}", get(skills::retrieve_version).delete(skills::delete_version))
+        .route("/skills/{skill_id}/versions/{version}/content", get(skills::content));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
-    // Extension routes (documented in docs/api/hands.md); no beta selector.
+    // Extension routes (documented in docs/api/hands.md and docs/api/skills.md); no
+    // beta selector.
     let extensions = Router::new()
+        .route("/ext/skills/{skill_id}/versions/{version}/files/{*path}", get(skills::file))
         .route("/ext/runner/work/poll", get(work::poll_cloud))
         .route("/ext/sessions/{session_id}/live-inbox", get(live_inbox::snapshot).post(live_inbox::enqueue))
         .route(

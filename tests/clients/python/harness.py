@@ -882,6 +882,7 @@ def start_prod(
         AGENTD_RATE_LIMIT_CREATE=str(create_limit),
         AGENTD_RATE_LIMIT_READ=str(read_limit),
         AGENTD_SECRET_KEY=base64.b64encode(os.urandom(32)).decode(),
+        AGENTD_OBJECT_STORE_URL=f"file://{Path(os.environ.get('TMPDIR', '/tmp')) / f'agentd-pytest-blobs-{suffix}'}",
         # The suite's MCP servers and A2A agents listen on 127.0.0.1; a worker refuses
         # private targets by default (extra_env may set "false" to test exactly that).
         **({"AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE": "true"} | (extra_env or {})),

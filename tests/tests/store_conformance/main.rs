@@ -19,6 +19,7 @@ mod outbox;
 mod resources;
 mod runs;
 mod sessions;
+mod skills;
 mod tenancy;
 mod tool_calls;
 mod work;
