@@ -166,7 +166,11 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     match cred {
         Cred::Api => !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey => {
-            session_route || hands_files || work_protocol || skill_read || (method == "GET" && route == "/environments/{env}")
+            session_route
+                || hands_files
+                || work_protocol
+                || skill_read
+                || (method == "GET" && route == "/environments/{env}")
         }
         Cred::SessionsToken => {
             session_route

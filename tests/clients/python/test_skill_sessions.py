@@ -79,7 +79,7 @@ def test_runner_mounts_the_agents_skill(
     assert [i["stop_reason"]["type"] for i in idles(events)] == ["end_turn"], types_of(events)
     (use,) = of_type(events, "agent.tool_use")
     output = result_text(results_by_call(events, "agent.tool_result")[use["id"]])
-    assert output == skill_md + "hello Ada\n", output
+    assert output == skill_md + "hello Ada", output
     assert message_texts(events) == ["Read the skill."]
     system = system_prompt(fake_anthropic, key)
     assert f"{name}: Greets people by name in their own language." in system, system
@@ -111,7 +111,7 @@ def test_sdk_environment_worker_runs_a_session_with_a_skill(
         assert [i["stop_reason"]["type"] for i in idles(events)] == ["end_turn"], types_of(events)
         (use,) = of_type(events, "agent.tool_use")
         output = result_text(results_by_call(events, "user.tool_result")[use["id"]])
-        assert output == skill_md, output
+        assert output.rstrip("\n") == skill_md.rstrip("\n"), output
         # The worker downloaded the version's archive and unpacked it, wrapper stripped.
         assert (workdir / "skills" / name / "SKILL.md").read_text() == skill_md
         assert (workdir / "skills" / name / "scripts" / "hello.sh").read_bytes() == b"echo hello $1\n"
