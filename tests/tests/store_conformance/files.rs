@@ -1,7 +1,7 @@
 //! File metadata (`FileStore`), and the file sweeper over a real store and blobs.
 
 use agentd_schema::blobs::{BlobKey, Blobs};
-use agentd_schema::{FileQuery, FileRow, FileState, FileStore, NewFile};
+use agentd_schema::{FileQuery, FileRow, FileState, NewFile};
 use bytes::Bytes;
 
 use super::*;
