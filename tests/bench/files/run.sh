@@ -61,8 +61,8 @@ cleanup() {
     fi
     if [ -n "$bucket" ]; then
         # The driver deletes its file; anything left (a failed run) goes with the bucket.
-        curl -s -H "$S3_AUTH" "$S3/$bucket?list-type=2" | grep -o '<Key>[^<]*</Key>' | sed 's/<[^>]*>//g' |
-            while read -r key; do curl -s -o /dev/null -H "$S3_AUTH" -X DELETE "$S3/$bucket/$key"; done
+        { curl -s -H "$S3_AUTH" "$S3/$bucket?list-type=2" | grep -o '<Key>[^<]*</Key>' | sed 's/<[^>]*>//g' |
+            while read -r key; do curl -s -o /dev/null -H "$S3_AUTH" -X DELETE "$S3/$bucket/$key"; done; } || true
         curl -s -o /dev/null -H "$S3_AUTH" -X DELETE "$S3/$bucket" || true
     fi
 }
