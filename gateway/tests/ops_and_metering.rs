@@ -360,10 +360,14 @@ async fn an_object_store_that_does_not_answer_fails_readiness() {
     let gateway = Gateway::start(Limits::default()).await;
     // Nothing listens on this port: the blob check fails (within its timeout), the rest answers.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let credentials = [("aws_access_key_id", "test"), ("aws_secret_access_key", "test"), ("aws_region", "us-east-1")];
+    let keys = agentd_schema::blobs::S3Keys {
+        access_key_id: "test".into(),
+        secret_access_key: "test".into(),
+        region: "us-east-1".into(),
+    };
     let endpoint = format!("http://{closed}");
-    let blobs = agentd_schema::blobs::Blobs::from_url_with("s3://agentd-nowhere/prefix", Some(&endpoint), &credentials)
-        .unwrap();
+    let blobs =
+        agentd_schema::blobs::Blobs::from_url_with_keys("s3://agentd-nowhere/prefix", Some(&endpoint), &keys).unwrap();
     let mut backends = gateway.state.backends.clone();
     backends.blobs = blobs;
     let ops =

@@ -106,6 +106,23 @@ impl std::fmt::Display for BlobKey {
     }
 }
 
+/// S3 credentials and region given explicitly (see [`Blobs::from_url_with_keys`]).
+#[derive(Clone)]
+pub struct S3Keys {
+    /// `AWS_ACCESS_KEY_ID`.
+    pub access_key_id: String,
+    /// `AWS_SECRET_ACCESS_KEY`.
+    pub secret_access_key: String,
+    /// `AWS_REGION`.
+    pub region: String,
+}
+
+impl std::fmt::Debug for S3Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Keys").field("access_key_id", &self.access_key_id).field("region", &self.region).finish()
+    }
+}
+
 /// A blob being read: its size and its bytes as a stream.
 pub struct BlobRead {
     /// Size in bytes.
@@ -142,12 +159,21 @@ impl Blobs {
     /// region come from the conventional `AWS_*` variables; `endpoint` (or
     /// `AWS_ENDPOINT_URL`) points at an S3-compatible server, `http://` allowed.
     pub fn from_url(url: &str, endpoint: Option<&str>) -> Result<Self, BlobError> {
-        Self::from_url_with(url, endpoint, &[])
+        Self::open(url, endpoint, AmazonS3Builder::from_env)
     }
 
-    /// [`Blobs::from_url`] with S3 settings that take precedence over the environment's,
-    /// by their `object_store` names (`aws_access_key_id`, `aws_region`, …).
-    pub fn from_url_with(url: &str, endpoint: Option<&str>, settings: &[(&str, &str)]) -> Result<Self, BlobError> {
+    /// As [`Blobs::from_url`], with S3 credentials given rather than read from the
+    /// environment (tests and tools that talk to a server of their own).
+    pub fn from_url_with_keys(url: &str, endpoint: Option<&str>, keys: &S3Keys) -> Result<Self, BlobError> {
+        Self::open(url, endpoint, || {
+            AmazonS3Builder::new()
+                .with_access_key_id(&keys.access_key_id)
+                .with_secret_access_key(&keys.secret_access_key)
+                .with_region(&keys.region)
+        })
+    }
+
+    fn open(url: &str, endpoint: Option<&str>, builder: impl FnOnce() -> AmazonS3Builder) -> Result<Self, BlobError> {
         if let Some(dir) = url.strip_prefix("file://") {
             if !dir.starts_with('/') {
                 return Err(BlobError::Unavailable(format!("{url}: a file:// URL needs an absolute path")));
@@ -168,11 +194,7 @@ impl Blobs {
             max_retries: 3,
             retry_timeout: std::time::Duration::from_secs(8),
         };
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket).with_retry(retry);
-        for (key, value) in settings {
-            let key = key.parse().map_err(|_| BlobError::Unavailable(format!("unknown S3 setting {key:?}")))?;
-            builder = builder.with_config(key, *value);
-        }
+        let mut builder = builder().with_bucket_name(bucket).with_retry(retry);
         let endpoint = endpoint.map(str::to_owned).or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
         if let Some(endpoint) = &endpoint {
             builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));

@@ -51,3 +51,97 @@ pub async fn require_tcp(service: &str, env_var: &str, url: &str) {
         ),
     }
 }
+
+/// The S3-compatible test server (`scripts/test` starts moto's), if one is configured.
+pub fn s3_endpoint() -> Option<String> {
+    std::env::var("AGENTD_TEST_S3_ENDPOINT")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .map(|url| url.trim_end_matches('/').to_owned())
+}
+
+/// A bucket on the S3 test server for one test or one deployment, removed with its
+/// objects by [`TestBucket::remove`]. The harness's own requests carry an
+/// `Authorization` header naming the test key but no real signature: moto checks who
+/// asks, not the signature (it refuses anonymous object deletes). The `agentd`
+/// processes sign theirs properly with the test credentials.
+pub struct TestBucket {
+    /// The server, `http://host:port`.
+    pub endpoint: String,
+    /// The bucket's name.
+    pub name: String,
+}
+
+/// The `Authorization` header of the harness's own S3 requests (see [`TestBucket`]).
+pub const S3_TEST_AUTHORIZATION: &str =
+    "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0";
+
+impl TestBucket {
+    /// Creates a fresh bucket on `endpoint`; panics naming the server if it does not answer.
+    pub async fn create(endpoint: &str) -> Self {
+        // Bucket names: lowercase letters, digits and '-', at most 63 characters.
+        let name = unique_name("agentd").replace('_', "-");
+        let url = format!("{endpoint}/{name}");
+        let response =
+            crate::http().put(&url).header("authorization", S3_TEST_AUTHORIZATION).send().await.unwrap_or_else(
+                |error| {
+                    panic!(
+                        "the S3 server at {endpoint} does not answer ({error}); start it (scripts/test does) or \
+                 point AGENTD_TEST_S3_ENDPOINT at one"
+                    )
+                },
+            );
+        assert!(response.status().is_success(), "creating bucket {name} on {endpoint}: {}", response.status());
+        Self { endpoint: endpoint.to_owned(), name }
+    }
+
+    /// `s3://<bucket>/<prefix>`, the value of `AGENTD_OBJECT_STORE_URL`.
+    pub fn url(&self, prefix: &str) -> String {
+        format!("s3://{}/{prefix}", self.name)
+    }
+
+    /// The keys of every object in the bucket.
+    pub async fn keys(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut request = crate::http()
+                .get(format!("{}/{}", self.endpoint, self.name))
+                .header("authorization", S3_TEST_AUTHORIZATION)
+                .query(&[("list-type", "2")]);
+            if let Some(after) = &after {
+                request = request.query(&[("start-after", after.as_str())]);
+            }
+            let body = request.send().await.unwrap().error_for_status().unwrap().text().await.unwrap();
+            let page: Vec<String> = body
+                .split("<Key>")
+                .skip(1)
+                .filter_map(|rest| rest.split_once("</Key>"))
+                .map(|(key, _)| key.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+                .collect();
+            let truncated = body.contains("<IsTruncated>true</IsTruncated>");
+            after = page.last().cloned();
+            keys.extend(page);
+            if !truncated || after.is_none() {
+                return keys;
+            }
+        }
+    }
+
+    /// Removes every object, then the bucket.
+    pub async fn remove(self) {
+        let client = crate::http();
+        for key in self.keys().await {
+            let _ = client
+                .delete(format!("{}/{}/{key}", self.endpoint, self.name))
+                .header("authorization", S3_TEST_AUTHORIZATION)
+                .send()
+                .await;
+        }
+        let _ = client
+            .delete(format!("{}/{}", self.endpoint, self.name))
+            .header("authorization", S3_TEST_AUTHORIZATION)
+            .send()
+            .await;
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentd_tests::backends::{nats_url, redis_url, require_tcp, unique_name};
+use agentd_tests::backends::{TestBucket, nats_url, redis_url, require_tcp, s3_endpoint, unique_name};
 use agentd_tests::process::Launch;
 use agentd_tests::stores::{create_postgres_database, drop_postgres_database};
 use tonic_health::pb::HealthCheckRequest;
@@ -180,16 +180,59 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn production(role: &str, database_url: &str, redis: &str, stream: &str) -> Launch {
-    Launch::role(role)
-        .env("AGENTD_DATABASE_URL", database_url)
-        .env("AGENTD_NATS_URL", nats_url())
-        .env("AGENTD_REDIS_URL", redis)
-        .env("AGENTD_NATS_STREAM", stream)
-        .env("AGENTD_NATS_CONSUMER", format!("{stream}_workers"))
-        .env("AGENTD_REDIS_PREFIX", stream)
-        .env("AGENTD_SECRET_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
-        .env("AGENTD_OBJECT_STORE_URL", blob_dir_url())
+fn production(role: &str, database_url: &str, redis: &str, stream: &str, blobs: &BlobStore) -> Launch {
+    blobs.apply(
+        Launch::role(role)
+            .env("AGENTD_DATABASE_URL", database_url)
+            .env("AGENTD_NATS_URL", nats_url())
+            .env("AGENTD_REDIS_URL", redis)
+            .env("AGENTD_NATS_STREAM", stream)
+            .env("AGENTD_NATS_CONSUMER", format!("{stream}_workers"))
+            .env("AGENTD_REDIS_PREFIX", stream)
+            .env("AGENTD_SECRET_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="),
+    )
+}
+
+/// The object store of the production roles these tests start: a bucket on the S3 test
+/// server when `AGENTD_TEST_S3_ENDPOINT` is set (scripts/test sets it), else a shared
+/// directory.
+enum BlobStore {
+    S3(TestBucket),
+    Directory,
+}
+
+impl BlobStore {
+    async fn create() -> Self {
+        match s3_endpoint() {
+            Some(endpoint) => BlobStore::S3(TestBucket::create(&endpoint).await),
+            None => BlobStore::Directory,
+        }
+    }
+
+    fn apply(&self, launch: Launch) -> Launch {
+        match self {
+            BlobStore::S3(bucket) => launch
+                .env("AGENTD_OBJECT_STORE_URL", bucket.url("agentd"))
+                .env("AGENTD_OBJECT_STORE_ENDPOINT", bucket.endpoint.clone())
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_REGION", "us-east-1"),
+            BlobStore::Directory => launch.env("AGENTD_OBJECT_STORE_URL", blob_dir_url()),
+        }
+    }
+
+    fn backend(&self) -> &'static str {
+        match self {
+            BlobStore::S3(_) => "s3",
+            BlobStore::Directory => "filesystem",
+        }
+    }
+
+    async fn remove(self) {
+        if let BlobStore::S3(bucket) = self {
+            bucket.remove().await;
+        }
+    }
 }
 
 /// A shared-directory object store for production roles started by these tests.
@@ -211,18 +254,20 @@ async fn production_roles_follow_their_backends_and_drain() {
     let (database_url, database) = create_postgres_database("agentd_e2e").await;
     let stream = unique_name("E2E").to_uppercase();
     let mut redis = PrivateRedis::start(free_port()).await;
+    let blobs = BlobStore::create().await;
     let outcome = async {
-        let migrated = production("migrate", &database_url, &redis.url(), &stream).output().await;
+        let migrated = production("migrate", &database_url, &redis.url(), &stream, &blobs).output().await;
         assert!(migrated.status.success(), "migrate failed: {}", String::from_utf8_lossy(&migrated.stderr));
         // Migrating again is a no-op.
-        assert!(production("migrate", &database_url, &redis.url(), &stream).output().await.status.success());
+        assert!(production("migrate", &database_url, &redis.url(), &stream, &blobs).output().await.status.success());
 
-        let mut gateway = production("gateway", &database_url, &redis.url(), &stream).start().await;
-        let mut worker = production("worker", &database_url, &redis.url(), &stream).start().await;
+        let mut gateway = production("gateway", &database_url, &redis.url(), &stream, &blobs).start().await;
+        let mut worker = production("worker", &database_url, &redis.url(), &stream, &blobs).start().await;
         let body = gateway.wait_ready(200, Duration::from_secs(20)).await;
         assert_eq!(body["backends"]["store"]["backend"], "postgres");
         assert_eq!(body["backends"]["queue"]["backend"], "jetstream");
         assert_eq!(body["backends"]["bus"]["backend"], "redis");
+        assert_eq!(body["backends"]["blobs"]["backend"], blobs.backend());
         worker.wait_ready(200, Duration::from_secs(20)).await;
 
         redis.stop().await;
@@ -247,6 +292,7 @@ async fn production_roles_follow_their_backends_and_drain() {
     };
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
     redis.stop().await;
+    blobs.remove().await;
     delete_stream(&stream).await;
     drop_postgres_database(&database).await;
     if let Err(panic) = outcome {

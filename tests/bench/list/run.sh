@@ -91,6 +91,9 @@ if [ "$mode" = distributed ] || [ "$mode" = all ]; then
         AGENTD_DATABASE_URL="${PG%/*}/$DB" AGENTD_NATS_URL="$NATS" AGENTD_REDIS_URL="$REDIS"
         AGENTD_NATS_STREAM="AGENTD_LISTBENCH_$$" AGENTD_NATS_CONSUMER="listbench-$$" AGENTD_REDIS_PREFIX="listbench-$$"
         AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0
+        # Production roles require an object store; listing never touches it, so a
+        # shared directory keeps this bench independent of an S3 server.
+        AGENTD_OBJECT_STORE_URL="file://$WORK/blobs"
     )
     env "${common_env[@]}" "${dist_env[@]}" "$BIN" migrate >&2
     start gateway gateway "${dist_env[@]}"

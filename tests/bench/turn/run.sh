@@ -182,7 +182,10 @@ distributed_db() {
     dist_env=(
         AGENTD_DATABASE_URL="${PG%/*}/$db" AGENTD_NATS_URL="$NATS" AGENTD_REDIS_URL="$REDIS"
         AGENTD_NATS_STREAM="$stream" AGENTD_NATS_CONSUMER="bench-$$" AGENTD_REDIS_PREFIX="bench-$$"
-        AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0 "$@"
+        AGENTD_SECRET_KEY="$(head -c 32 /dev/urandom | base64)" AGENTD_GRPC_ADDR=127.0.0.1:0
+        # Production roles require an object store; turns never touch it, so a shared
+        # directory keeps this bench independent of an S3 server.
+        AGENTD_OBJECT_STORE_URL="file://$WORK/blobs" "$@"
     )
     env "${common_env[@]}" "${dist_env[@]}" "$BIN" migrate >&2
 }

@@ -54,6 +54,9 @@ AGENTD_BIN = os.environ.get("AGENTD_BIN") or str(ROOT / "target" / "debug" / "ag
 POSTGRES_URL = os.environ.get("AGENTD_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
 NATS_URL = os.environ.get("AGENTD_TEST_NATS_URL", "nats://127.0.0.1:4222")
 REDIS_URL = os.environ.get("AGENTD_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+# The S3-compatible server prod deployments keep their blobs on (scripts/test starts
+# moto's standalone server there); each deployment gets a bucket of its own.
+S3_ENDPOINT = os.environ.get("AGENTD_TEST_S3_ENDPOINT", "http://127.0.0.1:9000").rstrip("/")
 
 BETA = "managed-agents-2026-04-01"
 BETA_HEADERS = {"anthropic-beta": BETA}
@@ -625,6 +628,70 @@ def _close_private_services() -> None:
 atexit.register(_close_private_services)
 
 
+class S3Bucket:
+    """A bucket on the S3 test server, for one prod deployment.
+
+    The harness's own requests carry an `Authorization` header that names the test key
+    without a real signature: moto checks who asks, not the signature (it refuses
+    anonymous object deletes). agentd signs its requests properly with the same key."""
+
+    AUTHORIZATION = (
+        "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"
+    )
+
+    def __init__(self, endpoint: str, name: str) -> None:
+        self.endpoint = endpoint
+        self.name = name
+
+    @classmethod
+    def create(cls, endpoint: str = S3_ENDPOINT) -> "S3Bucket":
+        bucket = cls(endpoint, f"agentd-pytest-{uuid.uuid4().hex[:12]}")
+        try:
+            response = bucket._request("PUT", "")
+        except httpx.HTTPError as err:
+            pytest.fail(
+                f"the S3 server at {endpoint} does not answer ({err}); start it (scripts/test does) "
+                "or point AGENTD_TEST_S3_ENDPOINT at one"
+            )
+        assert response.is_success, f"creating bucket {bucket.name} on {endpoint}: {response.status_code} {response.text[:300]}"
+        return bucket
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = f"{self.endpoint}/{self.name}" + (f"/{urllib.parse.quote(path)}" if path else "")
+        return httpx.request(
+            method, url, headers={"authorization": self.AUTHORIZATION}, trust_env=False, timeout=HTTP_TIMEOUT, **kwargs
+        )
+
+    def keys(self) -> list[str]:
+        """Every object's key, in the bucket's order."""
+        keys: list[str] = []
+        after: str | None = None
+        while True:
+            params = {"list-type": "2"} | ({"start-after": after} if after else {})
+            response = self._request("GET", "", params=params)
+            response.raise_for_status()
+            page = [
+                html_unescape(k) for k in re.findall(r"<Key>(.*?)</Key>", response.text, flags=re.DOTALL)
+            ]
+            keys.extend(page)
+            if "<IsTruncated>true</IsTruncated>" not in response.text or not page:
+                return keys
+            after = page[-1]
+
+    def exists(self, key: str) -> bool:
+        return self._request("HEAD", key).status_code == 200
+
+    def remove(self) -> None:
+        """Every object, then the bucket."""
+        for key in self.keys():
+            self._request("DELETE", key)
+        self._request("DELETE", "")
+
+
+def html_unescape(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&apos;", "'").replace("&amp;", "&")
+
+
 # ---------------------------------------------------------------------------------------
 # Deployments
 
@@ -643,6 +710,34 @@ class Deployment:
         self._role_env: dict[str, str] = {}
         # dev only: the `ANTHROPIC_BASE_URL=… ANTHROPIC_API_KEY=…` line it printed, if any.
         self.dev_line: str | None = None
+        # Where blobs live: dev, a directory (`<data dir>/blobs`); prod, a bucket whose
+        # keys start with `blob_prefix`.
+        self.blob_dir: Path | None = None
+        self.bucket: S3Bucket | None = None
+        self.blob_prefix = ""
+
+    # -- blobs ----------------------------------------------------------------------------
+
+    def blob_keys(self) -> list[str]:
+        """The keys of every blob the deployment stores (`files/<workspace id>/<file id>`, …)."""
+        if self.bucket is not None:
+            prefix = f"{self.blob_prefix}/" if self.blob_prefix else ""
+            return [k[len(prefix):] for k in self.bucket.keys() if k.startswith(prefix)]
+        assert self.blob_dir is not None, "this deployment has no blob store"
+        if not self.blob_dir.exists():
+            return []
+        return sorted(str(p.relative_to(self.blob_dir)) for p in self.blob_dir.rglob("*") if p.is_file())
+
+    def blob_exists(self, key: str) -> bool:
+        """Whether the object store holds a blob at `key` (checked in the bucket or directory itself)."""
+        if self.bucket is not None:
+            return self.bucket.exists(f"{self.blob_prefix}/{key}" if self.blob_prefix else key)
+        assert self.blob_dir is not None, "this deployment has no blob store"
+        return (self.blob_dir / key).is_file()
+
+    def file_blob_exists(self, file_id: str) -> bool:
+        """Whether the bytes of file `file_id` (of any workspace) are in the object store."""
+        return any(k.startswith("files/") and k.endswith(f"/{file_id}") for k in self.blob_keys())
 
     # -- keys ---------------------------------------------------------------------------
 
@@ -826,6 +921,7 @@ def start_dev(
     )
     process, url = start_role("dev", env)
     deployment = Deployment("dev", url, key, base_env(AGENTD_DATA_DIR=str(data_dir)))
+    deployment.blob_dir = data_dir / "blobs"
     deployment.processes.append(process)
     # `agentd dev` also mints a development key and prints a ready-to-paste line with it.
     deadline = time.monotonic() + 3
@@ -867,6 +963,7 @@ def start_prod(
             psql(POSTGRES_URL, f'CREATE DATABASE "{db_name}"')
         except RuntimeError as err:
             pytest.fail(f"cannot create the prod-mode database on {POSTGRES_URL}: {err}")
+    bucket = S3Bucket.create()
 
     env = base_env(
         AGENTD_DATABASE_URL=database_url,
@@ -882,13 +979,19 @@ def start_prod(
         AGENTD_RATE_LIMIT_CREATE=str(create_limit),
         AGENTD_RATE_LIMIT_READ=str(read_limit),
         AGENTD_SECRET_KEY=base64.b64encode(os.urandom(32)).decode(),
-        AGENTD_OBJECT_STORE_URL=f"file://{Path(os.environ.get('TMPDIR', '/tmp')) / f'agentd-pytest-blobs-{suffix}'}",
+        AGENTD_OBJECT_STORE_URL=f"s3://{bucket.name}/agentd",
+        AGENTD_OBJECT_STORE_ENDPOINT=bucket.endpoint,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_REGION="us-east-1",
         # The suite's MCP servers and A2A agents listen on 127.0.0.1; a worker refuses
         # private targets by default (extra_env may set "false" to test exactly that).
         **({"AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE": "true"} | (extra_env or {})),
     )
     deployment = Deployment("prod", "", key, base_env(AGENTD_DATABASE_URL=database_url))
     deployment._role_env = env
+    deployment.bucket = bucket
+    deployment.blob_prefix = "agentd"
 
     def drop_database() -> None:
         psql(POSTGRES_URL, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
@@ -898,6 +1001,7 @@ def start_prod(
         deployment._cleanups.append(drop_database)
     deployment._cleanups.append(lambda: nats_delete_stream(nats_url, stream))
     deployment._cleanups.append(lambda: redis_delete_prefix(redis_url, prefix))
+    deployment._cleanups.append(bucket.remove)
     try:
         run_cli(["migrate"], env)
         deployment.url = deployment.start_gateway()

@@ -13,6 +13,7 @@ use serde_json::json;
 mod adapters;
 mod backfill;
 mod durable;
+mod files;
 mod idempotency;
 mod inbox;
 mod outbox;

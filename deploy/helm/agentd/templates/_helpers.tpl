@@ -57,6 +57,26 @@ app.kubernetes.io/component: {{ .role }}
       name: {{ include "agentd.backendsSecret" $ }}
       key: {{ $key }}
 {{- end }}
+- name: AGENTD_OBJECT_STORE_URL
+  value: {{ required "set objectStore.url (s3://bucket/prefix): gateways and workers need an object store" .Values.objectStore.url | quote }}
+{{- with .Values.objectStore.endpoint }}
+- name: AGENTD_OBJECT_STORE_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+- name: AWS_REGION
+  value: {{ .Values.objectStore.region | quote }}
+{{- with .Values.objectStore.existingSecret }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.objectStore.accessKeyIdKey }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.objectStore.secretAccessKeyKey }}
+{{- end }}
 {{- if .Values.opsToken.existingSecret }}
 - name: AGENTD_OPS_TOKEN
   valueFrom:
