@@ -85,6 +85,7 @@ def test_upload_retrieve_list_delete(agentd: Deployment, client: anthropic.Anthr
 
     fetched = client.beta.files.retrieve_metadata(created.id)
     assert fetched.model_dump() == created.model_dump()
+    assert agentd.file_blob_exists(created.id), "the bytes are in the object store (bucket or directory)"
     stored = blob_path(agentd, created)
     if stored is not None:
         assert stored.read_bytes() == data, "the blob holds exactly the uploaded bytes"
@@ -94,8 +95,7 @@ def test_upload_retrieve_list_delete(agentd: Deployment, client: anthropic.Anthr
 
     deleted = client.beta.files.delete(created.id)
     assert deleted.id == created.id and deleted.type == "file_deleted"
-    if stored is not None:
-        assert not stored.exists(), "deleting a file removes its object"
+    assert not agentd.file_blob_exists(created.id), "deleting a file removes its object"
     with pytest.raises(anthropic.NotFoundError):
         client.beta.files.retrieve_metadata(created.id)
     with pytest.raises(anthropic.NotFoundError):
@@ -180,8 +180,9 @@ def test_bad_uploads_are_refused(agentd: Deployment, http: Any, client: anthropi
     assert after == before, "a refused upload leaves no file behind"
 
 
-def test_upload_size_limit(launch: Any) -> None:
-    small = launch("dev", extra_env={"AGENTD_MAX_FILE_BYTES": "1000000"})
+@pytest.mark.parametrize("mode", ["dev", "prod"])
+def test_upload_size_limit(launch: Any, mode: str) -> None:
+    small = launch(mode, extra_env={"AGENTD_MAX_FILE_BYTES": "1000000"})
     client = small.client()
     fits = upload(client, "fits.bin", os.urandom(1_000_000))
     assert fits.size_bytes == 1_000_000
@@ -191,8 +192,8 @@ def test_upload_size_limit(launch: Any) -> None:
     body = refused.value.response.json()
     assert body["type"] == "error" and body["error"]["type"] == "request_too_large", body
     assert [f.id for f in collect(client.beta.files.list(limit=100))] == [fits.id]
-    leftovers = list((Path(small.cli_env["AGENTD_DATA_DIR"]) / "blobs" / "files").rglob("*"))
-    assert [p.name for p in leftovers if p.is_file()] == [fits.id], "the refused upload left no object"
+    objects = [key.rsplit("/", 1)[-1] for key in small.blob_keys() if key.startswith("files/")]
+    assert objects == [fits.id], "the refused upload left no object"
 
 
 def test_concurrent_uploads(client: anthropic.Anthropic) -> None:
