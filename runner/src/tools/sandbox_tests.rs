@@ -730,7 +730,15 @@ fn namespace_launch_wraps_setpriv_in_bwrap() {
     let args: Vec<String> = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
     assert!(joined.contains("--unshare-pid") && joined.contains("--unshare-net"), "{joined}");
-    assert!(joined.contains("--bind /srv/work/s1 /srv/work/s1 --chdir /srv/work/s1 --"), "{joined}");
+    assert!(joined.contains("--bind /srv/work/s1 /srv/work/s1 --bind-try /srv/work/s1/mnt /mnt"), "{joined}");
+    // The session's mounts: /mnt from the workdir, uploads and skills read-only on top.
+    assert!(
+        joined.contains(
+            "--ro-bind-try /srv/work/s1/mnt/session/uploads /mnt/session/uploads \
+             --ro-bind-try /srv/work/s1/mnt/skills /mnt/skills --chdir /srv/work/s1 --"
+        ),
+        "{joined}"
+    );
     assert!(joined.ends_with(
         "-- /usr/bin/setpriv --pdeathsig=KILL --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all \
          --bounding-set=-all --no-new-privs -- /usr/bin/bash --noprofile --norc"

@@ -226,3 +226,32 @@ conformance!(sweeper_expires_files_and_finishes_stale_uploads, |store, clock| as
     assert_eq!(agentd_gateway::domain::files::sweep(store.as_ref(), &blobs, now).await.unwrap(), 0);
     assert_eq!(store.get_file(&ws, &expiring.id).await.unwrap().unwrap().state, FileState::Expired);
 });
+
+conformance!(an_upload_that_fails_leaves_no_row_and_no_object, |store, _clock| async move {
+    use agentd_gateway::domain::{DomainError, files};
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::filesystem(&dir.path().join("blobs")).unwrap();
+    let ws = store.ensure_workspace("acme", "default").await.unwrap().id;
+    let upload = || files::Upload { workspace_id: ws.clone(), filename: Some("a.bin".into()), ..Default::default() };
+    let chunk = || Ok::<_, String>(Bytes::from(vec![7u8; 3 * 1024 * 1024]));
+    let objects = || walkdir::WalkDir::new(dir.path()).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count();
+
+    // The body breaks after 6 MiB (past the first part): the client went away.
+    let broken = futures::stream::iter(vec![chunk(), chunk(), Err("connection reset".to_owned())]);
+    let refused = files::store(&store, &blobs, upload(), broken, 100 * 1024 * 1024).await.unwrap_err();
+    assert!(matches!(refused, DomainError::Invalid { .. }), "{refused:?}");
+    // Past the limit, in the middle of the second part.
+    let large = futures::stream::iter(vec![chunk(), chunk(), chunk()]);
+    let refused = files::store(&store, &blobs, upload(), large, 8 * 1024 * 1024).await.unwrap_err();
+    assert!(matches!(refused, DomainError::TooLarge(_)), "{refused:?}");
+    assert!(store.files_to_sweep(i64::MAX, i64::MAX, 10).await.unwrap().is_empty(), "no row was left behind");
+    assert_eq!(objects(), 0, "no object was left behind");
+
+    // The same body, whole: one ready file of exactly its bytes.
+    let whole = futures::stream::iter(vec![chunk(), chunk(), chunk()]);
+    let row = files::store(&store, &blobs, upload(), whole, 100 * 1024 * 1024).await.unwrap();
+    assert_eq!((row.state, row.size_bytes), (FileState::Ready, 9 * 1024 * 1024));
+    let bytes = blobs.get(&BlobKey::from_stored(&row.blob_key)).await.unwrap();
+    assert!(bytes.len() == 9 * 1024 * 1024 && bytes.iter().all(|b| *b == 7));
+    assert_eq!(objects(), 1);
+});
