@@ -234,7 +234,9 @@ conformance!(an_upload_that_fails_leaves_no_row_and_no_object, |store, _clock| a
     let ws = store.ensure_workspace("acme", "default").await.unwrap().id;
     let upload = || files::Upload { workspace_id: ws.clone(), filename: Some("a.bin".into()), ..Default::default() };
     let chunk = || Ok::<_, String>(Bytes::from(vec![7u8; 3 * 1024 * 1024]));
-    let objects = || walkdir::WalkDir::new(dir.path()).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count();
+    let objects = || {
+        walkdir::WalkDir::new(dir.path()).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count()
+    };
 
     // The body breaks after 6 MiB (past the first part): the client went away.
     let broken = futures::stream::iter(vec![chunk(), chunk(), Err("connection reset".to_owned())]);
