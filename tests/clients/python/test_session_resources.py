@@ -28,8 +28,9 @@ def test_managed_resource_routes(agentd: Deployment) -> None:
     (repo,) = client.beta.sessions.resources.list(session).data
     assert repo.type == "github_repository" and repo.url == "https://github.com/acme/app"
     assert client.beta.sessions.resources.retrieve(repo.id, session_id=session).id == repo.id
-    added = client.beta.sessions.resources.add(session, type="file", file_id="file_abc")
-    assert (added.type, added.file_id, added.mount_path) == ("file", "file_abc", "/mnt/session/uploads/file_abc")
+    file_id = client.beta.files.upload(file=("abc.txt", b"abc")).id
+    added = client.beta.sessions.resources.add(session, type="file", file_id=file_id)
+    assert (added.type, added.file_id, added.mount_path) == ("file", file_id, f"/mnt/session/uploads/{file_id}")
     assert [r.id for r in client.beta.sessions.resources.list(session).data] == [repo.id, added.id]
     new_token = RECORDER.secret(f"ghp_{unique('rotated')}")
     rotated = client.beta.sessions.resources.update(repo.id, session_id=session, authorization_token=new_token)
@@ -60,7 +61,8 @@ def test_manifest_replace_with_revision_and_idempotency(agentd: Deployment) -> N
     assert manifest["phase"] == "active" and manifest["applied_revision"] == revision
     assert [r["type"] for r in manifest["resources"]] == ["github_repository"]
 
-    body = {"resources": [{"type": "file", "file_id": "file_one"}, {"type": "file", "file_id": "file_two", "mount_path": "/data/two"}]}
+    one, two = (client.beta.files.upload(file=(f"{n}.txt", n.encode())).id for n in ("one", "two"))
+    body = {"resources": [{"type": "file", "file_id": one}, {"type": "file", "file_id": two, "mount_path": "/mnt/data/two"}]}
     stale = http.put(path, json=body, headers=agentd.headers(**{"If-Match": f'"{revision + 5}"'}))
     assert stale.status_code == 409 and stale.headers.get("x-should-retry") == "false", stale.text
     assert http.get(path, headers=agentd.headers()).json()["desired_revision"] == revision, "a refused replace changes nothing"
@@ -70,15 +72,15 @@ def test_manifest_replace_with_revision_and_idempotency(agentd: Deployment) -> N
     assert first.status_code == 200, first.text
     replaced = first.json()
     assert replaced["desired_revision"] == revision + 1
-    assert [(r["type"], r["file_id"]) for r in replaced["resources"]] == [("file", "file_one"), ("file", "file_two")]
-    assert replaced["resources"][1]["mount_path"] == "/data/two"
+    assert [(r["type"], r["file_id"]) for r in replaced["resources"]] == [("file", one), ("file", two)]
+    assert replaced["resources"][1]["mount_path"] == "/mnt/data/two"
     # The same key and body replays the first answer (no second change); another body is refused.
     again = http.put(path, json=body, headers=agentd.headers(**{"If-Match": f'"{revision}"', "Idempotency-Key": key}))
     assert again.status_code == 200 and again.json() == replaced
     other = http.put(path, json={"resources": []}, headers=agentd.headers(**{"Idempotency-Key": key}))
     assert other.status_code == 409, other.text
     # Both surfaces see one list.
-    assert [r.file_id for r in client.beta.sessions.resources.list(session).data] == ["file_one", "file_two"]
+    assert [r.file_id for r in client.beta.sessions.resources.list(session).data] == [one, two]
     # Bad input is refused before any change.
     for bad in ({"resources": [{"type": "nope"}]}, {"resources": [], "extra": 1}, {}):
         response = http.put(path, json=bad, headers=agentd.headers())
