@@ -360,25 +360,24 @@ pub fn mounted_ids(resources: &Value) -> Vec<&str> {
 }
 
 /// Every `file` resource names a live file of the workspace (at session create,
-/// `resources.add` and the manifest replace).
-pub async fn require_mountable(store: &dyn Store, workspace_id: &str, resources: &Value) -> DomainResult<()> {
-    for (i, file_id) in mounted_ids(resources).into_iter().enumerate() {
+/// `resources.add` and the manifest replace). Files in `kept` (those the session already
+/// mounts) stay even once deleted: a running session keeps its copy.
+pub async fn require_mountable(
+    store: &dyn Store,
+    workspace_id: &str,
+    resources: &Value,
+    kept: &[&str],
+) -> DomainResult<()> {
+    for (i, resource) in resources.as_array().into_iter().flatten().enumerate() {
+        let Some(file_id) = resource["file_id"].as_str().filter(|_| resource["type"] == "file") else { continue };
+        if kept.contains(&file_id) {
+            continue;
+        }
+        let at = format!("resources[{i}].file_id");
         if agentd_schema::ids::FileId::parse(file_id).is_err() {
-            return Err(DomainError::invalid(format!("resources[{i}].file_id: {file_id:?} is not a file id")));
+            return Err(DomainError::invalid(format!("{at}: {file_id:?} is not a file id")));
         }
-        match load(store, workspace_id, file_id).await {
-            Ok(_) => {}
-            Err(DomainError::NotFound(_)) => {
-                return Err(DomainError::invalid(format!("resources[{i}].file_id: file not found: {file_id}")));
-            }
-            Err(DomainError::Expired(_)) => {
-                return Err(DomainError::invalid_with_code(
-                    "file_expired",
-                    format!("resources[{i}].file_id: file {file_id} has expired"),
-                ));
-            }
-            Err(other) => return Err(other),
-        }
+        require_live(store, workspace_id, file_id, &at).await?;
     }
     Ok(())
 }
@@ -388,26 +387,25 @@ pub async fn require_mountable(store: &dyn Store, workspace_id: &str, resources:
 /// not a failed turn later. `path` names the content for messages (`events[0].content`).
 pub async fn require_readable(store: &dyn Store, workspace_id: &str, path: &str, content: &Value) -> DomainResult<()> {
     for (j, block) in content.as_array().into_iter().flatten().enumerate() {
-        if block["source"]["type"] != "file" {
-            continue;
-        }
-        let file_id = block["source"]["file_id"].as_str().unwrap_or_default();
-        let at = format!("{path}[{j}].source.file_id");
-        match load(store, workspace_id, file_id).await {
-            Ok(_) => {}
-            Err(DomainError::NotFound(_)) => {
-                return Err(DomainError::invalid(format!("{at}: file not found: {file_id}")));
-            }
-            Err(DomainError::Expired(_)) => {
-                return Err(DomainError::invalid_with_code(
-                    "file_expired",
-                    format!("{at}: file {file_id} has expired"),
-                ));
-            }
-            Err(other) => return Err(other),
+        if block["source"]["type"] == "file" {
+            let file_id = block["source"]["file_id"].as_str().unwrap_or_default();
+            require_live(store, workspace_id, file_id, &format!("{path}[{j}].source.file_id")).await?;
         }
     }
     Ok(())
+}
+
+/// A reference at `at` (a field path) to a live file: a missing one is a 400 naming the
+/// field, an expired one a 400 `file_expired`.
+async fn require_live(store: &dyn Store, workspace_id: &str, file_id: &str, at: &str) -> DomainResult<()> {
+    match load(store, workspace_id, file_id).await {
+        Ok(_) => Ok(()),
+        Err(DomainError::NotFound(_)) => Err(DomainError::invalid(format!("{at}: file not found: {file_id}"))),
+        Err(DomainError::Expired(_)) => {
+            Err(DomainError::invalid_with_code("file_expired", format!("{at}: file {file_id} has expired")))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// The sweeper: expires files past their time (their objects removed, their rows kept

@@ -139,7 +139,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
             format!("environment_id: environment {environment_id} is archived"),
         ));
     }
-    super::files::require_mountable(store, &tenant.workspace_id, &request.resources).await?;
+    super::files::require_mountable(store, &tenant.workspace_id, &request.resources, &[]).await?;
     for (i, id) in request.vault_ids.iter().enumerate() {
         if store.get_resource(&tenant.workspace_id, "vault", id).await?.is_none() {
             return Err(DomainError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));

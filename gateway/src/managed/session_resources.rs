@@ -57,17 +57,9 @@ async fn write(
         )));
     }
     let list = Value::Array(list);
-    // Files the session mounts already stay (even once deleted: a running session keeps
-    // its copy); each new one must be a live file of the workspace.
+    // Each newly mounted file must be live; the ones already mounted stay.
     let mounted = crate::domain::files::mounted_ids(&session.body["resources"]);
-    let added: Vec<Value> = list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["type"] == "file" && !r["file_id"].as_str().is_some_and(|id| mounted.contains(&id)))
-        .cloned()
-        .collect();
-    crate::domain::files::require_mountable(state.backends.store.as_ref(), &tenant.workspace_id, &Value::Array(added))
+    crate::domain::files::require_mountable(state.backends.store.as_ref(), &tenant.workspace_id, &list, &mounted)
         .await?;
     let mut body = session.body.clone();
     body["resources"] = list;

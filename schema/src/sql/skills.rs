@@ -93,6 +93,17 @@ async fn insert_version(
     Ok(row.into())
 }
 
+/// The skill row, locked for the rest of the transaction (versions of one skill change
+/// one at a time); `None` when the workspace has no such skill.
+async fn lock_skill(tx: &mut Tx<'_>, workspace_id: &str, skill_id: &str, now: i64) -> StoreResult<Option<Skill>> {
+    Ok(sqlx::query_as(include_str!("../../queries/skills/lock_skill.sql"))
+        .bind(workspace_id)
+        .bind(skill_id)
+        .bind(now)
+        .fetch_optional(&mut **tx)
+        .await?)
+}
+
 /// A version id above `latest` (both epoch-microsecond strings of the same width).
 fn after(proposed: &str, latest: &str) -> String {
     match (proposed.parse::<u64>(), latest.parse::<u64>()) {
@@ -189,13 +200,7 @@ impl SkillStore for SqlStore {
     ) -> StoreResult<Option<SkillVersionRow>> {
         let now = self.now();
         let mut tx = self.primary.begin().await?;
-        let skill: Option<Skill> = sqlx::query_as(include_str!("../../queries/skills/lock_skill.sql"))
-            .bind(workspace_id)
-            .bind(skill_id)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(skill) = skill else { return Ok(None) };
+        let Some(skill) = lock_skill(&mut tx, workspace_id, skill_id, now).await? else { return Ok(None) };
         if skill.name != version.name {
             return Err(StoreError::Conflict(format!(
                 "the skill is named {:?}; a new version's SKILL.md names {:?}",
@@ -267,13 +272,7 @@ impl SkillStore for SqlStore {
     ) -> StoreResult<Option<SkillVersionRow>> {
         let now = self.now();
         let mut tx = self.primary.begin().await?;
-        let skill: Option<Skill> = sqlx::query_as(include_str!("../../queries/skills/lock_skill.sql"))
-            .bind(workspace_id)
-            .bind(skill_id)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(skill) = skill else { return Ok(None) };
+        let Some(skill) = lock_skill(&mut tx, workspace_id, skill_id, now).await? else { return Ok(None) };
         let version_id = if version == "latest" { skill.latest_version_id.as_str() } else { version };
         let removed: Option<Version> = sqlx::query_as(&format!(
             "DELETE FROM skill_versions WHERE workspace_id = $1 AND skill_id = $2 AND id = $3 \
