@@ -181,6 +181,12 @@ typed_ids! {
     FileId = "file", "file";
     /// `skill_…`
     SkillId = "skill", "skill";
+    /// `memstore_…`
+    MemoryStoreId = "memory store", "memstore";
+    /// `mem_…`
+    MemoryId = "memory", "mem";
+    /// `memver_…`
+    MemoryVersionId = "memory version", "memver";
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod durable;
 mod files;
 mod idempotency;
 mod inbox;
+mod memory;
 mod outbox;
 mod resources;
 mod runs;
@@ -30,6 +31,11 @@ pub use durable::DurableStore;
 pub use files::{FileQuery, FileRow, FileState, FileStore, NewFile};
 pub use idempotency::{IdempotencyBegin, IdempotencyStore};
 pub use inbox::{InboxChange, InboxMessage, InboxRefusal, InboxSnapshot, InboxStore};
+pub use memory::{
+    AgentMemoryStore, MAX_MEMORIES_PER_STORE, MemoryActor, MemoryContent, MemoryDeletion, MemoryListItem, MemoryOperation,
+    MemoryQuery, MemoryRow, MemoryStoreQuery, MemoryStoreRow, MemoryStoreUpdate, MemoryUpdate, MemoryVersionQuery,
+    MemoryVersionRow, MemoryWrite, NewMemory, NewMemoryStore,
+};
 pub use outbox::{OutboxMessage, OutboxStore};
 pub use resources::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
 pub use runs::{
@@ -50,7 +56,7 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore,
+        AdapterStore, AgentMemoryStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore,
         SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, WorkStore,
     };
 }
@@ -102,6 +108,7 @@ pub trait Store:
     + SealedStore
     + FileStore
     + SkillStore
+    + AgentMemoryStore
     + 'static
 {
 }
@@ -122,6 +129,7 @@ impl<T> Store for T where
         + SealedStore
         + FileStore
         + SkillStore
+        + AgentMemoryStore
         + 'static
 {
 }

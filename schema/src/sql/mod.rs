@@ -18,6 +18,7 @@ mod durable;
 mod files;
 mod idempotency;
 mod inbox;
+mod memory;
 mod outbox;
 mod resources;
 mod runs;
