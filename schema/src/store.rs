@@ -32,9 +32,9 @@ pub use files::{FileQuery, FileRow, FileState, FileStore, NewFile};
 pub use idempotency::{IdempotencyBegin, IdempotencyStore};
 pub use inbox::{InboxChange, InboxMessage, InboxRefusal, InboxSnapshot, InboxStore};
 pub use memory::{
-    AgentMemoryStore, MAX_MEMORIES_PER_STORE, MemoryActor, MemoryContent, MemoryDeletion, MemoryListItem, MemoryOperation,
-    MemoryQuery, MemoryRow, MemoryStoreQuery, MemoryStoreRow, MemoryStoreUpdate, MemoryUpdate, MemoryVersionQuery,
-    MemoryVersionRow, MemoryWrite, NewMemory, NewMemoryStore,
+    AgentMemoryStore, MAX_MEMORIES_PER_STORE, MemoryActor, MemoryContent, MemoryDeletion, MemoryListItem,
+    MemoryOperation, MemoryQuery, MemoryRow, MemoryStoreQuery, MemoryStoreRow, MemoryStoreUpdate, MemoryUpdate,
+    MemoryVersionQuery, MemoryVersionRow, MemoryWrite, NewMemory, NewMemoryStore,
 };
 pub use outbox::{OutboxMessage, OutboxStore};
 pub use resources::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
@@ -44,7 +44,7 @@ pub use runs::{
 pub use sealed::{SealedRow, SealedStore, SealedTable};
 pub use sessions::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
-    TimeBounds,
+    TimeBounds, memory_store_ids,
 };
 pub use skills::{NewSkill, NewSkillVersion, SkillQuery, SkillRow, SkillStore, SkillVersionRow};
 pub use tenancy::{ApiKeyInfo, KeyKind, Organization, Scope, TenancyStore, Workspace};
@@ -56,8 +56,9 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, AgentMemoryStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore,
-        SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, WorkStore,
+        AdapterStore, AgentMemoryStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore,
+        ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore,
+        ToolCallStore, WorkStore,
     };
 }
 

@@ -368,8 +368,11 @@ pub trait AgentMemoryStore: Send + Sync {
     async fn get_memory_store(&self, workspace_id: &str, id: &str) -> StoreResult<Option<MemoryStoreRow>>;
 
     /// Stores of the workspace, newest first.
-    async fn list_memory_stores(&self, workspace_id: &str, query: &MemoryStoreQuery)
-    -> StoreResult<Vec<MemoryStoreRow>>;
+    async fn list_memory_stores(
+        &self,
+        workspace_id: &str,
+        query: &MemoryStoreQuery,
+    ) -> StoreResult<Vec<MemoryStoreRow>>;
 
     /// Writes a store's name, description and metadata if it is still at
     /// `expected_revision` and not archived. `Ok(None)`: no such store.

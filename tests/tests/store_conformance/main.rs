@@ -16,6 +16,7 @@ mod durable;
 mod files;
 mod idempotency;
 mod inbox;
+mod memory;
 mod outbox;
 mod resources;
 mod runs;
