@@ -380,6 +380,7 @@ impl Settings {
             networking: Networking::Unrestricted,
             uids,
             environment: SecretEnv::default(),
+            mounts: Vec::new(),
         })
     }
 

@@ -503,6 +503,9 @@ impl Process {
             state.backends.blobs.clone(),
             self.stop.clone(),
         ));
+        // Dreams: every gateway starts pending dreams, settles running ones and fires the
+        // due dream policies (each step a compare-and-swap, so any number may run).
+        self.track(agentd_gateway::domain::dreams::spawn_reconciler(state.clone(), self.stop.clone()));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

@@ -38,6 +38,15 @@ pub enum ApiError {
     /// 409 `conflict_error`, never worth replaying unchanged.
     #[error("{0}")]
     Conflict(String),
+    /// 409 with an `error.type` of its own (`memory_precondition_failed_error`,
+    /// `memory_path_conflict_error`), never worth replaying unchanged.
+    #[error("{message}")]
+    TypedConflict {
+        /// The wire `error.type`.
+        error_type: &'static str,
+        /// What collided.
+        message: String,
+    },
     /// 412 `invalid_request_error` with `error.details` (`error_code` and more).
     #[error("{message}")]
     PreconditionFailed {
@@ -108,7 +117,7 @@ impl ApiError {
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
             ApiError::PermissionDenied(_) => Code::PermissionDenied,
             ApiError::NotFound(_) => Code::NotFound,
-            ApiError::Conflict(_) => Code::Conflict,
+            ApiError::Conflict(_) | ApiError::TypedConflict { .. } => Code::Conflict,
             ApiError::PreconditionFailed { .. } => Code::PreconditionFailed,
             ApiError::Gone(_) => Code::Gone,
             ApiError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
@@ -134,6 +143,7 @@ impl ApiError {
             ApiError::PermissionDenied(_) => "permission_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::Conflict(_) => "conflict_error",
+            ApiError::TypedConflict { error_type, .. } => error_type,
             ApiError::RateLimited { .. } => "rate_limit_error",
             ApiError::Unavailable(_) | ApiError::Internal(_) => "api_error",
             ApiError::Coded { status, .. } => match status {
@@ -169,6 +179,12 @@ impl From<DomainError> for ApiError {
             DomainError::TooLarge(message) => ApiError::PayloadTooLarge(message),
             DomainError::NameTaken(message) => {
                 ApiError::Coded { status: Code::Conflict, message, error_code: "skill_name_taken" }
+            }
+            DomainError::MemoryPreconditionFailed(message) => {
+                ApiError::TypedConflict { error_type: "memory_precondition_failed_error", message }
+            }
+            DomainError::MemoryPathConflict(message) => {
+                ApiError::TypedConflict { error_type: "memory_path_conflict_error", message }
             }
             DomainError::Unavailable(message) => ApiError::Unavailable(message),
             DomainError::Internal(cause) => ApiError::Internal(cause),
@@ -213,7 +229,7 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         match &self {
-            ApiError::Conflict(_) | ApiError::Coded { status: Code::Conflict, .. } => {
+            ApiError::Conflict(_) | ApiError::TypedConflict { .. } | ApiError::Coded { status: Code::Conflict, .. } => {
                 headers.insert("x-should-retry", HeaderValue::from_static("false"));
             }
             ApiError::RateLimited { retry_after_secs, .. } => {

@@ -44,6 +44,7 @@ async fn main() {
             networking: Networking::Unrestricted,
             uids: UidRange::default(),
             environment: SecretEnv::default(),
+            mounts: Vec::new(),
         };
         let (mut open, mut first, mut warm, mut discard) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {

@@ -244,6 +244,95 @@ impl Api {
     }
 }
 
+/// The `anthropic-beta` of the memory API.
+const MEMORY_BETA: &str = "agent-memory-2026-07-22";
+
+/// How the memory API answered a write or a read of one memory.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemoryAnswer {
+    /// Done: the memory as it is now (for a deletion, the deletion's answer).
+    Done(Value),
+    /// 404: no such memory (or store).
+    Missing,
+    /// 409 or 412: someone else changed the memory since it was read, or took its path.
+    Conflict(String),
+    /// Another 4xx (400, 413, …): refused for good, with the API's message.
+    Refused(String),
+}
+
+impl Api {
+    fn memory_request(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .header("anthropic-beta", MEMORY_BETA)
+            .header("x-stainless-helper", "agentd-runner")
+            .timeout(Duration::from_secs(30))
+    }
+
+    /// A memory answer from a response: 2xx, 404, 409/412 and other 4xx are answers; 429,
+    /// 5xx and transport failures are errors (try again later).
+    async fn memory_answer(response: reqwest::Response) -> Result<MemoryAnswer> {
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let message = || body["error"]["message"].as_str().unwrap_or("(no message)").to_owned();
+        Ok(match status.as_u16() {
+            200..=299 => MemoryAnswer::Done(body),
+            404 => MemoryAnswer::Missing,
+            409 | 412 => MemoryAnswer::Conflict(message()),
+            429 => bail!("HTTP {status}: {}", message()),
+            400..=499 => MemoryAnswer::Refused(format!("HTTP {}: {}", status.as_u16(), message())),
+            _ => bail!("HTTP {status}: {}", message()),
+        })
+    }
+
+    /// One page of a store's memories: `view=full` pages hold at most 20.
+    pub async fn memories_page(&self, token: &str, store: &str, query: &[(&str, &str)]) -> Result<Value> {
+        let path = format!("/v1/memory_stores/{store}/memories");
+        Self::json(self.memory_request(reqwest::Method::GET, &path, token).query(query).send().await?).await
+    }
+
+    /// One memory with its content.
+    pub async fn memory(&self, token: &str, store: &str, memory: &str) -> Result<MemoryAnswer> {
+        let path = format!("/v1/memory_stores/{store}/memories/{memory}");
+        let request = self.memory_request(reqwest::Method::GET, &path, token).query(&[("view", "full")]);
+        Self::memory_answer(request.send().await?).await
+    }
+
+    /// Creates a memory.
+    pub async fn create_memory(&self, token: &str, store: &str, path: &str, content: &str) -> Result<MemoryAnswer> {
+        let url = format!("/v1/memory_stores/{store}/memories");
+        let request =
+            self.memory_request(reqwest::Method::POST, &url, token).json(&json!({ "path": path, "content": content }));
+        Self::memory_answer(request.send().await?).await
+    }
+
+    /// Replaces a memory's content if it still has the digest `expected`.
+    pub async fn update_memory(
+        &self,
+        token: &str,
+        store: &str,
+        memory: &str,
+        content: &str,
+        expected: &str,
+    ) -> Result<MemoryAnswer> {
+        let url = format!("/v1/memory_stores/{store}/memories/{memory}");
+        let body = json!({
+            "content": content,
+            "precondition": { "type": "content_sha256", "content_sha256": expected },
+        });
+        Self::memory_answer(self.memory_request(reqwest::Method::POST, &url, token).json(&body).send().await?).await
+    }
+
+    /// Deletes a memory if it still has the digest `expected`.
+    pub async fn delete_memory(&self, token: &str, store: &str, memory: &str, expected: &str) -> Result<MemoryAnswer> {
+        let url = format!("/v1/memory_stores/{store}/memories/{memory}");
+        let request =
+            self.memory_request(reqwest::Method::DELETE, &url, token).query(&[("expected_content_sha256", expected)]);
+        Self::memory_answer(request.send().await?).await
+    }
+}
+
 /// One `environment_variable` credential of a session's vaults.
 pub struct Variable {
     /// The variable's name (`auth.secret_name`).

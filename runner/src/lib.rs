@@ -19,6 +19,7 @@
 //! confine a value the shell holds to `allowed_hosts`.
 
 pub mod client;
+pub mod memory;
 pub mod mounts;
 pub mod sandbox;
 pub mod tools;
@@ -311,31 +312,38 @@ async fn tools_loop(
     stop: &CancellationToken,
 ) -> Result<()> {
     let networking = networking_of(&api.environment(&config.key, environment).await?);
+    // The session says what its sandbox mounts (its memory stores: which ones are writable).
+    let body = api.session(token, session).await;
     // Without its variables the session's tools would run in a different environment than
     // configured: every call then fails, saying why.
-    let mut sandbox: Result<Sandbox, String> = match api.sandbox_environment(token, session).await {
-        Ok(variables) => {
+    let mut sandbox: Result<Sandbox, String> = match (&body, api.sandbox_environment(token, session).await) {
+        (Ok(body), Ok(variables)) => {
             let environment = sandbox_variables(variables, &networking);
-            let sandbox_config = SandboxConfig { networking, environment, ..config.sandbox.clone() };
+            let mounts = memory::mounts_of(body);
+            let sandbox_config = SandboxConfig { networking, environment, mounts, ..config.sandbox.clone() };
             let session = session.to_owned();
             tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
                 .await?
                 .map_err(|error| error.to_string())
         }
-        Err(error) => Err(format!("the session's vault variables cannot be read: {error}")),
+        (Err(error), _) => Err(format!("the session cannot be read: {error}")),
+        (_, Err(error)) => Err(format!("the session's vault variables cannot be read: {error}")),
     };
-    // The session's files and skills under /mnt, before any of its tools runs.
+    // The session's files, skills and memory stores under /mnt, before any of its tools runs.
     let mut mounts = None;
-    if let Ok(opened) = &sandbox {
-        let placed = match api.session(token, session).await {
-            Ok(body) => mounts::Mounts::prepare(api, token, &body, opened.workdir(), opened.owner()).await,
+    if let (Ok(opened), Ok(body)) = (&sandbox, &body) {
+        let (workdir, owner) = (opened.workdir(), opened.owner());
+        let placed = match mounts::Mounts::prepare(api, token, body, workdir, owner).await {
+            Ok(placed) => memory::MemoryMounts::prepare(api, token, body, &workdir.join(mounts::MNT), owner)
+                .await
+                .map(|memory| (placed, memory)),
             Err(error) => Err(error),
         };
         match placed {
             Ok(placed) => mounts = Some(placed),
             Err(error) => {
-                tracing::warn!(error = format!("{error:#}"), "the session's files and skills cannot be placed");
-                sandbox = Err(format!("the session's files and skills cannot be placed: {error:#}"));
+                tracing::warn!(error = format!("{error:#}"), "the session's files, skills and memory cannot be placed");
+                sandbox = Err(format!("the session's files, skills and memory stores cannot be placed: {error:#}"));
             }
         }
     }
@@ -353,14 +361,23 @@ async fn tools_loop(
             if lease.is_cancelled() || stop.is_cancelled() {
                 return Ok(());
             }
-            let output = match &mut sandbox {
+            let mut output = match &mut sandbox {
                 Ok(sandbox) => sandbox.call(&name, &input).await,
                 Err(why) => tools::ToolOutput::error(format!("the sandbox for this environment is unavailable: {why}")),
             };
-            // What the call wrote under /mnt/session/outputs/ becomes the session's files
-            // before the result is posted, so the agent's next turn can name them.
-            if let Some(mounts) = &mut mounts {
+            // What the call wrote under /mnt/session/outputs/ becomes the session's files,
+            // and what it changed in its memory stores is written back, before the result
+            // is posted: the agent's next turn can name the files, and learns in this
+            // result what its memory did not take.
+            if let Some((mounts, memory)) = &mut mounts {
                 mounts.collect_outputs(api, token, session).await;
+                let reports = memory.sync(api, token).await;
+                if !reports.is_empty() {
+                    tracing::info!(reports = reports.len(), "memory changes not (all) saved; told the agent");
+                    output.is_error = true;
+                    let text = format!("Memory sync:\n- {}", reports.join("\n- "));
+                    output.content.push(tools::text_block(text));
+                }
             }
             answer(api, token, session, &id, &output).await?;
             calls.answered.insert(id);

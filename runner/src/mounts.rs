@@ -1,7 +1,8 @@
-//! What a session sees under `/mnt/` (docs/api/files.md, docs/api/skills.md): its `file`
-//! resources at their mount paths and its agent's custom skills at
-//! `/mnt/skills/<name>/`, read-only; and `/mnt/session/outputs/`, where whatever its
-//! tools write becomes a file scoped to the session when the tool call ends.
+//! What a session sees under `/mnt/` (docs/api/files.md, docs/api/skills.md,
+//! docs/api/memory.md): its `file` resources at their mount paths and its agent's custom
+//! skills at `/mnt/skills/<name>/`, read-only; and `/mnt/session/outputs/`, where
+//! whatever its tools write becomes a file scoped to the session when the tool call ends.
+//! Its memory stores, at `/mnt/memory/<slug>/`, are `crate::memory`'s.
 //!
 //! On the host all of it lives in `<workdir>/mnt/`: the `namespace` sandbox binds that
 //! directory at `/mnt` (uploads and skills read-only on top), the file tools read
@@ -35,6 +36,16 @@ pub struct Mounts {
     uploaded: HashMap<PathBuf, (u64, Option<SystemTime>)>,
 }
 
+/// A directory the session's resources put under `/mnt` besides its files and skills (a
+/// memory store's), and whether its tools may write there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountAccess {
+    /// Its path in the sandbox, e.g. `/mnt/memory/notes`.
+    pub path: String,
+    /// Writable by the session (else bound read-only).
+    pub writable: bool,
+}
+
 /// The host path of `mount_path` (`/mnt/…`) inside `mnt`; `None` when it is not under
 /// `/mnt/` or not clean.
 pub fn host_path(mnt: &Path, mount_path: &str) -> Option<PathBuf> {
@@ -43,13 +54,13 @@ pub fn host_path(mnt: &Path, mount_path: &str) -> Option<PathBuf> {
     clean.then(|| mnt.join(rest))
 }
 
-fn make_dir(path: &Path, mode: u32) -> Result<()> {
+pub(crate) fn make_dir(path: &Path, mode: u32) -> Result<()> {
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(())
 }
 
-fn chown(path: &Path, owner: Option<(u32, u32)>) -> Result<()> {
+pub(crate) fn chown(path: &Path, owner: Option<(u32, u32)>) -> Result<()> {
     if let Some((uid, gid)) = owner {
         std::os::unix::fs::chown(path, Some(uid), Some(gid)).with_context(|| format!("chown {}", path.display()))?;
     }
@@ -60,7 +71,8 @@ impl Mounts {
     /// Places the session's files and skills under `<workdir>/mnt` and makes the outputs
     /// directory, owned by the session (`owner`). Files and skills are owned by the
     /// runner and read-only. A file or skill that cannot be placed fails the whole
-    /// preparation, naming it: the session's tools must not run on a partial `/mnt`.
+    /// preparation, naming it: the session's tools must not run on a partial `/mnt`
+    /// (its memory stores are placed next, by `crate::memory`).
     pub async fn prepare(
         api: &Api,
         token: &str,
@@ -215,7 +227,7 @@ fn unpack(archive: &[u8], wrapper: &str, dest: &Path) -> Result<()> {
 }
 
 /// Files 0444 and directories 0555 under `dir` (a skill is read-only in the sandbox).
-fn seal(dir: &Path) -> Result<()> {
+pub(crate) fn seal(dir: &Path) -> Result<()> {
     for entry in walkdir::WalkDir::new(dir).contents_first(true).into_iter().filter_map(Result::ok) {
         let mode = if entry.file_type().is_dir() { 0o555 } else { 0o444 };
         std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode))?;

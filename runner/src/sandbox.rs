@@ -137,6 +137,10 @@ pub struct SandboxConfig {
     pub uids: UidRange,
     /// Variables added to the shell's scrubbed environment.
     pub environment: SecretEnv,
+    /// The session's mounts under `/mnt` besides its files and skills (its memory
+    /// stores): the writable ones take the file tools' writes, the others are bound
+    /// read-only in the `namespace` sandbox.
+    pub mounts: Vec<crate::mounts::MountAccess>,
 }
 
 /// Why a sandbox could not be opened.
@@ -189,7 +193,9 @@ impl Sandbox {
             io::ErrorKind::Unsupported => SandboxError::Unavailable(e.to_string()),
             _ => SandboxError::Io(e),
         })?;
-        let launch = plan.into_launch(&prepared.path, &config.limits, prepared.owner, &config.environment);
+        let confinement =
+            confinement.with_writable_mounts(config.mounts.iter().filter(|m| m.writable).map(|m| m.path.as_str()));
+        let launch = plan.into_launch(&prepared.path, config, prepared.owner);
         Ok(Sandbox {
             confinement: std::sync::Arc::new(confinement),
             limits: config.limits.clone(),
@@ -385,11 +391,13 @@ fn plan_launch(config: &SandboxConfig, root_user: bool) -> Result<LaunchPlan, Sa
 impl LaunchPlan {
     /// The command line: `[bwrap … -- | setpriv --pdeathsig KILL -- unshare … -- sh -c …]
     /// [setpriv … --] bash --noprofile --norc`.
-    fn into_launch(self, workdir: &Path, limits: &Limits, owner: Option<(u32, u32)>, env: &SecretEnv) -> Launch {
+    fn into_launch(self, workdir: &Path, config: &SandboxConfig, owner: Option<(u32, u32)>) -> Launch {
+        let (limits, env) = (&config.limits, &config.environment);
         let mut argv: Vec<OsString> = Vec::new();
         if let Some((bwrap, unshare_net)) = &self.bwrap {
             argv.push(bwrap.clone().into());
-            argv.extend(bwrap_args(workdir, *unshare_net, limits.disk_bytes));
+            let read_only = config.mounts.iter().filter(|m| !m.writable).map(|m| m.path.as_str());
+            argv.extend(bwrap_args(workdir, *unshare_net, limits.disk_bytes, read_only));
             argv.push("--".into());
         }
         if let (Some((unshare, sh, unshare_net)), Some(setpriv)) = (&self.unshare, &self.setpriv) {
@@ -453,7 +461,12 @@ fn scratch_script(size: u64) -> String {
 
 /// bubblewrap flags for [`Isolation::Namespace`]: a read-only view of the system, a private
 /// size-limited `/tmp`, and the workdir as the only writable host directory.
-fn bwrap_args(workdir: &Path, unshare_net: bool, scratch_bytes: u64) -> Vec<OsString> {
+fn bwrap_args<'a>(
+    workdir: &Path,
+    unshare_net: bool,
+    scratch_bytes: u64,
+    read_only_mounts: impl Iterator<Item = &'a str>,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--unshare-pid",
         "--unshare-ipc",
@@ -512,12 +525,18 @@ fn bwrap_args(workdir: &Path, unshare_net: bool, scratch_bytes: u64) -> Vec<OsSt
         args.extend([OsString::from("--perms"), "0711".into(), "--dir".into(), dir.into()]);
     }
     args.extend([OsString::from("--bind"), workdir.into(), workdir.into()]);
-    // The session's mounts (`crate::mounts`): `/mnt` from the workdir, its uploads and
-    // skills read-only on top. `-try`: absent until the runner places them.
+    // The session's mounts (`crate::mounts`): `/mnt` from the workdir, its uploads,
+    // skills and read-only memory stores read-only on top. `-try`: absent until the
+    // runner places them.
     let mnt = workdir.join(crate::mounts::MNT);
     args.extend([OsString::from("--bind-try"), mnt.clone().into(), "/mnt".into()]);
     for (host, inside) in [("session/uploads", "/mnt/session/uploads"), ("skills", "/mnt/skills")] {
         args.extend([OsString::from("--ro-bind-try"), mnt.join(host).into(), inside.into()]);
+    }
+    for inside in read_only_mounts {
+        if let Some(host) = crate::mounts::host_path(&mnt, inside) {
+            args.extend([OsString::from("--ro-bind-try"), host.into(), inside.into()]);
+        }
     }
     args.extend([OsString::from("--chdir"), workdir.into()]);
     args

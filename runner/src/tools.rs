@@ -50,7 +50,8 @@ impl ToolOutput {
     }
 }
 
-pub(crate) fn text_block(text: impl Into<String>) -> Value {
+/// A `{"type":"text"}` content block.
+pub fn text_block(text: impl Into<String>) -> Value {
     json!({"type": "text", "text": text.into()})
 }
 

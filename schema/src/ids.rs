@@ -187,6 +187,16 @@ typed_ids! {
     MemoryId = "memory", "mem";
     /// `memver_…`
     MemoryVersionId = "memory version", "memver";
+    /// `drm_…`
+    DreamId = "dream", "drm";
+}
+
+/// The id of kind `prefix` that shares `id`'s suffix: an id derived from another one,
+/// so a retry of a step that creates it finds what an earlier attempt created (a
+/// dream's session and output store are derived from the dream's id).
+pub fn derived_id(id: &str, prefix: &str) -> String {
+    let suffix = id.split_once('_').map_or(id, |(_, suffix)| suffix);
+    format!("{prefix}_{suffix}")
 }
 
 #[cfg(test)]

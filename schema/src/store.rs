@@ -9,6 +9,7 @@
 //! `use agentd_schema::store::prelude::*`.
 
 mod adapters;
+mod dreams;
 mod durable;
 mod files;
 mod idempotency;
@@ -27,6 +28,7 @@ mod work;
 use async_trait::async_trait;
 
 pub use adapters::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch, AdapterStore};
+pub use dreams::{DreamEnd, DreamPolicyRow, DreamQuery, DreamRow, DreamStatus, DreamStore, NewDream, ScheduleOutcome};
 pub use durable::DurableStore;
 pub use files::{FileQuery, FileRow, FileState, FileStore, NewFile};
 pub use idempotency::{IdempotencyBegin, IdempotencyStore};
@@ -56,7 +58,7 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, AgentMemoryStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore,
+        AdapterStore, AgentMemoryStore, DreamStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore,
         ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore,
         ToolCallStore, WorkStore,
     };
@@ -110,6 +112,7 @@ pub trait Store:
     + FileStore
     + SkillStore
     + AgentMemoryStore
+    + DreamStore
     + 'static
 {
 }
@@ -131,6 +134,7 @@ impl<T> Store for T where
         + FileStore
         + SkillStore
         + AgentMemoryStore
+        + DreamStore
         + 'static
 {
 }

@@ -91,11 +91,14 @@ impl TestGateway {
 
     /// Sends one request; `uri` is used exactly as given (no re-encoding).
     pub async fn call(&self, key: &str, method: &str, uri: &str, body: Option<Value>) -> Answer {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("x-api-key", key)
-            .header("anthropic-beta", agentd_gateway::admission::beta::MANAGED_AGENTS);
+        let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key).header(
+            "anthropic-beta",
+            format!(
+                "{},{}",
+                agentd_gateway::admission::beta::MANAGED_AGENTS,
+                agentd_gateway::admission::beta::DREAMING
+            ),
+        );
         let body = match body {
             Some(value) => {
                 request = request.header("content-type", "application/json");

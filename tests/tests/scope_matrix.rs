@@ -25,6 +25,10 @@ enum Subject {
     Agent,
     Vault,
     Skill,
+    /// A memory store (one per environment here: attached to that environment's session).
+    MemoryStore,
+    /// A dream (of the workspace).
+    Dream,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
 }
@@ -113,6 +117,23 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("DELETE", "/skills/{skill}/versions/{version}", Subject::Skill, true),
     ("GET", "/skills/{skill}/versions/{version}/content", Subject::Skill, false),
     ("GET", "/ext/skills/{skill}/versions/{version}/files/SKILL.md", Subject::Skill, false),
+    ("GET", "/memory_stores/{memstore}", Subject::MemoryStore, false),
+    ("POST", "/memory_stores/{memstore}", Subject::MemoryStore, false),
+    ("DELETE", "/memory_stores/{memstore}", Subject::MemoryStore, true),
+    ("POST", "/memory_stores/{memstore}/archive", Subject::MemoryStore, true),
+    ("GET", "/memory_stores/{memstore}/memories", Subject::MemoryStore, false),
+    ("POST", "/memory_stores/{memstore}/memories", Subject::MemoryStore, false),
+    ("GET", "/memory_stores/{memstore}/memories/{memory}", Subject::MemoryStore, false),
+    ("POST", "/memory_stores/{memstore}/memories/{memory}", Subject::MemoryStore, false),
+    ("DELETE", "/memory_stores/{memstore}/memories/{memory}", Subject::MemoryStore, false),
+    ("GET", "/memory_stores/{memstore}/memory_versions", Subject::MemoryStore, false),
+    ("GET", "/memory_stores/{memstore}/memory_versions/{memver}", Subject::MemoryStore, false),
+    ("POST", "/memory_stores/{memstore}/memory_versions/{memver}/redact", Subject::MemoryStore, false),
+    ("GET", "/dreams/{dream}", Subject::Dream, false),
+    ("POST", "/dreams/{dream}/archive", Subject::Dream, false),
+    ("POST", "/dreams/{dream}/cancel", Subject::Dream, true),
+    ("GET", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
+    ("PUT", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("POST", "/durable/threads/{session}/cancel", Subject::Session, false),
     ("GET", "/durable/threads/{session}/dispatches", Subject::Session, false),
     ("GET", "/durable/threads/{session}/messages", Subject::Session, false),
@@ -129,12 +150,13 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/ag-ui/threads/{chat}/messages", Subject::Text, false),
 ];
 
-/// One environment's ids.
+/// One environment's ids; its session has its memory store attached (`read_write`).
 #[derive(Debug, Clone)]
 struct Home {
     environment: String,
     session: String,
     work: String,
+    memory_store: String,
 }
 
 /// One workspace's ids.
@@ -143,6 +165,8 @@ struct Workspace {
     agent: String,
     vault: String,
     skill: String,
+    /// A dream over the workspace's first home (filled once the homes exist).
+    dream: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -163,8 +187,16 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     // A session's mounted files and outputs are exchanged by its hands only.
     let hands_files = route.starts_with("/ext/sessions/{session}/files");
     let skill_read = reads_skills(method, route);
+    // Dreams and dream policies write memory stores: an API key only.
+    let dreams = route.starts_with("/dreams/") || route.starts_with("/ext/memory-stores/");
+    // A sessions token reaches the memories (and reads the versions) of the stores
+    // attached to its session; the stores themselves and redaction take an API key.
+    let session_memory = route.starts_with("/memory_stores/{memstore}/memories")
+        || (method == "GET" && route.starts_with("/memory_stores/{memstore}/memory_versions"));
     match cred {
         Cred::Api => !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work")),
+        Cred::EnvironmentKey | Cred::RunnerKey if dreams => false,
+        Cred::SessionsToken if dreams => false,
         Cred::EnvironmentKey | Cred::RunnerKey => {
             session_route
                 || hands_files
@@ -177,6 +209,7 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
                 || sandbox_environment
                 || hands_files
                 || skill_read
+                || session_memory
                 || (method == "POST"
                     && matches!(
                         route,
@@ -255,15 +288,25 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
             agent: agent["id"].as_str().unwrap().to_owned(),
             vault: vault["id"].as_str().unwrap().to_owned(),
             skill: skill.id,
+            dream: String::new(),
         }
     };
-    let w1 = make_workspace(&api1).await;
-    let w2 = make_workspace(&api2).await;
+    let mut w1 = make_workspace(&api1).await;
+    let mut w2 = make_workspace(&api2).await;
     let make_home = async |key: &str, workspace: &Workspace, kind: &str| {
         let env = gateway.create(key, "/v1/environments", json!({"name": new_id("e"), "config": {"type": kind}})).await;
         let environment = env["id"].as_str().unwrap().to_owned();
+        let memory_store = gateway.create(key, "/v1/memory_stores", json!({"name": new_id("m")})).await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let resources = json!([{"type": "memory_store", "memory_store_id": memory_store}]);
         let session = gateway
-            .create(key, "/v1/sessions", json!({"agent": workspace.agent, "environment_id": environment}))
+            .create(
+                key,
+                "/v1/sessions",
+                json!({"agent": workspace.agent, "environment_id": environment, "resources": resources}),
+            )
             .await["id"]
             .as_str()
             .unwrap()
@@ -277,12 +320,21 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
             .unwrap()
             .expect("a new work item")
             .id;
-        Home { environment, session, work }
+        Home { environment, session, work, memory_store }
     };
     let a = make_home(&api1, &w1, "self_hosted").await;
     let b = make_home(&api1, &w1, "self_hosted").await;
     let c = make_home(&api1, &w1, "cloud").await;
     let x = make_home(&api2, &w2, "self_hosted").await;
+    // Dreams are the workspace's: one over each workspace's first home.
+    for (key, workspace, home) in [(&api1, &mut w1, &a), (&api2, &mut w2, &x)] {
+        let inputs = json!([
+            {"type": "memory_store", "memory_store_id": home.memory_store},
+            {"type": "sessions", "session_ids": [home.session]},
+        ]);
+        let dream = gateway.create(key, "/v1/dreams", json!({"inputs": inputs, "model": "claude-sonnet-4-5"})).await;
+        workspace.dream = dream["id"].as_str().expect("a dream").to_owned();
+    }
 
     let environment_key = gateway.key(&ws1, KeyKind::Environment(a.environment.clone())).await;
     let runner_key = gateway.key(&ws1, KeyKind::Runner).await;
@@ -306,8 +358,14 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         (Cred::RunnerKey, runner_key, c.clone(), a.clone()),
         (Cred::SessionsToken, sessions_token, a.clone(), b.clone()),
     ];
-    let missing = Home { environment: new_id("env"), session: new_id("sesn"), work: new_id("work") };
-    let missing_workspace = Workspace { agent: new_id("agent"), vault: new_id("vlt"), skill: new_id("skill") };
+    let missing = Home {
+        environment: new_id("env"),
+        session: new_id("sesn"),
+        work: new_id("work"),
+        memory_store: new_id("memstore"),
+    };
+    let missing_workspace =
+        Workspace { agent: new_id("agent"), vault: new_id("vlt"), skill: new_id("skill"), dream: new_id("drm") };
 
     let mut failures = Vec::new();
     let mut sent = 0;
@@ -321,7 +379,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Target::Missing => (&missing, &missing_workspace),
                 };
                 // Agents and vaults belong to a workspace, not an environment.
-                if matches!(subject, Subject::Agent | Subject::Vault | Subject::Skill | Subject::Text)
+                if matches!(subject, Subject::Agent | Subject::Vault | Subject::Skill | Subject::Dream | Subject::Text)
                     && target == Target::OtherEnvironment
                 {
                     continue;
@@ -336,6 +394,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::Agent => &workspace.agent,
                     Subject::Vault => &workspace.vault,
                     Subject::Skill => &workspace.skill,
+                    Subject::Dream => &workspace.dream,
+                    Subject::MemoryStore => &home.memory_store,
                     Subject::Text => &workspace.agent,
                 };
                 let spelled_ways = match subject {
@@ -350,6 +410,10 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{agent}", &workspace.agent)
                         .replace("{vault}", &workspace.vault)
                         .replace("{skill}", &workspace.skill)
+                        .replace("{dream}", &workspace.dream)
+                        .replace("{memstore}", &home.memory_store)
+                        .replace("{memory}", &new_id("mem"))
+                        .replace("{memver}", &new_id("memver"))
                         .replace("{version}", "latest")
                         .replace("{resource}", &new_id("sres"))
                         .replace("{credential}", &new_id("vcrd"))
@@ -411,7 +475,12 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         assert!(session.body["archived_at"].is_null(), "{:?}", session.body);
         let env = gateway.call(&api1, "GET", &format!("/v1/environments/{}", home.environment), None).await;
         assert!(env.body["archived_at"].is_null(), "{:?}", env.body);
+        let store = gateway.call(&api1, "GET", &format!("/v1/memory_stores/{}", home.memory_store), None).await;
+        assert_eq!(store.status, StatusCode::OK, "{:?}", store.body);
+        assert!(store.body["archived_at"].is_null(), "{:?}", store.body);
     }
+    let store = gateway.call(&api2, "GET", &format!("/v1/memory_stores/{}", x.memory_store), None).await;
+    assert!(store.status == StatusCode::OK && store.body["archived_at"].is_null(), "{:?}", store.body);
     let session = gateway.call(&api2, "GET", &format!("/v1/sessions/{}", x.session), None).await;
     assert!(session.status == StatusCode::OK && session.body["archived_at"].is_null(), "{:?}", session.body);
     for (key, workspace) in [(&api1, &w1), (&api2, &w2)] {
@@ -429,7 +498,7 @@ fn mixed_case(prefix: &str, rest: &str) -> String {
 
 /// Routes that name a second resource the matrix does not create (its handler answers 404).
 fn has_sub_id(route: &str) -> bool {
-    ["{resource}", "{credential}", "{message}", "{key}", "{run}", "{task}", "{chat}", "{file}"]
+    ["{resource}", "{credential}", "{message}", "{key}", "{run}", "{task}", "{chat}", "{file}", "{memory}", "{memver}"]
         .iter()
         .any(|sub| route.contains(sub))
 }
@@ -498,5 +567,140 @@ async fn x_api_key_authenticates_beside_a_proxy_basic_authorization() {
         .body(axum::body::Body::empty())
         .unwrap();
     assert_eq!(router.oneshot(request).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    gateway.cleanup().await;
+}
+
+/// The sessions token of the work item offered on `environment` (polled with `key`).
+async fn offered_sessions_token(gateway: &TestGateway, key: &str, environment: &str) -> String {
+    let offered = gateway.call(key, "GET", &format!("/v1/environments/{environment}/work/poll"), None).await;
+    assert_eq!(offered.status, StatusCode::OK, "{:?}", offered.body);
+    let secret = offered.body["secret"].as_str().expect("the offer carries its secret");
+    let decoded = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(secret).unwrap()
+    };
+    serde_json::from_slice::<serde_json::Value>(&decoded).unwrap()["sessions_token"].as_str().unwrap().to_owned()
+}
+
+/// A sessions token reaches the memories of the stores attached to its session: it
+/// writes only through a `read_write` attachment (403 through a `read_only` one), a
+/// store not attached is the 404 of a missing one, and the stores themselves and
+/// redaction are 403. Environment keys never reach memory.
+#[tokio::test]
+async fn a_sessions_token_writes_memory_only_through_a_read_write_attachment() {
+    let gateway = TestGateway::new().await;
+    let (ws, api) = gateway.workspace("memory-scope").await;
+    let agent = gateway.create(&api, "/v1/agents", json!({"name": "a", "model": "claude-sonnet-4-5"})).await;
+    let env =
+        gateway.create(&api, "/v1/environments", json!({"name": new_id("e"), "config": {"type": "self_hosted"}})).await;
+    let environment = env["id"].as_str().unwrap().to_owned();
+    let store = async |name: &str| {
+        gateway.create(&api, "/v1/memory_stores", json!({"name": name})).await["id"].as_str().unwrap().to_owned()
+    };
+    let (writable, readable, unattached) = (store("writable").await, store("readable").await, store("elsewhere").await);
+    let resources = json!([
+        {"type": "memory_store", "memory_store_id": writable},
+        {"type": "memory_store", "memory_store_id": readable, "access": "read_only"},
+    ]);
+    let session = gateway
+        .create(
+            &api,
+            "/v1/sessions",
+            json!({"agent": agent["id"], "environment_id": environment, "resources": resources}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let scope = gateway.store.store.resolve_api_key(&api).await.unwrap().unwrap();
+    gateway.store.store.ensure_work_item(&scope.workspace_id, &environment, &session, "test").await.unwrap();
+    let environment_key = gateway.key(&ws, KeyKind::Environment(environment.clone())).await;
+    let token = offered_sessions_token(&gateway, &environment_key, &environment).await;
+    // One memory in each store, written with the API key.
+    let mut memories = std::collections::HashMap::new();
+    for id in [&writable, &readable, &unattached] {
+        let made = gateway
+            .create(&api, &format!("/v1/memory_stores/{id}/memories"), json!({"path": "/seed.md", "content": "seed"}))
+            .await;
+        memories.insert(id.clone(), made["id"].as_str().unwrap().to_owned());
+    }
+
+    // Reads of both attached stores.
+    for id in [&writable, &readable] {
+        let listed = gateway.call(&token, "GET", &format!("/v1/memory_stores/{id}/memories"), None).await;
+        assert_eq!(listed.status, StatusCode::OK, "{:?}", listed.body);
+        assert_eq!(listed.body["data"][0]["path"], "/seed.md");
+        let one = gateway.call(&token, "GET", &format!("/v1/memory_stores/{id}/memories/{}", memories[id]), None).await;
+        assert_eq!((one.status, one.body["content"].as_str()), (StatusCode::OK, Some("seed")), "{:?}", one.body);
+        let versions = gateway.call(&token, "GET", &format!("/v1/memory_stores/{id}/memory_versions"), None).await;
+        assert_eq!(versions.status, StatusCode::OK, "{:?}", versions.body);
+    }
+    // Writes through the read_write attachment, as the session.
+    let written = gateway
+        .call(
+            &token,
+            "POST",
+            &format!("/v1/memory_stores/{writable}/memories"),
+            Some(json!({"path": "/by-agent.md", "content": "x"})),
+        )
+        .await;
+    assert_eq!(written.status, StatusCode::OK, "{:?}", written.body);
+    let versions = gateway
+        .call(
+            &api,
+            "GET",
+            &format!("/v1/memory_stores/{writable}/memory_versions?memory_id={}", written.body["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(versions.body["data"][0]["created_by"], json!({"type": "session_actor", "session_id": session}));
+    // Writes through the read_only attachment: 403, and nothing changed.
+    let seed = &memories[&readable];
+    for (method, path, body) in [
+        ("POST", format!("/v1/memory_stores/{readable}/memories"), Some(json!({"path": "/no.md", "content": "x"}))),
+        ("POST", format!("/v1/memory_stores/{readable}/memories/{seed}"), Some(json!({"content": "changed"}))),
+        ("DELETE", format!("/v1/memory_stores/{readable}/memories/{seed}"), None),
+    ] {
+        let refused = gateway.call(&token, method, &path, body).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{method} {path}: {:?}", refused.body);
+        assert_eq!(refused.body["error"]["type"], "permission_error");
+        assert!(refused.body["error"]["message"].as_str().unwrap().contains("read-only"), "{:?}", refused.body);
+    }
+    let untouched = gateway.call(&api, "GET", &format!("/v1/memory_stores/{readable}/memories/{seed}"), None).await;
+    assert_eq!(untouched.body["content"], "seed");
+    // A store of the workspace that is not attached: the 404 of a missing store.
+    let missing = new_id("memstore");
+    for store in [&unattached, &missing] {
+        for (method, path) in [
+            ("GET", format!("/v1/memory_stores/{store}/memories")),
+            ("POST", format!("/v1/memory_stores/{store}/memories")),
+            ("GET", format!("/v1/memory_stores/{store}/memory_versions")),
+        ] {
+            let body = (method == "POST").then(|| json!({"path": "/x.md", "content": "x"}));
+            let answer = gateway.call(&token, method, &path, body).await;
+            assert_eq!(answer.status, StatusCode::NOT_FOUND, "{method} {path}: {:?}", answer.body);
+            assert!(answer.body["error"]["message"].as_str().unwrap().starts_with("memory store not found"));
+        }
+    }
+    // The stores themselves and redaction take an API key.
+    let version = versions.body["data"][0]["id"].as_str().unwrap().to_owned();
+    for (method, path) in [
+        ("GET", "/v1/memory_stores".to_owned()),
+        ("POST", "/v1/memory_stores".to_owned()),
+        ("GET", format!("/v1/memory_stores/{writable}")),
+        ("POST", format!("/v1/memory_stores/{writable}")),
+        ("DELETE", format!("/v1/memory_stores/{writable}")),
+        ("POST", format!("/v1/memory_stores/{writable}/archive")),
+        ("POST", format!("/v1/memory_stores/{writable}/memory_versions/{version}/redact")),
+    ] {
+        let body = (method == "POST").then(|| json!({"name": "mine"}));
+        let answer = gateway.call(&token, method, &path, body).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{method} {path}: {:?}", answer.body);
+    }
+    // Environment keys: never.
+    let answer = gateway.call(&environment_key, "GET", &format!("/v1/memory_stores/{writable}/memories"), None).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN, "{:?}", answer.body);
+    let store = gateway.call(&api, "GET", &format!("/v1/memory_stores/{writable}"), None).await;
+    assert!(store.status == StatusCode::OK && store.body["archived_at"].is_null(), "{:?}", store.body);
     gateway.cleanup().await;
 }

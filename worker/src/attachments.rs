@@ -4,6 +4,10 @@
 //! the Anthropic Messages API as is, the OpenAI-compatible provider as data URLs and
 //! text (`providers::openai`). A file that cannot be sent — gone, expired, too large, of
 //! a type the block cannot carry — fails the request with a `session.error` naming it.
+//!
+//! And the system prompt's sections about what the session's hands mount: the agent's
+//! custom skills (`skills_prompt`) and the memory stores attached to the session
+//! (`memory_prompt`).
 
 use std::collections::HashMap;
 
@@ -148,4 +152,74 @@ pub async fn skills_prompt(store: &dyn Store, session: &agentd_schema::Session) 
         }
     }
     Some(lines.join("\n"))
+}
+
+/// The system prompt's memory section: for each memory store attached to the session
+/// (its `memory_store` resources, snapshotted when attached), where it is mounted, its
+/// name, whether the agent may change it, its description and the attachment's
+/// instructions. `None` without memory stores. Read from the session alone: no store
+/// read, so sessions without memory pay nothing.
+pub fn memory_prompt(session: &Value) -> Option<String> {
+    let stores: Vec<&Value> =
+        session["resources"].as_array().into_iter().flatten().filter(|r| r["type"] == "memory_store").collect();
+    if stores.is_empty() {
+        return None;
+    }
+    let mut lines = vec![
+        "## Memory".to_owned(),
+        "You have persistent memory: each directory below is a memory store, text files that outlive this session. \
+         Other sessions with the same store attached read what is there, and earlier sessions may have left notes: \
+         look at a store before you start, and in a read-write store write down, one topic per file, what a later \
+         session should know. Your changes are saved to the store as you work; if someone else changed the same \
+         file meanwhile, their version is kept."
+            .to_owned(),
+    ];
+    for store in stores {
+        let text = |key: &str| store[key].as_str().map(str::trim).filter(|s| !s.is_empty());
+        let id = text("memory_store_id").unwrap_or_default();
+        let path = text("mount_path").map_or_else(|| format!("(the memory store {id})"), str::to_owned);
+        let access = if store["access"] == "read_only" { "read-only: you cannot change it" } else { "read-write" };
+        let mut line = format!("- {path} ({access}): {}", text("name").unwrap_or(id));
+        if let Some(description) = text("description") {
+            line.push_str(&format!(" — {description}"));
+        }
+        lines.push(line);
+        if let Some(instructions) = text("instructions") {
+            lines.push(format!("  Instructions for this store: {instructions}"));
+        }
+    }
+    Some(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::memory_prompt;
+
+    #[test]
+    fn the_memory_section_names_each_store_its_access_and_instructions() {
+        let session = json!({ "resources": [
+            { "type": "file", "id": "sres_1", "file_id": "file_1", "mount_path": "/mnt/session/uploads/x" },
+            { "type": "memory_store", "memory_store_id": "memstore_a", "access": "read_write", "name": "Team Notes",
+              "description": "What the team decided.", "mount_path": "/mnt/memory/team-notes",
+              "instructions": "Record every decision with its date." },
+            { "type": "memory_store", "memory_store_id": "memstore_b", "access": "read_only", "name": "Style",
+              "description": "", "mount_path": "/mnt/memory/style", "instructions": null },
+        ]});
+        let prompt = memory_prompt(&session).expect("a memory section");
+        assert!(prompt.starts_with("## Memory\n"), "{prompt}");
+        assert!(
+            prompt.contains("- /mnt/memory/team-notes (read-write): Team Notes — What the team decided.\n  Instructions for this store: Record every decision with its date."),
+            "{prompt}"
+        );
+        assert!(prompt.ends_with("- /mnt/memory/style (read-only: you cannot change it): Style"), "{prompt}");
+        assert!(!prompt.contains("uploads"), "files are not memory: {prompt}");
+    }
+
+    #[test]
+    fn no_memory_stores_no_section() {
+        assert_eq!(memory_prompt(&json!({ "resources": [] })), None);
+        assert_eq!(memory_prompt(&json!({})), None);
+    }
 }

@@ -8,6 +8,7 @@ pub mod attachments;
 pub mod budget;
 pub mod consumer;
 pub mod credentials;
+pub mod dream_memory;
 pub mod history;
 pub mod mcp;
 pub mod providers;

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::agent_loop::{RemoteCall, RemoteTarget};
 use crate::credentials::Credentials;
+use crate::dream_memory::DreamMemory;
 use crate::mcp::{McpFailure, McpTools, OfferedTool};
 use crate::providers::ModelRequest;
 use crate::{a2a, mcp};
@@ -37,6 +38,8 @@ pub struct Remote {
     released: HashSet<String>,
     /// Remote tools may reach private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`).
     allow_private: bool,
+    /// The memory tool of a dream's session.
+    dream: Option<DreamMemory>,
 }
 
 /// The events recording one call, and whether its server failed (the turn ends).
@@ -52,6 +55,7 @@ impl Remote {
     pub fn new(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session, allow_private: bool) -> Self {
         Self {
             session_id: session.id.clone(),
+            dream: DreamMemory::of(store.clone(), session),
             credentials: Credentials::of(store, secrets, session, allow_private),
             mcp: McpTools::new(allow_private),
             released: HashSet::new(),
@@ -90,6 +94,26 @@ impl Remote {
         let released = call.released_now || self.released.contains(&call.id);
         match &call.target {
             RemoteTarget::Mcp { server, tool } => self.run_mcp(agent, call, server, tool, released).await,
+            // Every memory command is safe to repeat (`dream_memory.rs`), so a call an
+            // earlier attempt may have made is made again.
+            RemoteTarget::Memory => {
+                let answer = match &self.dream {
+                    Some(dream) => dream.run(&call.input).await,
+                    None => crate::dream_memory::Answer {
+                        text: "the memory tool runs only in a dream's session".into(),
+                        is_error: true,
+                    },
+                };
+                Outcome {
+                    events: vec![NewEvent::tool_result(
+                        &self.session_id,
+                        &call.id,
+                        text_content(&answer.text),
+                        answer.is_error,
+                    )],
+                    failed: false,
+                }
+            }
             RemoteTarget::A2a { tool } => {
                 let text_result = |text: String, is_error: bool| Outcome {
                     events: vec![NewEvent::tool_result(&self.session_id, &call.id, text_content(&text), is_error)],

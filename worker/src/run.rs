@@ -133,11 +133,13 @@ impl<'a> Attempt<'a> {
         let interrupts = Interrupts::watch(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &watching).await;
         let control = Control::watch(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
         let mut agent = session.body["agent"].clone();
-        if let Some(skills) = crate::attachments::skills_prompt(ctx.store.as_ref(), &session).await {
+        crate::dream_memory::arm(&session, &mut agent);
+        let skills = crate::attachments::skills_prompt(ctx.store.as_ref(), &session).await;
+        for section in [skills, crate::attachments::memory_prompt(&session.body)].into_iter().flatten() {
             let system = agent["system"].as_str().filter(|s| !s.is_empty());
             agent["system"] = Value::String(match system {
-                Some(system) => format!("{system}\n\n{skills}"),
-                None => skills,
+                Some(system) => format!("{system}\n\n{section}"),
+                None => section,
             });
         }
         Ok(Some(Self {

@@ -124,6 +124,8 @@ fn refused(error: DomainError) -> ApiResult<Response> {
         | DomainError::Expired(_)
         | DomainError::TooLarge(_)
         | DomainError::NameTaken(_)
+        | DomainError::MemoryPreconditionFailed(_)
+        | DomainError::MemoryPathConflict(_)
         | DomainError::Unavailable(_)
         | DomainError::Internal(_) => Err(ApiError::from(error)),
     }

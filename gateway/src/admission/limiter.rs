@@ -480,8 +480,23 @@ mod tests {
             (Method::POST, "/v1/a2a/agents/agent_1/tasks/t1:cancel"),
             (Method::POST, "/v1/environments/env_1/work/w1/ack"),
             (Method::DELETE, "/v1/mcp"),
+            (Method::POST, "/v1/memory_stores"),
+            (Method::POST, "/v1/memory_stores/memstore_1/archive"),
+            (Method::DELETE, "/v1/memory_stores/memstore_1"),
+            (Method::POST, "/v1/memory_stores/memstore_1/memories"),
+            (Method::POST, "/v1/memory_stores/memstore_1/memories/mem_1"),
+            (Method::DELETE, "/v1/memory_stores/memstore_1/memories/mem_1"),
+            (Method::POST, "/v1/memory_stores/memstore_1/memory_versions/memver_1/redact"),
         ] {
             assert_eq!(class(method.clone(), path), Some(Create), "{method} {path}");
+        }
+        for path in [
+            "/v1/memory_stores",
+            "/v1/memory_stores/memstore_1/memories",
+            "/v1/memory_stores/memstore_1/memories/mem_1",
+            "/v1/memory_stores/memstore_1/memory_versions/memver_1",
+        ] {
+            assert_eq!(class(Method::GET, path), Some(Read), "{path}");
         }
         assert_eq!(class(Method::POST, "/v1/a2a/tasks/t1:subscribe"), Some(Read), "a read sent as POST");
         assert_eq!(class(Method::POST, "/v1/environments/env_1/work/w1/heartbeat"), None, "lease upkeep");

@@ -16,8 +16,8 @@
 
 use agentd_schema::Store;
 use agentd_schema::ids::{
-    AgentId, ApiKeyId, CredentialId, EnvironmentId, FileId, InboxMessageId, RunId, SessionId, SessionResourceId,
-    SkillId, ThreadId, VaultId, WorkId,
+    AgentId, ApiKeyId, CredentialId, DreamId, EnvironmentId, FileId, InboxMessageId, MemoryId, MemoryStoreId,
+    MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId, ThreadId, VaultId, WorkId,
 };
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -38,6 +38,13 @@ pub enum Reach {
     Environment(EnvironmentId),
     /// One work item of an environment.
     Work(EnvironmentId, WorkId),
+    /// The memories (and memory versions) of a memory store; `write` for a change.
+    MemoryStore {
+        /// The store.
+        id: MemoryStoreId,
+        /// Whether the request changes its memories (create, update, delete).
+        write: bool,
+    },
     /// Nothing in particular (a poll across environments, a catalogue read).
     Anything,
 }
@@ -48,6 +55,7 @@ struct PathIds {
     session: Option<SessionId>,
     environment: Option<EnvironmentId>,
     work: Option<WorkId>,
+    memory_store: Option<MemoryStoreId>,
 }
 
 /// Checks the request against the tenant's reach (a `route_layer`: it needs the matched
@@ -105,6 +113,10 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "run_id" => drop(typed(value, RunId::parse)?),
             "file_id" => drop(typed(value, FileId::parse)?),
             "skill_id" => drop(typed(value, SkillId::parse)?),
+            "memory_store_id" => ids.memory_store = Some(typed(value, MemoryStoreId::parse)?),
+            "memory_id" => drop(typed(value, MemoryId::parse)?),
+            "memory_version_id" => drop(typed(value, MemoryVersionId::parse)?),
+            "dream_id" => drop(typed(value, DreamId::parse)?),
             // A skill version (an epoch-microsecond id or `latest`) and a path inside
             // it: checked by the handler inside the skill it names.
             "version" | "path" => {}
@@ -135,6 +147,7 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
     let segments: Vec<&str> = template.trim_matches('/').split('/').collect();
     let get = method == Method::GET;
     let post = method == Method::POST;
+    let read = get || method == Method::HEAD;
     // The ids the template names (a template without them names no resource: 404).
     let missing = || ApiError::NotFound(format!("not found: {template}"));
     let environment = || ids.environment.clone().map(Reach::Environment).ok_or_else(missing);
@@ -143,6 +156,8 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         _ => Err(missing()),
     };
     let session = || ids.session.clone().map(Reach::Session).ok_or_else(missing);
+    let memory_store =
+        |write: bool| ids.memory_store.clone().map(|id| Reach::MemoryStore { id, write }).ok_or_else(missing);
     // The environment work protocol, shared by environment and runner keys.
     let work_route = match segments.as_slice() {
         ["environments", "{environment_id}", "work"] if get => Some(environment()),
@@ -167,6 +182,12 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             }
             _ => Ok(Reach::Anything),
         },
+        // Dreams write memory stores: only an API key may start, read or schedule them.
+        Access::Environment(_) | Access::Runner | Access::Session { .. }
+            if segments.first() == Some(&"dreams") || segments.starts_with(&["ext", "memory-stores"]) =>
+        {
+            denied("dreams and dream policies take an API key")
+        }
         Access::Environment(_) | Access::Runner if segments.first() == Some(&"memory_stores") => {
             denied("the memory_stores endpoints accept the per-item sessions token but reject the environment key")
         }
@@ -190,7 +211,19 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             ["ext", "sessions", "{session_id}", "files", ..] => session(),
             ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
             ["skills", ..] | ["ext", "skills", ..] if get => Ok(Reach::Anything),
-            ["memory_stores", ..] => Ok(Reach::Anything),
+            // The memories of the stores attached to its session (the hands sync them):
+            // reads, and writes through a `read_write` attachment (checked by `check`).
+            ["memory_stores", "{memory_store_id}", "memories", ..] => memory_store(!read),
+            ["memory_stores", "{memory_store_id}", "memory_versions"]
+            | ["memory_stores", "{memory_store_id}", "memory_versions", "{memory_version_id}"]
+                if get =>
+            {
+                memory_store(false)
+            }
+            ["memory_stores", ..] => denied(
+                "a sessions token reaches only the memories and memory versions of the memory stores attached to its \
+                 session; memory stores themselves and redaction take an API key",
+            ),
             _ => denied("a sessions token reaches only its session, its work item and the session's skills and memory"),
         },
     }
@@ -246,7 +279,46 @@ pub async fn check(store: &dyn Store, tenant: &Tenant, reach: &Reach) -> Result<
             if environment == environment_id && work == work_id { Ok(()) } else { Err(not_found(WorkId::KIND, work)) }
         }
         (Access::Session { .. }, Reach::Environment(environment)) => Err(not_found(EnvironmentId::KIND, environment)),
+        (Access::Session { session_id, .. }, Reach::MemoryStore { id, write }) => {
+            let session = store.get_session(workspace, session_id).await?;
+            let resources = session.as_ref().map(|s| &s.body["resources"]);
+            match resources.and_then(|r| attachment_access(r, id)) {
+                None => Err(not_found(MemoryStoreId::KIND, id)),
+                Some(MemoryAccess::ReadOnly) if *write => Err(ApiError::PermissionDenied(format!(
+                    "memory store {id} is attached to session {session_id} read-only: its memories cannot be changed \
+                     with this session's token"
+                ))),
+                Some(_) => Ok(()),
+            }
+        }
+        (Access::Environment(_) | Access::Runner, Reach::MemoryStore { id, .. }) => {
+            Err(not_found(MemoryStoreId::KIND, id))
+        }
     }
+}
+
+/// How a session has a memory store attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemoryAccess {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// How a session's `resources` attach `store` (`None`: not at all). The attachment's
+/// `access` defaults to `read_write` (wire reference §2B.2); any value but `read_write`
+/// is read-only, and of several attachments of one store (session writes refuse them) the
+/// least permissive counts.
+fn attachment_access(resources: &serde_json::Value, store: &MemoryStoreId) -> Option<MemoryAccess> {
+    resources
+        .as_array()?
+        .iter()
+        .filter(|r| r["type"] == "memory_store" && r["memory_store_id"].as_str() == Some(store.as_str()))
+        .map(|r| match &r["access"] {
+            serde_json::Value::Null => MemoryAccess::ReadWrite,
+            access if access == "read_write" => MemoryAccess::ReadWrite,
+            _ => MemoryAccess::ReadOnly,
+        })
+        .min_by_key(|access| *access == MemoryAccess::ReadWrite)
 }
 
 /// The environment of a session of the workspace, if it exists.
@@ -301,5 +373,102 @@ mod tests {
         assert!(matches!(agents, Err(ApiError::PermissionDenied(_))));
         let list = route_reach(&Access::Workspace, &Method::GET, "/environments/{environment_id}/work", &parsed);
         assert!(matches!(list, Err(ApiError::PermissionDenied(_))), "work.list rejects an API key");
+    }
+
+    #[test]
+    fn memory_routes_parse_their_ids() {
+        let store = agentd_schema::ids::new_id("memstore");
+        let memory = agentd_schema::ids::new_id("mem");
+        let version = agentd_schema::ids::new_id("memver");
+        let template = "/memory_stores/{memory_store_id}/memories/{memory_id}";
+        let parsed = ids(template, &[("memory_store_id", &store), ("memory_id", &memory)]).unwrap();
+        assert_eq!(parsed.memory_store.unwrap(), store);
+        for (name, value) in [("memory_store_id", &memory), ("memory_id", &version), ("memory_version_id", &store)] {
+            assert!(matches!(ids(template, &[(name, value)]), Err(ApiError::NotFound(_))), "{name} = {value}");
+        }
+        assert!(ids(template, &[("memory_version_id", &version)]).is_ok());
+    }
+
+    #[test]
+    fn a_sessions_token_reaches_only_the_memories_of_a_store() {
+        let store = agentd_schema::ids::new_id("memstore");
+        let parsed = ids("/memory_stores/{memory_store_id}", &[("memory_store_id", &store)]).unwrap();
+        let typed = MemoryStoreId::parse(&store).unwrap();
+        let token = Access::Session {
+            session_id: agentd_schema::ids::new_id("sesn"),
+            work_id: agentd_schema::ids::new_id("work"),
+            environment_id: agentd_schema::ids::new_id("env"),
+        };
+        let reach = |method: Method, template: &str| route_reach(&token, &method, template, &parsed);
+        let memories = "/memory_stores/{memory_store_id}/memories";
+        let memory = "/memory_stores/{memory_store_id}/memories/{memory_id}";
+        let versions = "/memory_stores/{memory_store_id}/memory_versions";
+        let version = "/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}";
+        for (method, template, write) in [
+            (Method::GET, memories, false),
+            (Method::GET, memory, false),
+            (Method::GET, versions, false),
+            (Method::GET, version, false),
+            (Method::POST, memories, true),
+            (Method::POST, memory, true),
+            (Method::DELETE, memory, true),
+        ] {
+            let got = reach(method.clone(), template).unwrap();
+            assert_eq!(got, Reach::MemoryStore { id: typed.clone(), write }, "{method} {template}");
+        }
+        for (method, template) in [
+            (Method::GET, "/memory_stores"),
+            (Method::POST, "/memory_stores"),
+            (Method::GET, "/memory_stores/{memory_store_id}"),
+            (Method::POST, "/memory_stores/{memory_store_id}"),
+            (Method::DELETE, "/memory_stores/{memory_store_id}"),
+            (Method::POST, "/memory_stores/{memory_store_id}/archive"),
+            (Method::POST, "/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact"),
+        ] {
+            assert!(
+                matches!(reach(method.clone(), template), Err(ApiError::PermissionDenied(_))),
+                "{method} {template}"
+            );
+        }
+        // Environment and runner keys never reach memory.
+        for key in [Access::Environment(agentd_schema::ids::new_id("env")), Access::Runner] {
+            for template in [memories, memory, versions, "/memory_stores"] {
+                let got = route_reach(&key, &Method::GET, template, &parsed);
+                assert!(matches!(got, Err(ApiError::PermissionDenied(_))), "{key:?} {template}");
+            }
+        }
+        // An API key reaches its workspace (the handlers read inside it only).
+        assert_eq!(route_reach(&Access::Workspace, &Method::POST, memories, &parsed).unwrap(), Reach::Anything);
+    }
+
+    #[test]
+    fn attachments_say_how_a_session_has_a_store() {
+        let store = MemoryStoreId::parse(&agentd_schema::ids::new_id("memstore")).unwrap();
+        let other = agentd_schema::ids::new_id("memstore");
+        let attached = |access: serde_json::Value| {
+            let mut resource = serde_json::json!({"type": "memory_store", "memory_store_id": store.as_str()});
+            if !access.is_null() {
+                resource["access"] = access;
+            }
+            serde_json::json!([{"type": "file", "file_id": "file_x"}, resource])
+        };
+        assert_eq!(
+            attachment_access(&attached(serde_json::json!("read_write")), &store),
+            Some(MemoryAccess::ReadWrite)
+        );
+        assert_eq!(attachment_access(&attached(serde_json::Value::Null), &store), Some(MemoryAccess::ReadWrite));
+        assert_eq!(attachment_access(&attached(serde_json::json!("read_only")), &store), Some(MemoryAccess::ReadOnly));
+        assert_eq!(attachment_access(&attached(serde_json::json!("bogus")), &store), Some(MemoryAccess::ReadOnly));
+        let twice = serde_json::json!([
+            {"type": "memory_store", "memory_store_id": store.as_str(), "access": "read_write"},
+            {"type": "memory_store", "memory_store_id": store.as_str(), "access": "read_only"},
+        ]);
+        assert_eq!(attachment_access(&twice, &store), Some(MemoryAccess::ReadOnly), "the least permissive");
+        let elsewhere = serde_json::json!([{"type": "memory_store", "memory_store_id": other, "access": "read_write"}]);
+        assert_eq!(attachment_access(&elsewhere, &store), None);
+        // A file resource whose id happens to match is not an attachment.
+        let file = serde_json::json!([{"type": "file", "memory_store_id": store.as_str()}]);
+        assert_eq!(attachment_access(&file, &store), None);
+        assert_eq!(attachment_access(&serde_json::Value::Null, &store), None);
     }
 }

@@ -54,6 +54,12 @@ pub enum DomainError {
     /// A name that must be unique in the workspace is taken (a skill's).
     #[error("{0}")]
     NameTaken(String),
+    /// A memory's `content_sha256` precondition did not hold: it changed since it was read.
+    #[error("{0}")]
+    MemoryPreconditionFailed(String),
+    /// Another memory of the store has the path.
+    #[error("{0}")]
+    MemoryPathConflict(String),
     /// A dependency (store, queue, bus) is down; retrying later may succeed.
     #[error("{0}")]
     Unavailable(String),
@@ -89,6 +95,8 @@ impl DomainError {
             | DomainError::Expired(_)
             | DomainError::TooLarge(_)
             | DomainError::NameTaken(_)
+            | DomainError::MemoryPreconditionFailed(_)
+            | DomainError::MemoryPathConflict(_)
             | DomainError::Conflict(_)
             | DomainError::Gone(_)
             | DomainError::Unavailable(_)
@@ -113,6 +121,8 @@ impl DomainError {
             DomainError::Expired(_) => "expired",
             DomainError::TooLarge(_) => "too_large",
             DomainError::NameTaken(_) => "name_taken",
+            DomainError::MemoryPreconditionFailed(_) => "memory_precondition_failed",
+            DomainError::MemoryPathConflict(_) => "memory_path_conflict",
             DomainError::Gone(_) => "gone",
             DomainError::Unavailable(_) => "unavailable",
             DomainError::Internal(_) => "internal",
@@ -158,6 +168,8 @@ mod tests {
             DomainError::Expired("file file_x has expired".into()),
             DomainError::TooLarge("the file is larger than 500000000 bytes".into()),
             DomainError::NameTaken("a skill named \"x\" already exists".into()),
+            DomainError::MemoryPreconditionFailed("memory mem_x: content_sha256 is not ab12…".into()),
+            DomainError::MemoryPathConflict("memory store memstore_x already has a memory at /a".into()),
             DomainError::Unavailable("the store is unavailable; retry once it is back".into()),
             DomainError::Internal("db password in here".into()),
         ]
@@ -177,6 +189,12 @@ mod tests {
                     assert_eq!(status, 404, "{error:?}")
                 }
                 DomainError::Conflict(_) | DomainError::NameTaken(_) => assert_eq!(status, 409, "{error:?}"),
+                DomainError::MemoryPreconditionFailed(_) => {
+                    assert_eq!((status, wire), (409, "memory_precondition_failed_error"), "{error:?}")
+                }
+                DomainError::MemoryPathConflict(_) => {
+                    assert_eq!((status, wire), (409, "memory_path_conflict_error"), "{error:?}")
+                }
                 DomainError::TooLarge(_) => assert_eq!(status, 413, "{error:?}"),
                 DomainError::Gone(_) => assert_eq!(status, 410, "{error:?}"),
                 DomainError::Unavailable(_) => assert_eq!(status, 503, "{error:?}"),

@@ -329,12 +329,13 @@ async fn finish_delete(store: &dyn Store, blobs: &Blobs, row: &FileRow) -> Domai
     Ok(())
 }
 
-/// Where sessions see their files: every mount is under `/mnt/`, except the outputs
-/// directory and the skills directory, which agentd owns.
+/// Where sessions see their files: every mount is under `/mnt/`, except the outputs,
+/// skills and memory directories, which agentd owns.
 pub const MOUNT_ROOT: &str = "/mnt/";
 
 /// A `file` resource's `mount_path` in canonical form: absolute, under `/mnt/`, no
-/// `.`/`..`/empty segments, not inside `/mnt/session/outputs/` or `/mnt/skills/`.
+/// `.`/`..`/empty segments, not inside `/mnt/session/outputs/`, `/mnt/skills/` or
+/// `/mnt/memory/` (a file there would be synced into a memory store).
 pub fn mount_path(path: &str) -> Result<String, String> {
     let Some(rest) = path.strip_prefix(MOUNT_ROOT) else {
         return Err(format!("must be an absolute path under {MOUNT_ROOT}, got {path:?}"));
@@ -343,8 +344,10 @@ pub fn mount_path(path: &str) -> Result<String, String> {
     if segments.iter().any(|s| s.is_empty() || *s == "." || *s == ".." || s.contains('\\') || s.contains('\0')) {
         return Err(format!("must be a clean path (no empty, `.` or `..` segments), got {path:?}"));
     }
-    if matches!(segments.as_slice(), ["session", "outputs", ..] | ["skills", ..]) {
-        return Err(format!("{path:?} is inside a directory agentd manages (/mnt/session/outputs/, /mnt/skills/)"));
+    if matches!(segments.as_slice(), ["session", "outputs", ..] | ["skills", ..] | ["memory", ..]) {
+        return Err(format!(
+            "{path:?} is inside a directory agentd manages (/mnt/session/outputs/, /mnt/skills/, /mnt/memory/)"
+        ));
     }
     Ok(format!("{MOUNT_ROOT}{}", segments.join("/")))
 }

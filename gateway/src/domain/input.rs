@@ -79,6 +79,13 @@ pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_tur
     if !new_turn {
         return Ok(());
     }
+    // A dream's session runs the turn the dream service started, and no other.
+    if let Some(dream) = session.body.get("_dream").filter(|d| !d.is_null()) {
+        let dream_id = dream["dream_id"].as_str().unwrap_or_default();
+        return Err(DomainError::invalid(format!(
+            "session {id} runs dream {dream_id} and takes no new turns; cancel the dream to stop it"
+        )));
+    }
     if agentd_schema::budget::Standing::of(&session.body, &session.usage).reached() {
         return Err(DomainError::BudgetReached(format!(
             "session {id}: the session's budget (max_list_cost) is reached; no further model request is admitted"

@@ -5,11 +5,14 @@
 //! keeps it so), and no service calls a handler. ADR 0013.
 
 pub mod commit;
+pub mod dreams;
 pub mod environments;
 pub mod error;
 pub mod files;
 pub mod inbox;
 pub mod input;
+pub mod memory;
+pub mod memory_mounts;
 pub mod runs;
 pub mod sessions;
 pub mod skill_upload;

@@ -112,6 +112,22 @@ async fn agent_snapshot(state: &AppState, tenant: &Tenant, agent: &AgentRef) -> 
     Ok(Value::Object(snapshot))
 }
 
+/// The rules of a session's resources, for every path that writes them (create, the
+/// manifest replace, `resources.add`): each `file` names a live file of the workspace,
+/// each `memory_store` a live store attached once at a mount of its own, snapshotted
+/// (`memory_mounts::attach`). `current` is the session's resources before the change
+/// (`Null` at creation): files and stores already there stay as they were mounted.
+pub async fn check_resources(
+    store: &dyn agentd_schema::Store,
+    workspace_id: &str,
+    resources: &mut Value,
+    current: &Value,
+) -> DomainResult<()> {
+    let mounted = super::files::mounted_ids(current);
+    super::files::require_mountable(store, workspace_id, resources, &mounted).await?;
+    super::memory_mounts::attach(store, workspace_id, resources, current).await
+}
+
 /// A budget needs a model with a list price.
 pub fn check_budgetable(agent: &Value) -> DomainResult<()> {
     let model = agent["model"]["id"].as_str().unwrap_or_default();
@@ -139,7 +155,8 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
             format!("environment_id: environment {environment_id} is archived"),
         ));
     }
-    super::files::require_mountable(store, &tenant.workspace_id, &request.resources, &[]).await?;
+    let mut resources = request.resources;
+    check_resources(store, &tenant.workspace_id, &mut resources, &Value::Null).await?;
     for (i, id) in request.vault_ids.iter().enumerate() {
         if store.get_resource(&tenant.workspace_id, "vault", id).await?.is_none() {
             return Err(DomainError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));
@@ -176,7 +193,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "title": request.title,
         "vault_ids": request.vault_ids,
         "budget": request.budget,
-        "resources": request.resources,
+        "resources": resources,
         "outcome_evaluations": outcome_evaluations,
         "deployment_id": null,
         "created_at": now,

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod body;
 pub(crate) mod content;
 pub mod credentials;
+pub mod dreams;
 pub mod environment_keys;
 pub mod environments;
 pub mod events;
@@ -14,6 +15,7 @@ pub mod files;
 pub mod limits;
 pub mod live_inbox;
 mod mcp_probe;
+pub mod memory;
 pub mod models;
 pub mod query;
 pub mod sandbox_environment;
@@ -96,6 +98,33 @@ pub fn router() -> Router<AppState> {
         )
         .route("/skills/{skill_id}/versions/{version}", get(skills::retrieve_version).delete(skills::delete_version))
         .route("/skills/{skill_id}/versions/{version}/content", get(skills::content));
+    // Agent memory takes its own selector (reference §1.4).
+    let memory_stores = Router::new()
+        .route("/memory_stores", post(memory::create_store).get(memory::list_stores))
+        .route(
+            "/memory_stores/{memory_store_id}",
+            get(memory::retrieve_store).post(memory::update_store).delete(memory::delete_store),
+        )
+        .route("/memory_stores/{memory_store_id}/archive", post(memory::archive_store))
+        .route("/memory_stores/{memory_store_id}/memories", post(memory::create_memory).get(memory::list_memories))
+        .route(
+            "/memory_stores/{memory_store_id}/memories/{memory_id}",
+            get(memory::retrieve_memory).post(memory::update_memory).delete(memory::delete_memory),
+        )
+        .route("/memory_stores/{memory_store_id}/memory_versions", get(memory::list_versions))
+        .route("/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}", get(memory::retrieve_version))
+        .route(
+            "/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact",
+            post(memory::redact_version),
+        )
+        .route_layer(middleware::from_fn(beta::require_agent_memory));
+    // Dreams take their own selector (reference §1.4).
+    let dream_routes = Router::new()
+        .route("/dreams", post(dreams::create).get(dreams::list))
+        .route("/dreams/{dream_id}", get(dreams::retrieve))
+        .route("/dreams/{dream_id}/archive", post(dreams::archive))
+        .route("/dreams/{dream_id}/cancel", post(dreams::cancel))
+        .route_layer(middleware::from_fn(beta::require_dreaming));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
     // Extension routes (documented in docs/api/hands.md and docs/api/skills.md); no
@@ -117,6 +146,7 @@ pub fn router() -> Router<AppState> {
             put(live_inbox::replace).delete(live_inbox::withdraw),
         )
         .route("/ext/environments/{environment_id}/keys", post(environment_keys::create).get(environment_keys::list))
-        .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke));
-    managed_agents.merge(models).merge(files).merge(extensions)
+        .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke))
+        .route("/ext/memory-stores/{memory_store_id}/dream-policy", get(dreams::get_policy).put(dreams::put_policy));
+    managed_agents.merge(memory_stores).merge(dream_routes).merge(models).merge(files).merge(extensions)
 }

@@ -56,11 +56,16 @@ async fn write(
             if session.archived_at_ms.is_some() { "archived" } else { "terminated" }
         )));
     }
-    let list = Value::Array(list);
-    // Each newly mounted file must be live; the ones already mounted stay.
-    let mounted = crate::domain::files::mounted_ids(&session.body["resources"]);
-    crate::domain::files::require_mountable(state.backends.store.as_ref(), &tenant.workspace_id, &list, &mounted)
-        .await?;
+    let mut list = Value::Array(list);
+    // Each newly mounted file must be live and each new memory store attachable; the
+    // ones already mounted stay as they are.
+    crate::domain::sessions::check_resources(
+        state.backends.store.as_ref(),
+        &tenant.workspace_id,
+        &mut list,
+        &session.body["resources"],
+    )
+    .await?;
     let mut body = session.body.clone();
     body["resources"] = list;
     let outcome = state
@@ -120,8 +125,15 @@ pub async fn add(
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
-    if map.get("type").and_then(Value::as_str) != Some("file") {
-        return Err(ApiError::invalid("type: only file resources can be added to a session"));
+    match map.get("type").and_then(Value::as_str) {
+        Some("file") => {}
+        Some("memory_store") => {
+            return Err(ApiError::invalid(
+                "type: memory stores are attached when the session is created (resources of sessions.create), or \
+                 with the manifest replace PUT /v1/ext/sessions/{session_id}/resources; resources.add adds files only",
+            ));
+        }
+        _ => return Err(ApiError::invalid("type: only file resources can be added to a session")),
     }
     let parsed = parse_resources(Some(&Value::Array(vec![Value::Object(map)])), &state.secrets)?;
     let added = parsed[0].clone();

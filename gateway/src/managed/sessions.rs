@@ -24,6 +24,7 @@ use super::limits::{
 use super::query::{Query, decode_cursor, encode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::memory_mounts;
 use crate::domain::sessions::{self as domain, AgentRef, CreateSession};
 use crate::error::{ApiError, ApiResult};
 
@@ -166,11 +167,13 @@ pub(super) fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets:
                 body::only_known(map, &["type", "memory_store_id", "access", "instructions"], &path)?;
                 let store_id =
                     body::string(map.get("memory_store_id"), &join(&path, "memory_store_id"), 1, MAX_ID_CHARS)?;
+                let access = memory_mounts::Access::parse(map.get("access"))
+                    .map_err(|why| ApiError::invalid(format!("{}: {why}", join(&path, "access"))))?;
+                // The store's name, description and mount path are snapshotted by
+                // `domain::memory_mounts::attach` when the resources are written.
                 json!({
-                    "type": "memory_store", "memory_store_id": store_id,
-                    "access": map.get("access").and_then(Value::as_str).unwrap_or("read_write"),
+                    "type": "memory_store", "memory_store_id": store_id, "access": access.as_str(),
                     "instructions": body::optional_string(map.get("instructions"), &join(&path, "instructions"), MAX_INSTRUCTIONS_CHARS)?,
-                    "description": "", "name": null, "mount_path": null,
                 })
             }
             other => {
@@ -369,10 +372,19 @@ pub async fn list(
     }
     let agent_id = query.string("agent_id").map(str::to_owned);
     let agent_version = query.int("agent_version", 1, i64::MAX)?;
+    let memory_store_id = query
+        .string("memory_store_id")
+        .map(|id| {
+            agentd_schema::ids::MemoryStoreId::parse(id)
+                .map(|id| id.to_string())
+                .map_err(|_| ApiError::invalid(format!("memory_store_id: {id:?} is not a memory store id")))
+        })
+        .transpose()?;
     let session_query = SessionQuery {
         statuses,
         agent_version: agent_version.filter(|_| agent_id.is_some()),
         agent_id,
+        memory_store_id,
         created: TimeBounds {
             gt: query.datetime_ms("created_at[gt]")?,
             gte: query.datetime_ms("created_at[gte]")?,

@@ -18,12 +18,21 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::{Mode, mkdirat};
 
+use crate::mounts::MNT;
+
+/// The outputs directory, relative to the workdir: always writable.
+const OUTPUTS: &str = "mnt/session/outputs";
+
 /// The session workdir as seen by the file tools.
 #[derive(Debug)]
 pub(crate) struct Confinement {
     root: PathBuf,
     dir: OwnedFd,
     owner: Option<(u32, u32)>,
+    /// Under `mnt/`, the only directories that take writes (relative to the root): the
+    /// outputs and the session's writable mounts (read-write memory stores). `None`:
+    /// the root is not a workdir (a memory store's own directory), no such rule.
+    writable_mounts: Option<Vec<PathBuf>>,
 }
 
 /// A model-supplied path that [`Confinement::resolve`] found inside the workdir.
@@ -49,13 +58,31 @@ impl Confinement {
             .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_BENEATH);
         match openat2(&dir, ".", how) {
-            Ok(_) => Ok(Self { root, dir, owner }),
+            Ok(_) => Ok(Self { root, dir, owner, writable_mounts: Some(vec![PathBuf::from(OUTPUTS)]) }),
             Err(Errno::ENOSYS) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "the file tools need openat2 (Linux 5.6 or later), which this kernel does not provide",
             )),
             Err(e) => Err(io::Error::from(e)),
         }
+    }
+
+    /// Also takes writes in these mounts (`/mnt/…` paths of the session's writable
+    /// resources, such as its read-write memory stores).
+    pub fn with_writable_mounts<'a>(mut self, mounts: impl IntoIterator<Item = &'a str>) -> Self {
+        if let Some(writable) = &mut self.writable_mounts {
+            writable.extend(
+                mounts.into_iter().filter_map(|m| m.strip_prefix("/mnt/")).map(|rest| Path::new(MNT).join(rest)),
+            );
+        }
+        self
+    }
+
+    /// A root that is not a workdir (a memory store's directory): no `/mnt` rule, and
+    /// `/…` paths are relative to the root.
+    pub fn unmounted(mut self) -> Self {
+        self.writable_mounts = None;
+        self
     }
 
     /// The canonical workdir.
@@ -80,9 +107,8 @@ impl Confinement {
         let candidate = Path::new(given);
         // `/mnt/…` is the session's mounts, kept in the workdir (`crate::mounts`).
         let joined = match candidate.strip_prefix("/mnt") {
-            Ok(rest) if candidate.is_absolute() && !candidate.starts_with(&self.root) => {
-                self.root.join(crate::mounts::MNT).join(rest)
-            }
+            _ if self.writable_mounts.is_none() => self.root.join(candidate.strip_prefix("/").unwrap_or(candidate)),
+            Ok(rest) if candidate.is_absolute() && !candidate.starts_with(&self.root) => self.root.join(MNT).join(rest),
             _ if candidate.is_absolute() => candidate.to_path_buf(),
             _ => self.root.join(candidate),
         };
@@ -148,12 +174,21 @@ impl Confinement {
         if path.final_is_symlink {
             return Err(format!("refusing to write through a symlink: {}", path.given));
         }
-        // Mounted files and skills are read-only; under /mnt only the outputs take writes.
-        if path.rel.starts_with(crate::mounts::MNT) && !path.rel.starts_with("mnt/session/outputs") {
-            return Err(format!(
-                "read-only: {} is mounted into the session; write under /mnt/session/outputs/ instead",
-                path.given
-            ));
+        // Mounted files, skills and read-only memory stores are read-only; under /mnt only
+        // the outputs and the writable mounts take writes.
+        if let Some(writable) = &self.writable_mounts
+            && path.rel.starts_with(MNT)
+            && !writable.iter().any(|dir| path.rel.starts_with(dir))
+        {
+            let memory = path.rel.starts_with(Path::new(MNT).join("memory"));
+            return Err(if memory {
+                format!("read-only: {} is in a memory store mounted read-only into the session", path.given)
+            } else {
+                format!(
+                    "read-only: {} is mounted into the session; write under /mnt/session/outputs/ instead",
+                    path.given
+                )
+            });
         }
         if create_parents && let Some(parent) = path.rel.parent() {
             self.create_dirs(path, parent)?;
@@ -183,6 +218,20 @@ impl Confinement {
                 .map_err(|e| format!("cannot set the owner of {}: {e}", path.given))?;
         }
         Ok(file)
+    }
+
+    /// Removes a file (never a directory), confined like the other opens: the parent is
+    /// opened beneath the root, so a directory swapped for a symlink cannot lead outside.
+    pub fn remove_file(&self, path: &Resolved) -> Result<(), String> {
+        let (Some(parent), Some(name)) = (path.rel.parent(), path.rel.file_name()) else {
+            return Err(format!("is a directory: {}", path.given));
+        };
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let dir = self.openat_rel(parent, &path.given, flags, Mode::empty())?;
+        match nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(format!("cannot remove {}: {}", path.given, e.desc())),
+        }
     }
 
     /// A root-run runner must not read or rewrite a host file that the sandbox user
@@ -296,5 +345,37 @@ mod tests {
         assert_eq!(err, "path escapes the session workdir: sub/passwd");
         let err = c.open_write(&resolved, true).unwrap_err();
         assert_eq!(err, "path escapes the session workdir: sub/passwd");
+        assert_eq!(c.remove_file(&resolved).unwrap_err(), "path escapes the session workdir: sub/passwd");
+    }
+
+    #[test]
+    fn under_mnt_only_outputs_and_writable_mounts_take_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let c = Confinement::new(root, None).unwrap().with_writable_mounts(["/mnt/memory/notes"]);
+        let write = |path: &str| c.open_write(&c.resolve(path).unwrap(), true).map(drop);
+        write("/mnt/session/outputs/a.txt").unwrap();
+        write("/mnt/memory/notes/deep/b.md").unwrap();
+        assert!(c.root().join("mnt/memory/notes/deep/b.md").is_file());
+        let refused = write("/mnt/memory/style/c.md").unwrap_err();
+        assert!(refused.contains("memory store mounted read-only"), "{refused}");
+        let refused = write("/mnt/session/uploads/d").unwrap_err();
+        assert!(refused.contains("write under /mnt/session/outputs/"), "{refused}");
+        // Prefixes are whole components: `notes-old` is not `notes`.
+        assert!(write("/mnt/memory/notes-old/e.md").is_err());
+    }
+
+    #[test]
+    fn an_unmounted_root_takes_slash_paths_as_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let c = Confinement::new(root.clone(), None).unwrap().unmounted();
+        let resolved = c.resolve("/mnt/x.md").unwrap();
+        assert_eq!(resolved.abs, root.join("mnt/x.md"));
+        c.open_write(&resolved, true).unwrap();
+        c.remove_file(&resolved).unwrap();
+        assert!(!root.join("mnt/x.md").exists());
+        c.remove_file(&resolved).unwrap();
+        assert!(c.resolve("/../x").is_err());
     }
 }

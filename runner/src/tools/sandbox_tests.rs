@@ -61,6 +61,7 @@ pub(super) fn config(root: &Path, limits: Limits) -> SandboxConfig {
         networking: Networking::Unrestricted,
         uids: UidRange::default(),
         environment: SecretEnv::default(),
+        mounts: Vec::new(),
     }
 }
 
@@ -725,20 +726,26 @@ fn namespace_launch_wraps_setpriv_in_bwrap() {
         unshare: None,
     };
     let env = SecretEnv(vec![("TOKEN".into(), "s3cr3t".into()), ("PATH".into(), "/evil".into())]);
-    let launch = plan.into_launch(Path::new("/srv/work/s1"), &Limits::default(), Some((1000, 1001)), &env);
+    let mount = |path: &str, writable| crate::mounts::MountAccess { path: path.into(), writable };
+    let mounts = vec![mount("/mnt/memory/notes", true), mount("/mnt/memory/style", false)];
+    let cfg = SandboxConfig { environment: env, mounts, ..config(Path::new("/srv/work"), Limits::default()) };
+    let launch = plan.into_launch(Path::new("/srv/work/s1"), &cfg, Some((1000, 1001)));
     assert_eq!(launch.program, Path::new("/usr/bin/bwrap"));
     let args: Vec<String> = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
     assert!(joined.contains("--unshare-pid") && joined.contains("--unshare-net"), "{joined}");
     assert!(joined.contains("--bind /srv/work/s1 /srv/work/s1 --bind-try /srv/work/s1/mnt /mnt"), "{joined}");
-    // The session's mounts: /mnt from the workdir, uploads and skills read-only on top.
+    // The session's mounts: /mnt from the workdir, uploads, skills and read-only memory
+    // stores read-only on top (a read-write store is part of /mnt's bind).
     assert!(
         joined.contains(
             "--ro-bind-try /srv/work/s1/mnt/session/uploads /mnt/session/uploads \
-             --ro-bind-try /srv/work/s1/mnt/skills /mnt/skills --chdir /srv/work/s1 --"
+             --ro-bind-try /srv/work/s1/mnt/skills /mnt/skills \
+             --ro-bind-try /srv/work/s1/mnt/memory/style /mnt/memory/style --chdir /srv/work/s1 --"
         ),
         "{joined}"
     );
+    assert!(!joined.contains("memory/notes"), "{joined}");
     assert!(joined.ends_with(
         "-- /usr/bin/setpriv --pdeathsig=KILL --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all \
          --bounding-set=-all --no-new-privs -- /usr/bin/bash --noprofile --norc"
@@ -756,7 +763,7 @@ fn namespace_launch_wraps_setpriv_in_bwrap() {
         bwrap: Some(("bwrap".into(), false)),
         unshare: None,
     };
-    let launch = open_net.into_launch(Path::new("/w"), &Limits::default(), None, &SecretEnv::default());
+    let launch = open_net.into_launch(Path::new("/w"), &config(Path::new("/"), Limits::default()), None);
     assert!(!launch.args.iter().any(|a| a == "--unshare-net"));
 }
 
@@ -768,7 +775,7 @@ fn workdir_launch_as_root_wraps_the_shell_in_pid_and_mount_namespaces() {
         bwrap: None,
         unshare: Some(("/usr/bin/unshare".into(), "/bin/sh".into(), true)),
     };
-    let launch = plan.into_launch(Path::new("/w"), &Limits::default(), Some((7, 7)), &SecretEnv::default());
+    let launch = plan.into_launch(Path::new("/w"), &config(Path::new("/"), Limits::default()), Some((7, 7)));
     assert_eq!(launch.program, Path::new("/usr/bin/setpriv"));
     let joined = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
     assert!(

@@ -518,8 +518,13 @@ impl AgentMemoryStore for SqlStore {
         }
         let limit = query.limit.max(0) as usize;
         let mut items = Vec::with_capacity(limit.min(128));
+        // Rows fetched per statement: what the page still wants, but after a roll-up only
+        // a few, since the next rows are likely under the next directory too and a seek
+        // past it reads nothing it does not return (doubling again while no roll-up
+        // happens).
+        let mut batch = limit;
         while items.len() < limit {
-            let wanted = (limit - items.len()) as i64;
+            let wanted = (limit - items.len()).min(batch) as i64;
             let rows: Vec<Memory> = sqlx::query_as(if inclusive { &sql_from } else { &sql_after })
                 .bind(workspace_id)
                 .bind(memory_store_id)
@@ -544,6 +549,7 @@ impl AgentMemoryStore for SqlStore {
             if !skipped && fetched < wanted {
                 break;
             }
+            batch = if skipped { 2 } else { batch.saturating_mul(2) };
         }
         Ok(items)
     }

@@ -8,6 +8,11 @@
 //! `agent_snapshots` (migration 0012), one per distinct agent configuration, so all
 //! sessions of one agent version share a single copy. Reads that return one session
 //! put it back into the body; `list_sessions` leaves it out.
+//!
+//! The memory stores among a session's resources are indexed in `session_memory_stores`
+//! (migration 0016) by the transaction that writes the resources, for `list_sessions`'
+//! `memory_store_id` filter. A session without memory stores costs no statement at
+//! creation.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -18,6 +23,7 @@ use super::{JsonText, SqlStore, tool_calls};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
+    memory_store_ids,
 };
 
 /// Events per INSERT statement: 2 + 5 × this bound parameters, far below the limits of
@@ -306,6 +312,25 @@ async fn complete(
     Ok(session)
 }
 
+/// Writes the index rows of the memory stores among `body`'s resources (inside the
+/// caller's transaction, after the caller removed the session's old rows, if any): one
+/// multi-row INSERT, none without memory stores.
+async fn index_memory_stores(tx: &mut Transaction<'_, Any>, session_id: &str, body: &Value) -> StoreResult<()> {
+    let stores = memory_store_ids(body);
+    if stores.is_empty() {
+        return Ok(());
+    }
+    let mut sql = String::from(include_str!("../../queries/sessions/insert_session_memory_stores.sql"));
+    let rows: Vec<String> = (0..stores.len()).map(|i| format!("($1, ${})", i + 2)).collect();
+    sql.push_str(&rows.join(", "));
+    let mut statement = sqlx::query(&sql).bind(session_id);
+    for store in stores {
+        statement = statement.bind(store);
+    }
+    statement.execute(&mut **tx).await?;
+    Ok(())
+}
+
 /// Locks the session row (see `queries/sessions/lock_session.sql`); `NotFound` if
 /// there is none.
 pub(super) async fn lock(tx: &mut Transaction<'_, Any>, session_id: &str, now: i64) -> StoreResult<()> {
@@ -356,6 +381,7 @@ impl SessionStore for SqlStore {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+        index_memory_stores(&mut tx, &new.id, &body).await?;
         tx.commit().await?;
         Ok(with_agent(row, agent))
     }
@@ -478,6 +504,12 @@ impl SessionStore for SqlStore {
                 None => Err(StoreError::NotFound { what: "session", id }),
             };
         };
+        // The index follows the resources (the row is locked: no writer races this).
+        sqlx::query(include_str!("../../queries/sessions/delete_session_memory_stores.sql"))
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        index_memory_stores(&mut tx, &id, &body).await?;
         let session = complete(&mut tx, row, agent).await?;
         tx.commit().await?;
         Ok(Ok((session, stored)))
@@ -489,8 +521,9 @@ impl SessionStore for SqlStore {
         let descending = query.descending != backwards;
         let (order, cursor_op) = if descending { ("DESC", "<") } else { ("ASC", ">") };
         let cursor = if backwards { &query.before_id } else { &query.after_id };
-        // Parameters: $1..$6 fixed, $7..$10 the creation bounds, then one per status.
-        let statuses: Vec<String> = (0..query.statuses.len()).map(|i| format!("${}", 11 + i)).collect();
+        // Parameters: $1..$6 fixed, $7..$10 the creation bounds, $11 the memory store,
+        // then one per status.
+        let statuses: Vec<String> = (0..query.statuses.len()).map(|i| format!("${}", 12 + i)).collect();
         let statuses =
             if statuses.is_empty() { String::new() } else { format!("AND status IN ({})", statuses.join(", ")) };
         let sql = include_str!("../../queries/sessions/select_sessions.sql")
@@ -506,6 +539,7 @@ impl SessionStore for SqlStore {
             .bind(query.limit.max(0));
         statement =
             statement.bind(query.created.gt).bind(query.created.gte).bind(query.created.lt).bind(query.created.lte);
+        statement = statement.bind(&query.memory_store_id);
         for status in &query.statuses {
             statement = statement.bind(status);
         }
@@ -556,6 +590,10 @@ impl SessionStore for SqlStore {
         for table in ["tool_calls", "session_events", "runs", "session_threads"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1")).bind(id).execute(&mut *tx).await?;
         }
+        sqlx::query(include_str!("../../queries/sessions/delete_session_memory_stores.sql"))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(true)

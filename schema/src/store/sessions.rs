@@ -78,6 +78,8 @@ pub struct SessionQuery {
     pub agent_id: Option<String>,
     /// Only this version of `agent_id`.
     pub agent_version: Option<i64>,
+    /// Only sessions with this memory store among their resources.
+    pub memory_store_id: Option<String>,
     /// Creation time bounds, epoch ms: `(gt, gte, lt, lte)`.
     pub created: TimeBounds,
     /// Include archived sessions.
@@ -175,6 +177,21 @@ pub struct StoredEvent {
     pub processed_at_ms: i64,
 }
 
+/// The memory stores among a session's resources (`body["resources"]`, entries of type
+/// `memory_store`), each once: what `session_memory_stores` holds for the session.
+pub fn memory_store_ids(body: &Value) -> Vec<&str> {
+    let mut ids: Vec<&str> = body["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|resource| resource["type"] == "memory_store")
+        .filter_map(|resource| resource["memory_store_id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// A change to a session's resources (see [`SessionStore::replace_session_resources`]).
 #[derive(Debug, Clone)]
 pub struct ResourcesReplacement {
@@ -201,9 +218,13 @@ pub struct ResourcesReplacement {
 /// its `usage` (from `span.model_request_end`) and the tool-call ledger
 /// ([`ToolCallStore`](super::ToolCallStore)). A session's `agent` is stored once per
 /// distinct configuration (`agent_snapshots`) and put back into single-session reads.
+/// The memory stores among its resources ([`memory_store_ids`]) are indexed for
+/// [`SessionQuery::memory_store_id`] by the transaction that writes the resources: its
+/// creation, [`SessionStore::replace_session_resources`] and its deletion.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// Creates a session (its primary thread shares its id). A taken id is a `Conflict`.
+    /// Creates a session (its primary thread shares its id) and indexes its memory
+    /// stores. A taken id is a `Conflict`.
     async fn create_session(&self, new: NewSession) -> StoreResult<Session>;
 
     /// Reads a session of a workspace.
@@ -236,8 +257,8 @@ pub trait SessionStore: Send + Sync {
 
     /// Replaces the body after a change to the session's resources (bumping their
     /// revision) when `expected_revision` is the current revision or `None`;
-    /// `Ok(Err(current))` (nothing written) when the precondition fails. The events are
-    /// committed in the same transaction.
+    /// `Ok(Err(current))` (nothing written) when the precondition fails. The events and
+    /// the index of its memory stores are written in the same transaction.
     async fn replace_session_resources(
         &self,
         change: ResourcesReplacement,
@@ -254,7 +275,7 @@ pub trait SessionStore: Send + Sync {
     /// Marks a session archived (idempotent; keeps the first archive time).
     async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session>;
 
-    /// Deletes a session with its threads, events, tool calls and runs; `false` if it
-    /// did not exist.
+    /// Deletes a session with its threads, events, tool calls, runs and memory-store
+    /// index rows; `false` if it did not exist.
     async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
 }

@@ -82,7 +82,9 @@ class Reply:
     * ``cut_after``: after this many blocks, drop the connection mid-body (an HTTP-level
       truncation: the chunked body never terminates);
     * ``truncate_after``: after this many blocks, end the body cleanly but without
-      ``message_delta`` / ``message_stop`` (a protocol-level truncation).
+      ``message_delta`` / ``message_stop`` (a protocol-level truncation);
+    * ``gate``: hold the response until the test calls ``open_gate(gate)`` (Anthropic
+      only): the test acts at a known point of the turn, without timing.
     """
 
     blocks: list[dict[str, Any]] = field(default_factory=list)
@@ -96,6 +98,7 @@ class Reply:
     error_after: int = 0
     cut_after: int | None = None
     truncate_after: int | None = None
+    gate: str | None = None
 
 
 def say(value: str, **usage: int) -> Reply:
@@ -272,6 +275,7 @@ class FakeModelServer:
         self.api_key = api_key or f"sk-fake-{uuid.uuid4().hex}"
         self._lock = threading.Condition()
         self._queues: dict[str | None, list[Reply]] = {}
+        self._gates: dict[str, threading.Event] = {}
         self.requests: list[Received] = []
         self.default_reply: Callable[[], Reply] = lambda: say("ok")
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -294,6 +298,14 @@ class FakeModelServer:
         """Queues `replies` for requests whose body contains `key` (None: unmatched ones)."""
         with self._lock:
             self._queues.setdefault(key, []).extend(copy.deepcopy(list(replies)))
+
+    def _gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Lets the replies held by ``gate=name`` go (now and later)."""
+        self._gate(name).set()
 
     def pending(self, key: str | None) -> int:
         with self._lock:
@@ -417,6 +429,8 @@ class FakeAnthropic(FakeModelServer):
             handler.send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "this fake only streams"}})
             return
         model = body.get("model", "claude")
+        if reply.gate is not None and not self._gate(reply.gate).wait(60):
+            raise AssertionError(f"{self.name}: gate {reply.gate!r} was not opened within 60 s")
         handler.start_stream()
 
         def emit(event: str, data: dict[str, Any], delay: float | None = None) -> None:

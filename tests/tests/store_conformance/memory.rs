@@ -157,7 +157,7 @@ conformance!(memory_stores_are_created_listed_updated_and_archived, |store, cloc
     assert_eq!(create(store.as_ref(), &ws, &first, "/a.md", "x").await, MemoryWrite::StoreArchived);
     let live: Vec<String> =
         store.list_memory_stores(&ws, &page(None, 10)).await.unwrap().into_iter().map(|s| s.id).collect();
-    assert_eq!(live, [second.clone()], "archived stores are listed only on request");
+    assert_eq!(live, [second.as_str()], "archived stores are listed only on request");
     let all = MemoryStoreQuery { include_archived: true, limit: 10, ..Default::default() };
     assert_eq!(store.list_memory_stores(&ws, &all).await.unwrap().len(), 2);
     assert!(store.archive_memory_store(&ws, "memstore_missing").await.unwrap().is_none());

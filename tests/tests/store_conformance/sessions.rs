@@ -254,3 +254,68 @@ conformance!(appends_keep_the_status_running_time_and_usage_projections, |store,
     assert_eq!(now.usage["input_tokens"], 6, "{}", now.usage);
     assert_eq!(now.usage["output_tokens"], 10, "{}", now.usage);
 });
+
+conformance!(sessions_list_by_the_memory_stores_among_their_resources, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let memory = |id: &str| json!({ "type": "memory_store", "memory_store_id": id, "access": "read_write" });
+    let file = json!({ "type": "file", "id": "sres_1", "file_id": "file_1", "mount_path": "/mnt/x" });
+    let create = |id: &'static str, resources: serde_json::Value| {
+        let store = store.clone();
+        let workspace = workspace.id.clone();
+        async move {
+            store
+                .create_session(NewSession {
+                    id: id.into(),
+                    workspace_id: workspace,
+                    status: "idle".into(),
+                    body: json!({ "resources": resources }),
+                    agent_id: None,
+                    agent_version: None,
+                })
+                .await
+                .unwrap()
+        }
+    };
+    create("sesn_a", json!([memory("memstore_1"), file.clone(), memory("memstore_2")])).await;
+    create("sesn_b", json!([memory("memstore_2")])).await;
+    create("sesn_c", json!([file.clone()])).await;
+    let with = |memory_store: &str| {
+        let store = store.clone();
+        let workspace = workspace.id.clone();
+        let query = agentd_schema::SessionQuery {
+            memory_store_id: Some(memory_store.to_owned()),
+            limit: 10,
+            ..Default::default()
+        };
+        async move { store.list_sessions(&workspace, &query).await.unwrap().into_iter().map(|s| s.id).collect::<Vec<_>>() }
+    };
+    assert_eq!(with("memstore_1").await, ["sesn_a"]);
+    assert_eq!(with("memstore_2").await, ["sesn_a", "sesn_b"]);
+    assert!(with("memstore_3").await.is_empty());
+    // Another workspace's sessions never show, whatever their stores.
+    let other = store.ensure_workspace("acme", "other").await.unwrap();
+    let query =
+        agentd_schema::SessionQuery { memory_store_id: Some("memstore_1".into()), limit: 10, ..Default::default() };
+    assert!(store.list_sessions(&other.id, &query).await.unwrap().is_empty());
+
+    // A replacement of the resources moves the index with them, in its transaction.
+    let replace = |id: &str, resources: serde_json::Value, expected: Option<i64>| ResourcesReplacement {
+        workspace_id: workspace.id.clone(),
+        session_id: id.into(),
+        expected_revision: expected,
+        body: json!({ "resources": resources }),
+        events: vec![],
+    };
+    store.replace_session_resources(replace("sesn_a", json!([memory("memstore_3")]), None)).await.unwrap().unwrap();
+    store.replace_session_resources(replace("sesn_c", json!([memory("memstore_2")]), None)).await.unwrap().unwrap();
+    assert!(with("memstore_1").await.is_empty(), "a store no longer among the resources");
+    assert_eq!(with("memstore_2").await, ["sesn_b", "sesn_c"]);
+    assert_eq!(with("memstore_3").await, ["sesn_a"]);
+    // A refused replacement (stale revision) changes nothing.
+    let stale = store.replace_session_resources(replace("sesn_b", json!([]), Some(0))).await.unwrap();
+    assert!(stale.is_err());
+    assert_eq!(with("memstore_2").await, ["sesn_b", "sesn_c"]);
+    // The index goes with the session.
+    assert!(store.delete_session(&workspace.id, "sesn_b").await.unwrap());
+    assert_eq!(with("memstore_2").await, ["sesn_c"]);
+});

@@ -88,7 +88,7 @@ impl RemoteCall {
     pub fn kind(&self) -> EventType {
         match self.target {
             RemoteTarget::Mcp { .. } => EventType::AgentMcpToolUse,
-            RemoteTarget::A2a { .. } => EventType::AgentToolUse,
+            RemoteTarget::A2a { .. } | RemoteTarget::Memory => EventType::AgentToolUse,
         }
     }
 }
@@ -108,6 +108,8 @@ pub enum RemoteTarget {
         /// The tool's name in the agent's `tools`.
         tool: String,
     },
+    /// The dream agent's `memory` tool (its session's dream stores and transcripts).
+    Memory,
 }
 
 /// The result of a remote call the user interrupted before it was made (the live
@@ -242,12 +244,14 @@ fn route(agent: &Value, thread: &Thread, call: &OpenCall) -> Route {
         }
     }
     let name = call.name.as_str();
-    let a2a = matches!(classify(agent, name), ToolClass::A2a { .. });
+    let class = classify(agent, name);
+    let a2a = matches!(class, ToolClass::A2a { .. });
+    let memory = class == ToolClass::Memory;
     // A remote call is made by the worker after this decision: a user interrupt
     // committed since it was released (its use, or the confirmation allowing it) means
     // it is not made.
     let released = confirmation.map_or(call.at, |c| c.at).max(call.at);
-    let remote = call.kind == EventType::AgentMcpToolUse || a2a;
+    let remote = call.kind == EventType::AgentMcpToolUse || a2a || memory;
     if remote && thread.last_interrupt.is_some_and(|interrupt| interrupt > released) {
         return Route::Refused(INTERRUPTED_UNANSWERED.to_owned());
     }
@@ -257,6 +261,7 @@ fn route(agent: &Value, thread: &Thread, call: &OpenCall) -> Route {
             None => Route::Refused("the call names no MCP server".to_owned()),
         },
         _ if a2a => Route::Remote(RemoteTarget::A2a { tool: name.to_owned() }),
+        _ if memory => Route::Remote(RemoteTarget::Memory),
         // Hands run only the sandbox's tools; an A2A tool removed from the agent since
         // its call was made has no one to run it.
         _ if !is_builtin(name) => Route::Refused(format!("tool {name} is no longer available to this agent")),

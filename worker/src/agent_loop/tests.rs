@@ -361,3 +361,48 @@ fn a_failed_remote_server_ends_the_turn_once() {
     events.extend(bodies(&end));
     assert_eq!(decide(&remote_agent(), &history(&events)), Decision::Park);
 }
+
+#[test]
+fn a_dream_sessions_memory_tool_is_run_by_the_worker_and_only_there() {
+    let custom_memory = json!({
+        "model": { "id": "claude-sonnet-4-5" },
+        "tools": [{ "type": "custom", "name": "memory", "input_schema": { "type": "object" } }],
+    });
+    let mut call = builtin_tool_use("memory", json!({"command":"view"}), "always_allow");
+    call["id"] = json!("t1");
+    let events =
+        vec![user("go"), json!({"type":"session.status_running"}), call, json!({"type":"span.model_request_end"})];
+    // In a dream's session the worker arms the tool and makes the call itself.
+    let dream = |marked: bool| {
+        let body = if marked { json!({ "_dream": { "dream_id": "drm_x" } }) } else { json!({}) };
+        let session = agentd_schema::Session {
+            id: "sesn_x".into(),
+            workspace_id: "ws".into(),
+            status: "running".into(),
+            body,
+            agent_id: None,
+            agent_version: None,
+            usage: json!({}),
+            next_seq: 1,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            archived_at_ms: None,
+            active_ms: 0,
+            running_since_ms: None,
+            inbox_version: 0,
+            resources_revision: 1,
+            agent_snapshot_id: None,
+        };
+        let mut agent = custom_memory.clone();
+        crate::dream_memory::arm(&session, &mut agent);
+        agent
+    };
+    let armed = dream(true);
+    assert_eq!(classify(&armed, "memory"), ToolClass::Memory);
+    let Decision::CallRemote { calls, .. } = decide(&armed, &history(&events)) else { panic!("a remote call") };
+    assert_eq!(calls[0].target, RemoteTarget::Memory);
+    let names: Vec<String> = tool_specs(&armed).into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["memory"]);
+    // Any other session's `memory` custom tool stays the client's to answer.
+    assert_eq!(classify(&dream(false), "memory"), ToolClass::Custom);
+}

@@ -20,6 +20,8 @@ pub enum ToolClass {
         /// `always_allow` or `always_ask`.
         policy: String,
     },
+    /// The dream agent's `memory` tool, run by the worker (`dream_memory.rs`).
+    Memory,
     /// Not a tool of this agent.
     Unknown,
 }
@@ -63,6 +65,7 @@ pub fn classify(agent: &Value, name: &str) -> ToolClass {
     for tool in agent["tools"].as_array().into_iter().flatten() {
         match tool["type"].as_str() {
             Some("custom") if tool["name"] == name => return ToolClass::Custom,
+            Some(crate::dream_memory::TOOL_TYPE) if tool["name"] == name => return ToolClass::Memory,
             Some("a2a_agent") if tool["name"] == name => {
                 let policy = tool["permission_policy"]["type"].as_str().unwrap_or("always_allow");
                 return ToolClass::A2a { policy: policy.to_owned() };
@@ -120,6 +123,14 @@ pub fn tool_specs(agent: &Value) -> Vec<ToolSpec> {
                     "required": ["message"],
                 }),
             }),
+            Some(crate::dream_memory::TOOL_TYPE) => {
+                let (description, input_schema) = crate::dream_memory::spec();
+                specs.push(ToolSpec {
+                    name: tool["name"].as_str().unwrap_or("memory").to_owned(),
+                    description,
+                    input_schema,
+                });
+            }
             // MCP tools are listed from their servers at run time (`mcp.rs`).
             _ => {}
         }

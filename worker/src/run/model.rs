@@ -263,6 +263,9 @@ fn finish_block(agent: &Value, remote: &Remote, thread: &str, block: OpenBlock) 
             };
             match agent_loop::classify(agent, &name) {
                 ToolClass::Custom => vec![NewEvent::custom_tool_use(thread, &name, input).with_id(id)],
+                ToolClass::Memory => {
+                    vec![NewEvent::tool_use(thread, &name, input, Permission::of_policy("always_allow")).with_id(id)]
+                }
                 ToolClass::Builtin { policy } | ToolClass::A2a { policy } => {
                     vec![NewEvent::tool_use(thread, &name, input, Permission::of_policy(&policy)).with_id(id)]
                 }

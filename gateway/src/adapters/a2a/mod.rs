@@ -246,6 +246,7 @@ impl From<ApiError> for A2aError {
         match error {
             ApiError::InvalidRequest { message, .. }
             | ApiError::Conflict(message)
+            | ApiError::TypedConflict { message, .. }
             | ApiError::Gone(message)
             | ApiError::PreconditionFailed { message, .. } => A2aError::params(message),
             ApiError::MethodNotAllowed { message, .. }
@@ -288,7 +289,9 @@ impl From<DomainError> for A2aError {
             | DomainError::Conflict(message)
             | DomainError::Gone(message)
             | DomainError::TooLarge(message)
-            | DomainError::NameTaken(message) => A2aError::params(message),
+            | DomainError::NameTaken(message)
+            | DomainError::MemoryPreconditionFailed(message)
+            | DomainError::MemoryPathConflict(message) => A2aError::params(message),
             DomainError::NotFound(message) | DomainError::Expired(message) => A2aError::new(Kind::NotFound, message),
             DomainError::Unavailable(message) => A2aError::new(Kind::Unavailable, message),
             DomainError::Internal(cause) => {

@@ -173,9 +173,10 @@ fn protocol_error(error: ApiError) -> ErrorData {
         | ApiError::MethodNotAllowed { message, .. }
         | ApiError::PayloadTooLarge(message)
         | ApiError::UnsupportedMediaType(message) => ErrorData::invalid_request(message, None),
-        ApiError::Unauthenticated(message) | ApiError::PermissionDenied(message) | ApiError::Conflict(message) => {
-            ErrorData::invalid_request(message, None)
-        }
+        ApiError::Unauthenticated(message)
+        | ApiError::PermissionDenied(message)
+        | ApiError::Conflict(message)
+        | ApiError::TypedConflict { message, .. } => ErrorData::invalid_request(message, None),
         ApiError::Unavailable(message) => ErrorData::internal_error(message, None),
         ApiError::Internal(cause) => {
             tracing::error!(%cause, "internal error in an MCP call");

@@ -107,9 +107,11 @@ fn refused(error: DomainError) -> Result<CallToolResult, ErrorData> {
         | DomainError::Invalid { message, .. }
         | DomainError::Expired(message)
         | DomainError::TooLarge(message) => Err(ErrorData::invalid_params(message, None)),
-        DomainError::Conflict(message) | DomainError::Gone(message) | DomainError::NameTaken(message) => {
-            Err(ErrorData::invalid_request(message, None))
-        }
+        DomainError::Conflict(message)
+        | DomainError::Gone(message)
+        | DomainError::NameTaken(message)
+        | DomainError::MemoryPreconditionFailed(message)
+        | DomainError::MemoryPathConflict(message) => Err(ErrorData::invalid_request(message, None)),
         DomainError::Unavailable(message) => Err(ErrorData::internal_error(message, None)),
         DomainError::Internal(cause) => {
             tracing::error!(%cause, "internal error in an MCP call");
