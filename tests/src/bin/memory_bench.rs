@@ -278,7 +278,8 @@ async fn main() {
         let unchanged = tool_turns(&api, mounted["id"].as_str().unwrap(), args.tool_turns, |_| "true".to_owned()).await;
         let target = format!("{mount}/dir00/note00000.md");
         let written =
-            tool_turns(&api, mounted["id"].as_str().unwrap(), args.tool_turns, |i| format!("echo {i} >> {target}")).await;
+            tool_turns(&api, mounted["id"].as_str().unwrap(), args.tool_turns, |i| format!("echo {i} >> {target}"))
+                .await;
         let last = api.get(&format!("{memories}/{}", ids[0])).await;
         let expected_tail = format!("{}\n", args.tool_turns - 1);
         assert!(last["content"].as_str().unwrap().ends_with(&expected_tail), "every append was written back");
