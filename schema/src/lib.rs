@@ -12,6 +12,7 @@ pub mod faults;
 pub mod hands;
 pub mod ids;
 pub mod live;
+pub mod memory;
 pub mod oauth;
 pub mod outbox;
 pub mod rotation;

@@ -21,7 +21,6 @@ use agentd_schema::store::{
 };
 use agentd_schema::{Session, Store};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 /// The tool type the worker gives the dream agent's `memory` tool ([`arm`]). It never
 /// appears on the wire or in a stored agent: the agents API does not accept it.
@@ -41,11 +40,7 @@ pub fn arm(session: &Session, agent: &mut Value) {
         }
     }
 }
-/// A memory's content, in bytes (as the memory API bounds it).
-const MAX_CONTENT_BYTES: usize = 102_400;
-/// A memory path, in bytes, and its segments.
-const MAX_PATH_BYTES: usize = 1024;
-const MAX_PATH_SEGMENTS: usize = 20;
+
 /// The most characters of one transcript shown.
 const MAX_TRANSCRIPT_CHARS: usize = 60_000;
 /// The most characters of one event shown in a transcript.
@@ -173,7 +168,7 @@ impl DreamMemory {
         }
         if let Some(rest) = trimmed.strip_prefix("/memories/") {
             let memory_path = format!("/{rest}");
-            check_path(&memory_path).map_err(|why| err(format!("{path}: {why}")))?;
+            agentd_schema::memory::check_path(&memory_path).map_err(|why| err(format!("{path}: {why}")))?;
             return Ok(Target::Memory(memory_path));
         }
         if trimmed == "/transcripts" {
@@ -447,35 +442,9 @@ fn refused(path: &str, outcome: MemoryWrite) -> Answer {
     })
 }
 
-/// A memory's content with its digest: at most 100 KiB.
+/// A memory's content with its digest, by the memory API's rule (at most 100 KiB).
 fn content(text: &str) -> Result<MemoryContent, Answer> {
-    if text.len() > MAX_CONTENT_BYTES {
-        return Err(err(format!("a file holds at most {MAX_CONTENT_BYTES} bytes, got {}", text.len())));
-    }
-    Ok(MemoryContent {
-        text: text.to_owned(),
-        sha256: hex::encode(Sha256::digest(text.as_bytes())),
-        size_bytes: text.len() as i64,
-    })
-}
-
-/// A memory path's shape (the memory API's rules, without NFC normalization, which a
-/// path the model types nearly always is in).
-fn check_path(path: &str) -> Result<(), String> {
-    if path.len() > MAX_PATH_BYTES {
-        return Err(format!("at most {MAX_PATH_BYTES} bytes"));
-    }
-    if path.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}')) {
-        return Err("control and format characters are refused".to_owned());
-    }
-    let segments: Vec<&str> = path[1..].split('/').collect();
-    if segments.len() > MAX_PATH_SEGMENTS {
-        return Err(format!("at most {MAX_PATH_SEGMENTS} segments"));
-    }
-    if segments.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
-        return Err("empty, `.` and `..` segments are refused".to_owned());
-    }
-    Ok(())
+    agentd_schema::memory::content(text.to_owned()).map_err(|why| err(format!("a file holds {why}")))
 }
 
 /// A file's lines, numbered from 1.

@@ -9,6 +9,7 @@
 //! The store (`AgentMemoryStore`) serializes the writers of one store, so the cap, the
 //! path's uniqueness and a precondition are decided on the state the write commits on.
 
+use agentd_schema::memory::{self as rules, shown};
 use agentd_schema::store::{
     MemoryActor, MemoryContent, MemoryDeletion, MemoryListItem, MemoryQuery, MemoryRow, MemoryStoreQuery,
     MemoryStoreRow, MemoryStoreUpdate, MemoryUpdate, MemoryVersionQuery, MemoryVersionRow, MemoryWrite, NewMemory,
@@ -16,10 +17,8 @@ use agentd_schema::store::{
 };
 use agentd_schema::{Store, StoreError};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use unicode_normalization::is_nfc;
-use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
+pub use agentd_schema::memory::{MAX_CONTENT_BYTES, MAX_PATH_BYTES, MAX_PATH_SEGMENTS};
 pub use agentd_schema::store::MAX_MEMORIES_PER_STORE;
 
 use super::{DomainError, DomainResult};
@@ -29,12 +28,6 @@ use crate::admission::{Access, Tenant};
 pub const MAX_STORE_NAME_CHARS: usize = 255;
 /// A store's `description`, in characters.
 pub const MAX_STORE_DESCRIPTION_CHARS: usize = 1024;
-/// A memory's `path`, in UTF-8 bytes.
-pub const MAX_PATH_BYTES: usize = 1024;
-/// Segments of a memory's `path`.
-pub const MAX_PATH_SEGMENTS: usize = 20;
-/// A memory's `content`, in UTF-8 bytes.
-pub const MAX_CONTENT_BYTES: usize = 102_400;
 /// How often a store update re-reads and retries after a concurrent change.
 const UPDATE_ATTEMPTS: usize = 5;
 
@@ -55,12 +48,6 @@ pub fn mount_slug(name: &str) -> String {
         slug.pop();
     }
     if slug.is_empty() { "memory".to_owned() } else { slug }
-}
-
-/// A text shown in a message: at most 64 characters, escaped.
-fn shown(value: &str) -> String {
-    let head: String = value.chars().take(64).collect();
-    if head.len() < value.len() { format!("{head:?}…") } else { format!("{head:?}") }
 }
 
 /// Checks a store's `name`: 1 to 255 characters without control characters.
@@ -89,54 +76,11 @@ pub fn store_description(value: &str) -> DomainResult<String> {
     Ok(value.to_owned())
 }
 
-/// Why a character may not appear in a path: control (Cc), format (Cf), or the line and
-/// paragraph separators U+2028 and U+2029.
-fn forbidden_in_path(c: char) -> Option<&'static str> {
-    match c.general_category() {
-        GeneralCategory::Control => Some("a control character"),
-        GeneralCategory::Format => Some("a format character"),
-        GeneralCategory::LineSeparator => Some("the line separator"),
-        GeneralCategory::ParagraphSeparator => Some("the paragraph separator"),
-        _ => None,
-    }
-}
-
-/// Checks a memory path (`field` names it in the message): starts with `/`; 1 to 20
-/// segments, none empty, `.` or `..`; no control or format characters, U+2028 or
-/// U+2029; at most 1,024 bytes; already in Unicode NFC. A path that is not NFC is
-/// refused, not normalized: the path a client sends is the path it gets back, and two
-/// spellings of one name never become two memories. Paths are case-sensitive.
+/// Checks a memory path (`field` names it in the message) by the one rule every writer
+/// of memories applies ([`agentd_schema::memory::check_path`]: `/`-rooted, 1–20 whole
+/// segments, no control or format characters, at most 1,024 bytes, already NFC).
 pub fn check_path(field: &str, path: &str) -> DomainResult<()> {
-    let invalid = |why: String| Err(DomainError::invalid(format!("{field}: {why}")));
-    if path.len() > MAX_PATH_BYTES {
-        return invalid(format!("at most {MAX_PATH_BYTES} bytes, got {}", path.len()));
-    }
-    let Some(rest) = path.strip_prefix('/') else {
-        return invalid(format!("must start with `/`, got {}", shown(path)));
-    };
-    if let Some((c, what)) = path.chars().find_map(|c| forbidden_in_path(c).map(|what| (c, what))) {
-        return invalid(format!("must not contain {what} (U+{:04X})", u32::from(c)));
-    }
-    let segments: Vec<&str> = rest.split('/').collect();
-    if segments.len() > MAX_PATH_SEGMENTS {
-        return invalid(format!("at most {MAX_PATH_SEGMENTS} segments, got {}", segments.len()));
-    }
-    if let Some(segment) = segments.iter().find(|s| s.is_empty() || **s == "." || **s == "..") {
-        let why = if segment.is_empty() {
-            "empty segments (`//`, a trailing `/`, or `/` alone) are refused".to_owned()
-        } else {
-            format!("`{segment}` segments are refused")
-        };
-        return invalid(format!("{why}, got {}", shown(path)));
-    }
-    if !is_nfc(path) {
-        return invalid(format!(
-            "must be in Unicode normalization form C (NFC); agentd does not normalize paths, so normalize it before \
-             sending, got {}",
-            shown(path)
-        ));
-    }
-    Ok(())
+    rules::check_path(path).map_err(|why| DomainError::invalid(format!("{field}: {why}")))
 }
 
 /// Checks a listing's `path_prefix`: `/`, or a valid path followed by `/` (a directory;
@@ -153,15 +97,7 @@ pub fn check_path_prefix(field: &str, prefix: &str) -> DomainResult<()> {
 
 /// A memory's content with its digest and size: at most 102,400 bytes of UTF-8.
 pub fn content(text: String) -> DomainResult<MemoryContent> {
-    if text.len() > MAX_CONTENT_BYTES {
-        return Err(DomainError::invalid(format!(
-            "content: at most {MAX_CONTENT_BYTES} bytes of UTF-8, got {}",
-            text.len()
-        )));
-    }
-    let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
-    let size_bytes = text.len() as i64;
-    Ok(MemoryContent { text, sha256, size_bytes })
+    rules::content(text).map_err(|why| DomainError::invalid(format!("content: {why}")))
 }
 
 /// Checks an expected digest (`field` names it): 64 lowercase hexadecimal characters.
@@ -610,12 +546,13 @@ mod tests {
 
     #[test]
     fn content_is_bounded_and_digested_once() {
+        use sha2::Digest;
         let empty = content(String::new()).unwrap();
         assert_eq!(empty.sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
         assert_eq!(empty.size_bytes, 0);
         let hello = content("héllo".to_owned()).unwrap();
         assert_eq!(hello.size_bytes, 6, "UTF-8 bytes, not characters");
-        assert_eq!(hello.sha256, hex::encode(Sha256::digest("héllo".as_bytes())));
+        assert_eq!(hello.sha256, hex::encode(sha2::Sha256::digest("héllo".as_bytes())));
         assert!(content("x".repeat(MAX_CONTENT_BYTES)).is_ok());
         let over = content("x".repeat(MAX_CONTENT_BYTES + 1));
         assert!(matches!(over, Err(DomainError::Invalid { message, .. }) if message.starts_with("content: ")));
