@@ -39,6 +39,8 @@ db="" stream="" bucket=""
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    # `agentd dev` mounts a tmpfs per session sandbox under the data directory.
+    grep -o " $WORK/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r umount -l 2>/dev/null || true
     rm -rf "$WORK"
     if [ -n "$db" ]; then psql "$PG" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; fi
     if [ -n "$stream" ]; then
