@@ -355,8 +355,14 @@ fn multiagent(value: Option<&Value>) -> ApiResult<Value> {
         Some(value) => {
             let map = as_object(value, "multiagent")?;
             match tag(map, "multiagent")? {
-                "coordinator" | "multiagent_20261001" => {
-                    Ok(body::bounded_json(value, "multiagent", MAX_MULTIAGENT_BYTES)?.clone())
+                // Accepted and stored, no thread would ever be spawned: refused until
+                // session threads exist (issue 22), rather than silently ignored.
+                kind @ ("coordinator" | "multiagent_20261001") => {
+                    body::bounded_json(value, "multiagent", MAX_MULTIAGENT_BYTES)?;
+                    Err(ApiError::invalid(format!(
+                        "multiagent: {kind} (session threads, subagents and advisors) is not available in this agentd \
+                         yet; create the agent without `multiagent` (or set it to null)"
+                    )))
                 }
                 other => Err(ApiError::invalid(format!(
                     "multiagent.type: must be coordinator or multiagent_20261001, got {other:?}"

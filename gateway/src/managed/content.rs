@@ -148,10 +148,7 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
         }
         Ok(EventType::UserDefineOutcome) => {
             body::only_known(map, &["type", "description", "rubric", "max_iterations"], path)?;
-            out.insert(
-                "description".into(),
-                json!(body::string(map.get("description"), &join(path, "description"), 1, MAX_OUTCOME_CHARS)?),
-            );
+            body::string(map.get("description"), &join(path, "description"), 1, MAX_OUTCOME_CHARS)?;
             let rubric_path = join(path, "rubric");
             let rubric = as_object(map.get("rubric").unwrap_or(&Value::Null), &rubric_path)?;
             match tag(rubric, &rubric_path)? {
@@ -167,18 +164,21 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
                     return Err(ApiError::invalid(format!("{rubric_path}.type: must be text or file, got {other:?}")));
                 }
             }
-            out.insert("rubric".into(), Value::Object(rubric.clone()));
-            let iterations = match map.get("max_iterations") {
-                None | Some(Value::Null) => 3,
-                Some(Value::Number(n)) if n.as_i64().is_some_and(|n| (1..=20).contains(&n)) => n.as_i64().unwrap_or(3),
+            match map.get("max_iterations") {
+                None | Some(Value::Null) => {}
+                Some(Value::Number(n)) if n.as_i64().is_some_and(|n| (1..=20).contains(&n)) => {}
                 Some(other) => {
                     return Err(ApiError::invalid(format!(
                         "{path}.max_iterations: must be an integer from 1 to 20, got {other}"
                     )));
                 }
-            };
-            out.insert("max_iterations".into(), json!(iterations));
-            out.insert("outcome_id".into(), json!(agentd_schema::ids::new_id("outc")));
+            }
+            // A well-formed outcome is still refused: nothing would grade it (issue 22), and
+            // running it as a plain message would silently drop the rubric.
+            return Err(ApiError::invalid(format!(
+                "{path}.type: user.define_outcome (outcomes graded against a rubric) is not available in this agentd \
+                 yet; send the goal as a user.message"
+            )));
         }
         _ => {
             return Err(ApiError::invalid(format!(
