@@ -506,6 +506,9 @@ impl Process {
         // Dreams: every gateway starts pending dreams, settles running ones and fires the
         // due dream policies (each step a compare-and-swap, so any number may run).
         self.track(agentd_gateway::domain::dreams::spawn_reconciler(state.clone(), self.stop.clone()));
+        // Deployments: every gateway fires the due schedules (each slot claimed once by a
+        // conditional update, so any number may run) and finishes runs a crash cut short.
+        self.track(agentd_gateway::domain::deployments::spawn_scheduler(state.clone(), self.stop.clone()));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

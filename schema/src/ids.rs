@@ -189,6 +189,10 @@ typed_ids! {
     MemoryVersionId = "memory version", "memver";
     /// `drm_…`
     DreamId = "dream", "drm";
+    /// `depl_…`
+    DeploymentId = "deployment", "depl";
+    /// `drun_…`
+    DeploymentRunId = "deployment run", "drun";
 }
 
 /// The id of kind `prefix` that shares `id`'s suffix: an id derived from another one,

@@ -9,6 +9,7 @@
 //! `use agentd_schema::store::prelude::*`.
 
 mod adapters;
+mod deployments;
 mod dreams;
 mod durable;
 mod files;
@@ -28,6 +29,10 @@ mod work;
 use async_trait::async_trait;
 
 pub use adapters::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch, AdapterStore};
+pub use deployments::{
+    DeploymentConfig, DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, DeploymentStore,
+    NewDeployment, NewDeploymentRun, RunTrigger, ScheduleRow, SlotClaim,
+};
 pub use dreams::{DreamEnd, DreamPolicyRow, DreamQuery, DreamRow, DreamStatus, DreamStore, NewDream, ScheduleOutcome};
 pub use durable::DurableStore;
 pub use files::{FileQuery, FileRow, FileState, FileStore, NewFile};
@@ -58,9 +63,9 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, AgentMemoryStore, DreamStore, DurableStore, FileStore, IdempotencyStore, InboxStore, OutboxStore,
-        ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore,
-        ToolCallStore, WorkStore,
+        AdapterStore, AgentMemoryStore, DeploymentStore, DreamStore, DurableStore, FileStore, IdempotencyStore,
+        InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth,
+        TenancyStore, ToolCallStore, WorkStore,
     };
 }
 
@@ -113,6 +118,7 @@ pub trait Store:
     + SkillStore
     + AgentMemoryStore
     + DreamStore
+    + DeploymentStore
     + 'static
 {
 }
@@ -135,6 +141,7 @@ impl<T> Store for T where
         + SkillStore
         + AgentMemoryStore
         + DreamStore
+        + DeploymentStore
         + 'static
 {
 }

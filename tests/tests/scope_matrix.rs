@@ -29,6 +29,10 @@ enum Subject {
     MemoryStore,
     /// A dream (of the workspace).
     Dream,
+    /// A deployment (of the workspace).
+    Deployment,
+    /// A deployment run (of the workspace).
+    DeploymentRun,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
 }
@@ -132,6 +136,13 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/dreams/{dream}", Subject::Dream, false),
     ("POST", "/dreams/{dream}/archive", Subject::Dream, false),
     ("POST", "/dreams/{dream}/cancel", Subject::Dream, true),
+    ("GET", "/deployments/{depl}", Subject::Deployment, false),
+    ("POST", "/deployments/{depl}", Subject::Deployment, false),
+    ("POST", "/deployments/{depl}/archive", Subject::Deployment, true),
+    ("POST", "/deployments/{depl}/pause", Subject::Deployment, true),
+    ("POST", "/deployments/{depl}/unpause", Subject::Deployment, false),
+    ("POST", "/deployments/{depl}/run", Subject::Deployment, true),
+    ("GET", "/deployment_runs/{drun}", Subject::DeploymentRun, false),
     ("GET", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("PUT", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("POST", "/durable/threads/{session}/cancel", Subject::Session, false),
@@ -167,6 +178,9 @@ struct Workspace {
     skill: String,
     /// A dream over the workspace's first home (filled once the homes exist).
     dream: String,
+    /// A deployment on the workspace's first home's environment, and a run of it.
+    deployment: String,
+    deployment_run: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -289,6 +303,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
             vault: vault["id"].as_str().unwrap().to_owned(),
             skill: skill.id,
             dream: String::new(),
+            deployment: String::new(),
+            deployment_run: String::new(),
         }
     };
     let mut w1 = make_workspace(&api1).await;
@@ -334,6 +350,12 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         ]);
         let dream = gateway.create(key, "/v1/dreams", json!({"inputs": inputs, "model": "claude-sonnet-4-5"})).await;
         workspace.dream = dream["id"].as_str().expect("a dream").to_owned();
+        let events = json!([{"type": "user.message", "content": [{"type": "text", "text": "go"}]}]);
+        let body = json!({"name": "d", "agent": workspace.agent, "environment_id": home.environment, "initial_events": events});
+        let deployment = gateway.create(key, "/v1/deployments", body).await;
+        workspace.deployment = deployment["id"].as_str().expect("a deployment").to_owned();
+        let run = gateway.create(key, &format!("/v1/deployments/{}/run", workspace.deployment), json!({})).await;
+        workspace.deployment_run = run["id"].as_str().expect("a deployment run").to_owned();
     }
 
     let environment_key = gateway.key(&ws1, KeyKind::Environment(a.environment.clone())).await;
@@ -364,8 +386,14 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         work: new_id("work"),
         memory_store: new_id("memstore"),
     };
-    let missing_workspace =
-        Workspace { agent: new_id("agent"), vault: new_id("vlt"), skill: new_id("skill"), dream: new_id("drm") };
+    let missing_workspace = Workspace {
+        agent: new_id("agent"),
+        vault: new_id("vlt"),
+        skill: new_id("skill"),
+        dream: new_id("drm"),
+        deployment: new_id("depl"),
+        deployment_run: new_id("drun"),
+    };
 
     let mut failures = Vec::new();
     let mut sent = 0;
@@ -379,8 +407,16 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Target::Missing => (&missing, &missing_workspace),
                 };
                 // Agents and vaults belong to a workspace, not an environment.
-                if matches!(subject, Subject::Agent | Subject::Vault | Subject::Skill | Subject::Dream | Subject::Text)
-                    && target == Target::OtherEnvironment
+                if matches!(
+                    subject,
+                    Subject::Agent
+                        | Subject::Vault
+                        | Subject::Skill
+                        | Subject::Dream
+                        | Subject::Deployment
+                        | Subject::DeploymentRun
+                        | Subject::Text
+                ) && target == Target::OtherEnvironment
                 {
                     continue;
                 }
@@ -395,6 +431,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::Vault => &workspace.vault,
                     Subject::Skill => &workspace.skill,
                     Subject::Dream => &workspace.dream,
+                    Subject::Deployment => &workspace.deployment,
+                    Subject::DeploymentRun => &workspace.deployment_run,
                     Subject::MemoryStore => &home.memory_store,
                     Subject::Text => &workspace.agent,
                 };
@@ -411,6 +449,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{vault}", &workspace.vault)
                         .replace("{skill}", &workspace.skill)
                         .replace("{dream}", &workspace.dream)
+                        .replace("{depl}", &workspace.deployment)
+                        .replace("{drun}", &workspace.deployment_run)
                         .replace("{memstore}", &home.memory_store)
                         .replace("{memory}", &new_id("mem"))
                         .replace("{memver}", &new_id("memver"))

@@ -16,8 +16,8 @@
 
 use agentd_schema::Store;
 use agentd_schema::ids::{
-    AgentId, ApiKeyId, CredentialId, DreamId, EnvironmentId, FileId, InboxMessageId, MemoryId, MemoryStoreId,
-    MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId, ThreadId, VaultId, WorkId,
+    AgentId, ApiKeyId, CredentialId, DeploymentId, DeploymentRunId, DreamId, EnvironmentId, FileId, InboxMessageId,
+    MemoryId, MemoryStoreId, MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId, ThreadId, VaultId, WorkId,
 };
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -117,6 +117,8 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "memory_id" => drop(typed(value, MemoryId::parse)?),
             "memory_version_id" => drop(typed(value, MemoryVersionId::parse)?),
             "dream_id" => drop(typed(value, DreamId::parse)?),
+            "deployment_id" => drop(typed(value, DeploymentId::parse)?),
+            "deployment_run_id" => drop(typed(value, DeploymentRunId::parse)?),
             // A skill version (an epoch-microsecond id or `latest`) and a path inside
             // it: checked by the handler inside the skill it names.
             "version" | "path" => {}

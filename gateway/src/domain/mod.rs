@@ -5,6 +5,8 @@
 //! keeps it so), and no service calls a handler. ADR 0013.
 
 pub mod commit;
+pub mod cron;
+pub mod deployments;
 pub mod dreams;
 pub mod environments;
 pub mod error;

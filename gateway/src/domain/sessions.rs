@@ -56,8 +56,14 @@ pub struct CreateSession {
     pub title: Option<String>,
     /// Session resources (validated, secrets sealed).
     pub resources: Value,
-    /// `user.message` / `user.define_outcome` bodies to submit at once.
+    /// `user.message` / `user.define_outcome` bodies to submit at once (and
+    /// `system.message` for a deployment's session).
     pub initial_events: Vec<Map<String, Value>>,
+    /// The session's id, when the caller derived it (a deployment run's, so a retry
+    /// finds the session an interrupted attempt created); a new `sesn_…` otherwise.
+    pub id: Option<String>,
+    /// The deployment whose run creates it.
+    pub deployment_id: Option<String>,
 }
 
 /// Loads a session of the caller's workspace. The id was authorized by the caller
@@ -167,13 +173,14 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
     }
     for (i, event) in request.initial_events.iter().enumerate() {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or_default();
-        if *kind != EventType::UserMessage && *kind != EventType::UserDefineOutcome {
+        let deployed_system = request.deployment_id.is_some() && *kind == EventType::SystemMessage;
+        if *kind != EventType::UserMessage && *kind != EventType::UserDefineOutcome && !deployed_system {
             return Err(DomainError::invalid(format!(
                 "initial_events[{i}].type: initial events may only be user.message or user.define_outcome"
             )));
         }
     }
-    let id = agentd_schema::ids::new_id("sesn");
+    let id = request.id.clone().unwrap_or_else(|| agentd_schema::ids::new_id("sesn"));
     let now = agentd_schema::live::rfc3339(crate::managed::query::now_ms());
     let outcome_evaluations: Vec<Value> = request
         .initial_events
@@ -195,7 +202,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "budget": request.budget,
         "resources": resources,
         "outcome_evaluations": outcome_evaluations,
-        "deployment_id": null,
+        "deployment_id": request.deployment_id,
         "created_at": now,
         "_price_snapshot": agentd_schema::budget::snapshot(agent["model"]["id"].as_str().unwrap_or_default()),
     });

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod body;
 pub(crate) mod content;
 pub mod credentials;
+pub mod deployments;
 pub mod dreams;
 pub mod environment_keys;
 pub mod environments;
@@ -69,6 +70,14 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{session_id}/threads/{thread_id}/archive", post(events::archive_thread))
         .route("/sessions/{session_id}/threads/{thread_id}/events", get(events::thread_events))
         .route("/sessions/{session_id}/threads/{thread_id}/stream", get(events::thread_stream))
+        .route("/deployments", post(deployments::create).get(deployments::list))
+        .route("/deployments/{deployment_id}", get(deployments::retrieve).post(deployments::update))
+        .route("/deployments/{deployment_id}/archive", post(deployments::archive))
+        .route("/deployments/{deployment_id}/pause", post(deployments::pause))
+        .route("/deployments/{deployment_id}/unpause", post(deployments::unpause))
+        .route("/deployments/{deployment_id}/run", post(deployments::run))
+        .route("/deployment_runs", get(deployments::list_runs))
+        .route("/deployment_runs/{deployment_run_id}", get(deployments::retrieve_run))
         .route("/vaults", post(vaults::create).get(vaults::list))
         .route("/vaults/{vault_id}", get(vaults::retrieve).post(vaults::update).delete(vaults::delete))
         .route("/vaults/{vault_id}/archive", post(vaults::archive))

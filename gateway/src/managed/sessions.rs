@@ -99,7 +99,7 @@ fn agent_ref(value: Option<&Value>) -> ApiResult<AgentRef> {
 }
 
 /// `budget`: `{"type":"limit","max_list_cost":{"amount":"<canonical positive integer>","currency":"USD"}}`.
-fn budget_shape(value: &Value) -> ApiResult<Value> {
+pub(super) fn budget_shape(value: &Value) -> ApiResult<Value> {
     let map = as_object(value, "budget")?;
     body::only_known(map, &["type", "max_list_cost"], "budget")?;
     if tag(map, "budget")? != "limit" {
@@ -234,6 +234,8 @@ pub async fn create(
         title: body::optional_string(request.get("title"), "title", MAX_TITLE_CHARS)?,
         resources: resources(request.get("resources"), &state.secrets)?,
         initial_events,
+        id: None,
+        deployment_id: None,
     };
     let session = domain::create(&state, &tenant, create).await?;
     Ok(Json(without_secrets(render(&session))))
@@ -380,7 +382,16 @@ pub async fn list(
                 .map_err(|_| ApiError::invalid(format!("memory_store_id: {id:?} is not a memory store id")))
         })
         .transpose()?;
+    let deployment_id = query
+        .string("deployment_id")
+        .map(|id| {
+            agentd_schema::ids::DeploymentId::parse(id)
+                .map(|id| id.to_string())
+                .map_err(|_| ApiError::invalid(format!("deployment_id: {id:?} is not a deployment id")))
+        })
+        .transpose()?;
     let session_query = SessionQuery {
+        deployment_id,
         statuses,
         agent_version: agent_version.filter(|_| agent_id.is_some()),
         agent_id,

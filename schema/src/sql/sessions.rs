@@ -522,8 +522,8 @@ impl SessionStore for SqlStore {
         let (order, cursor_op) = if descending { ("DESC", "<") } else { ("ASC", ">") };
         let cursor = if backwards { &query.before_id } else { &query.after_id };
         // Parameters: $1..$6 fixed, $7..$10 the creation bounds, $11 the memory store,
-        // then one per status.
-        let statuses: Vec<String> = (0..query.statuses.len()).map(|i| format!("${}", 12 + i)).collect();
+        // $12 the deployment, then one per status.
+        let statuses: Vec<String> = (0..query.statuses.len()).map(|i| format!("${}", 13 + i)).collect();
         let statuses =
             if statuses.is_empty() { String::new() } else { format!("AND status IN ({})", statuses.join(", ")) };
         let sql = include_str!("../../queries/sessions/select_sessions.sql")
@@ -539,7 +539,7 @@ impl SessionStore for SqlStore {
             .bind(query.limit.max(0));
         statement =
             statement.bind(query.created.gt).bind(query.created.gte).bind(query.created.lt).bind(query.created.lte);
-        statement = statement.bind(&query.memory_store_id);
+        statement = statement.bind(&query.memory_store_id).bind(&query.deployment_id);
         for status in &query.statuses {
             statement = statement.bind(status);
         }

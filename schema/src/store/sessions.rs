@@ -80,6 +80,8 @@ pub struct SessionQuery {
     pub agent_version: Option<i64>,
     /// Only sessions with this memory store among their resources.
     pub memory_store_id: Option<String>,
+    /// Only sessions created by runs of this deployment.
+    pub deployment_id: Option<String>,
     /// Creation time bounds, epoch ms: `(gt, gte, lt, lte)`.
     pub created: TimeBounds,
     /// Include archived sessions.

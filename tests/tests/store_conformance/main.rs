@@ -12,6 +12,7 @@ use serde_json::json;
 
 mod adapters;
 mod backfill;
+mod deployments;
 mod dreams;
 mod durable;
 mod files;
