@@ -7,6 +7,8 @@
 //! - `commit.after` / `settle.after`: `COMMIT` succeeded, nothing after it ran (no live
 //!   publish, no queue ack).
 //! - `rotate_secret.row`: `agentd keys rotate-secret` has just re-sealed one row.
+//! - `session.created`: a session's row is committed, its initial events are not
+//!   submitted yet (a deployment run's crash window).
 //!
 //! Unset (the only production setting), a crash point is one relaxed atomic load.
 

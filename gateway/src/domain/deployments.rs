@@ -422,6 +422,12 @@ async fn blocked(state: &AppState, deployment: &DeploymentRow) -> DomainResult<O
     Ok(None)
 }
 
+/// The deployment's initial events, as a session's create takes them.
+fn initial_events(deployment: &DeploymentRow) -> Vec<serde_json::Map<String, Value>> {
+    let events = deployment.config.initial_events.as_array();
+    events.map(|events| events.iter().filter_map(|e| e.as_object().cloned()).collect()).unwrap_or_default()
+}
+
 /// Creates a run's session (with the id derived from the run) and records it, or
 /// records why it could not. Idempotent: a session an earlier attempt created is found
 /// and recorded; an outcome already recorded is returned as it is. Errors that may pass
@@ -440,6 +446,9 @@ pub async fn finish(
         Ok::<_, DomainError>(store.get_deployment_run(&run.workspace_id, &run.id).await?.unwrap_or(run))
     };
     if store.get_session(&run.workspace_id, &run.planned_session_id).await?.is_some() {
+        // An attempt that died after creating the session may not have submitted its
+        // initial events: submit them (a repeat of a submission that happened is a no-op).
+        sessions::submit_initial_events(state, &run.planned_session_id, initial_events(deployment), true).await?;
         return match store.record_deployment_run_session(&run.id, &run.planned_session_id).await? {
             Some(done) => Ok(done),
             None => reread(run).await,
@@ -490,11 +499,7 @@ pub async fn finish(
         metadata: json!({}),
         title: Some(c.name.clone()),
         resources: c.resources.clone(),
-        initial_events: c
-            .initial_events
-            .as_array()
-            .map(|events| events.iter().filter_map(|e| e.as_object().cloned()).collect())
-            .unwrap_or_default(),
+        initial_events: initial_events(deployment),
         id: Some(run.planned_session_id.clone()),
         deployment_id: Some(deployment.id.clone()),
     };

@@ -216,15 +216,54 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
             body: session_body,
         })
         .await?;
-    if !request.initial_events.is_empty() {
-        let events = request.initial_events.into_iter().map(|body| NewEvent::new(&id, Value::Object(body))).collect();
-        commit::submit_and_publish(state, &id, events).await?;
-    }
+    // Fault tests: the session exists, its initial events are not submitted yet.
+    agentd_schema::faults::crash_point("session.created");
+    submit_initial_events(state, &id, request.initial_events, request.id.is_some()).await?;
     // Session start: a session whose agent has built-in tools needs hands.
     if agentd_schema::hands::needs_hands(&session.body["agent"]) {
         commit::queue_hands(state, tenant, &session).await?;
     }
     load(state, tenant, &session.id).await
+}
+
+/// The id of a session's `index`-th initial event when the session's id is derived (a
+/// deployment run's): derived from the session's id too.
+fn initial_event_id(session_id: &str, index: usize) -> String {
+    let suffix = session_id.split_once('_').map_or(session_id, |(_, suffix)| suffix);
+    let head: String = suffix.chars().take(24).collect();
+    format!("sevt_{head}{index:02}")
+}
+
+/// Submits a session's initial events (none: nothing to do). For a session whose id is
+/// `derived` (a deployment run's, which a later attempt may create again after a crash),
+/// their ids are derived from the session's, so submitting them again finds them
+/// committed — the store's unique event ids refuse the repeat — instead of starting a
+/// second turn; that repeat is a success.
+pub async fn submit_initial_events(
+    state: &AppState,
+    session_id: &str,
+    events: Vec<Map<String, Value>>,
+    derived: bool,
+) -> DomainResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let events = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| {
+            let mut event = NewEvent::new(session_id, Value::Object(body));
+            if derived {
+                event.event_id = initial_event_id(session_id, i);
+            }
+            event
+        })
+        .collect();
+    match commit::submit_and_publish(state, session_id, events).await {
+        Ok(_) => Ok(()),
+        Err(DomainError::Conflict(_)) if derived => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Archives a session (idempotent): it keeps its history and takes no more input.

@@ -826,10 +826,11 @@ class Deployment:
 
     # -- prod only ------------------------------------------------------------------------
 
-    def start_gateway(self) -> str:
+    def start_gateway(self, extra_env: dict[str, str] | None = None) -> str:
         """Another gateway on the same database, NATS stream and Redis prefix; returns its URL."""
         assert self.mode == "prod", "only prod deployments have gateways"
-        process, url = start_role("gateway", dict(self._role_env), name=f"agentd gateway #{len(self.processes) + 1}")
+        env = dict(self._role_env) | (extra_env or {})
+        process, url = start_role("gateway", env, name=f"agentd gateway #{len(self.processes) + 1}")
         self.processes.append(process)
         return url
 

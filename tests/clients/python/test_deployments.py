@@ -342,3 +342,41 @@ def test_a_gone_file_or_archived_memory_store_is_a_typed_run_error(client: anthr
     assert gone.error is not None and gone.error.type == "file_not_found_error" and gone.session_id is None, gone
     archived = client.beta.deployments.run(with_store.id)
     assert archived.error is not None and archived.error.type == "memory_store_archived_error", archived
+
+
+def test_a_gateway_killed_between_a_runs_session_and_its_first_message_loses_nothing(
+    launch: Callable[..., Deployment],
+) -> None:
+    # The second gateway dies (AGENTD_FAULT_CRASH_AT) right after it commits a run's
+    # session and before it submits the session's initial events. The first gateway's
+    # scheduler finishes the run once it is 30 s old: the session gets its message, once,
+    # and answers it.
+    deployment = launch("prod", extra_env={"AGENTD_TEST_DEPLOYMENT_TICK_MS": "100"})
+    doomed_url = deployment.start_gateway({"AGENTD_FAULT_CRASH_AT": "session.created@1"})
+    client = deployment.client()
+    agent, environment = setup(client, pick_model(client))
+    created = client.beta.deployments.create(
+        name=unique("crash"), agent=agent, environment_id=environment, initial_events=[message("survive")]
+    )
+    with pytest.raises(anthropic.APIConnectionError):
+        deployment.client(base_url=doomed_url).beta.deployments.run(created.id)
+    deadline = time.monotonic() + 90
+    while True:
+        runs = collect(client.beta.deployment_runs.list(deployment_id=created.id, limit=10))
+        assert len(runs) == 1, runs
+        if runs[0].session_id:
+            break
+        assert time.monotonic() < deadline, "the run was never finished"
+        time.sleep(1)
+    session_id = runs[0].session_id
+
+    def types() -> list[str]:
+        return [e.type for e in client.beta.sessions.events.list(session_id)]
+
+    # The message was submitted, and its turn ran to its end.
+    while "session.status_idle" not in types():
+        assert time.monotonic() < deadline, ("the initial message never ran", types())
+        time.sleep(0.5)
+    seen = types()
+    assert seen.count("user.message") == 1, f"the initial message was submitted once: {seen}"
+    assert seen.index("user.message") < seen.index("session.status_running") < seen.index("session.status_idle")
