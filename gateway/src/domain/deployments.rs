@@ -422,6 +422,32 @@ async fn blocked(state: &AppState, deployment: &DeploymentRow) -> DomainResult<O
     Ok(None)
 }
 
+/// The run error a refusal of the session service records: an archived agent or
+/// environment is its own kind (and pauses a schedule); every other refusal is
+/// `session_creation_rejected_error`.
+fn rejection_kind(error: &DomainError) -> &'static str {
+    match error {
+        DomainError::AgentArchived(_) => "agent_archived_error",
+        DomainError::EnvironmentArchived(_) => "environment_archived_error",
+        DomainError::NotFound(_)
+        | DomainError::Invalid { .. }
+        | DomainError::Archived(_)
+        | DomainError::Deleted(_)
+        | DomainError::Terminated(_)
+        | DomainError::BudgetReached(_)
+        | DomainError::AgentDisabled(_)
+        | DomainError::Conflict(_)
+        | DomainError::Gone(_)
+        | DomainError::Expired(_)
+        | DomainError::TooLarge(_)
+        | DomainError::NameTaken(_)
+        | DomainError::MemoryPreconditionFailed(_)
+        | DomainError::MemoryPathConflict(_)
+        | DomainError::Unavailable(_)
+        | DomainError::Internal(_) => "session_creation_rejected_error",
+    }
+}
+
 /// The deployment's initial events, as a session's create takes them.
 fn initial_events(deployment: &DeploymentRow) -> Vec<serde_json::Map<String, Value>> {
     let events = deployment.config.initial_events.as_array();
@@ -511,11 +537,7 @@ pub async fn finish(
             return Err(error);
         }
         Err(error) => {
-            let kind = match &error {
-                DomainError::AgentArchived(_) => "agent_archived_error",
-                DomainError::EnvironmentArchived(_) => "environment_archived_error",
-                _ => "session_creation_rejected_error",
-            };
+            let kind = rejection_kind(&error);
             let pause = scheduled && kind != "session_creation_rejected_error";
             store.record_deployment_run_error(&run.id, run_error(kind, error.to_string()), pause).await?
         }

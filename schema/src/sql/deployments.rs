@@ -165,31 +165,35 @@ fn vault_ids_text(ids: &[String]) -> String {
     Value::from(ids.to_vec()).to_string()
 }
 
+/// Binds a deployment's configuration, in the column order `insert_deployment.sql` and
+/// `update_deployment.sql` share (name … schedule timezone).
+fn bind_config<'q, O>(
+    statement: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
+    c: &'q DeploymentConfig,
+) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>> {
+    statement
+        .bind(&c.name)
+        .bind(c.description.clone())
+        .bind(&c.agent_id)
+        .bind(c.agent_version)
+        .bind(&c.environment_id)
+        .bind(c.initial_events.to_string())
+        .bind(c.resources.to_string())
+        .bind(vault_ids_text(&c.vault_ids))
+        .bind(c.metadata.to_string())
+        .bind(c.budget.as_ref().map(Value::to_string))
+        .bind(c.schedule.as_ref().map(|s| s.expression.clone()))
+        .bind(c.schedule.as_ref().map(|s| s.timezone.clone()))
+}
+
 #[async_trait]
 impl DeploymentStore for SqlStore {
     async fn insert_deployment(&self, new: NewDeployment) -> StoreResult<DeploymentRow> {
         let c = &new.config;
         let sql = include_str!("../../queries/deployments/insert_deployment.sql").replace("{columns}", COLUMNS);
-        let row: Row = sqlx::query_as(&sql)
-            .bind(&new.id)
-            .bind(&new.workspace_id)
-            .bind(&new.organization_id)
-            .bind(&c.name)
-            .bind(c.description.clone())
-            .bind(&c.agent_id)
-            .bind(c.agent_version)
-            .bind(&c.environment_id)
-            .bind(c.initial_events.to_string())
-            .bind(c.resources.to_string())
-            .bind(vault_ids_text(&c.vault_ids))
-            .bind(c.metadata.to_string())
-            .bind(c.budget.as_ref().map(Value::to_string))
-            .bind(c.schedule.as_ref().map(|s| s.expression.clone()))
-            .bind(c.schedule.as_ref().map(|s| s.timezone.clone()))
-            .bind(new.next_slot_ms)
-            .bind(self.now())
-            .fetch_one(&self.primary)
-            .await?;
+        let statement = sqlx::query_as(&sql).bind(&new.id).bind(&new.workspace_id).bind(&new.organization_id);
+        let row: Row =
+            bind_config(statement, c).bind(new.next_slot_ms).bind(self.now()).fetch_one(&self.primary).await?;
         row.try_into()
     }
 
@@ -234,21 +238,7 @@ impl DeploymentStore for SqlStore {
         let c = &config;
         let sql = include_str!("../../queries/deployments/update_deployment.sql").replace("{columns}", COLUMNS);
         deployment(
-            sqlx::query_as(&sql)
-                .bind(workspace_id)
-                .bind(id)
-                .bind(&c.name)
-                .bind(c.description.clone())
-                .bind(&c.agent_id)
-                .bind(c.agent_version)
-                .bind(&c.environment_id)
-                .bind(c.initial_events.to_string())
-                .bind(c.resources.to_string())
-                .bind(vault_ids_text(&c.vault_ids))
-                .bind(c.metadata.to_string())
-                .bind(c.budget.as_ref().map(Value::to_string))
-                .bind(c.schedule.as_ref().map(|s| s.expression.clone()))
-                .bind(c.schedule.as_ref().map(|s| s.timezone.clone()))
+            bind_config(sqlx::query_as(&sql).bind(workspace_id).bind(id), c)
                 .bind(next_slot_ms.flatten())
                 .bind(i64::from(next_slot_ms.is_some()))
                 .bind(self.now())
