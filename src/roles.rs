@@ -509,6 +509,8 @@ impl Process {
         // Deployments: every gateway fires the due schedules (each slot claimed once by a
         // conditional update, so any number may run) and finishes runs a crash cut short.
         self.track(agentd_gateway::domain::deployments::spawn_scheduler(state.clone(), self.stop.clone()));
+        // Erasures: a job whose gateway stopped is carried on by any gateway's sweeper.
+        self.track(agentd_gateway::domain::erasure::spawn_sweeper(state.clone(), self.stop.clone()));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

@@ -4,6 +4,7 @@
 
 pub mod adapters;
 pub mod admission;
+pub mod consent_page;
 pub mod domain;
 pub mod durable;
 pub mod envelope;
@@ -120,6 +121,8 @@ pub fn api(state: AppState) -> Router {
         .nest("/v1", v1)
         .merge(well_known)
         .merge(adapters::mcp::routes(&state))
+        // The consent page of user profiles: unauthenticated, its signed token authorizes.
+        .merge(consent_page::router())
         // Paths outside every route: the managed 404 (unauthenticated, as before).
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), envelope::layer))

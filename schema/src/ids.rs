@@ -193,6 +193,8 @@ typed_ids! {
     DeploymentId = "deployment", "depl";
     /// `drun_…`
     DeploymentRunId = "deployment run", "drun";
+    /// `uprof_…`
+    UserProfileId = "user profile", "uprof";
 }
 
 /// The id of kind `prefix` that shares `id`'s suffix: an id derived from another one,

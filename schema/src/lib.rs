@@ -3,6 +3,7 @@
 
 pub mod blobs;
 pub mod budget;
+pub mod capture;
 pub mod catalog;
 pub mod clock;
 pub mod egress;

@@ -32,6 +32,9 @@ pub struct SecretBox {
     cipher: Aes256Gcm,
     /// Keys that still open values sealed before a rotation, never used to seal.
     previous: Vec<Aes256Gcm>,
+    /// The key bytes, current first, then the previous keys: only ever an HMAC key for
+    /// [`SecretBox::derive_key`], never used raw for anything else.
+    roots: Vec<[u8; 32]>,
 }
 
 /// Which key opened a sealed value.
@@ -52,14 +55,17 @@ impl std::fmt::Debug for SecretBox {
 impl SecretBox {
     /// A box from a 32-byte key given as base64 (standard or URL-safe) or hex.
     pub fn from_encoded(encoded: &str) -> Result<Self, SecretError> {
-        Ok(Self { cipher: cipher(encoded)?, previous: Vec::new() })
+        let root = key_bytes(encoded)?;
+        Ok(Self { cipher: cipher_of(&root)?, previous: Vec::new(), roots: vec![root] })
     }
 
     /// Also opens values sealed with `encoded` (a previous key, base64 or hex); a
     /// comma-separated list adds several. Sealing still uses the current key only.
     pub fn with_previous(mut self, encoded: &str) -> Result<Self, SecretError> {
         for key in encoded.split(',').map(str::trim).filter(|k| !k.is_empty()) {
-            self.previous.push(cipher(key)?);
+            let root = key_bytes(key)?;
+            self.previous.push(cipher_of(&root)?);
+            self.roots.push(root);
         }
         Ok(self)
     }
@@ -67,6 +73,19 @@ impl SecretBox {
     /// Whether previous keys are configured (a rotation may be in progress).
     pub fn has_previous(&self) -> bool {
         !self.previous.is_empty()
+    }
+
+    /// A 32-byte key for another use than sealing (signing links, say), derived from the
+    /// current key and `label`: HMAC-SHA256(key, "agentd-subkey-v1:" ‖ label). Distinct
+    /// labels give independent keys; none of them reveals the sealing key.
+    pub fn derive_key(&self, label: &str) -> [u8; 32] {
+        derive(&self.roots[0], label)
+    }
+
+    /// [`SecretBox::derive_key`] under the current key, then under each previous one:
+    /// what a signature made before a rotation verifies with.
+    pub fn derived_keys(&self, label: &str) -> Vec<[u8; 32]> {
+        self.roots.iter().map(|root| derive(root, label)).collect()
     }
 
     /// A fresh random key, base64 encoded (for `agentd dev`'s data dir).
@@ -126,16 +145,29 @@ impl SecretBox {
     }
 }
 
-/// An AES-256-GCM cipher from a 32-byte key given as base64 (standard or URL-safe) or hex.
-fn cipher(encoded: &str) -> Result<Aes256Gcm, SecretError> {
+/// A 32-byte key given as base64 (standard or URL-safe) or hex.
+fn key_bytes(encoded: &str) -> Result<[u8; 32], SecretError> {
     let encoded = encoded.trim();
-    let bytes = hex::decode(encoded)
+    hex::decode(encoded)
         .ok()
         .or_else(|| STANDARD.decode(encoded).ok())
         .or_else(|| URL_SAFE_NO_PAD.decode(encoded.trim_end_matches('=')).ok())
-        .filter(|bytes| bytes.len() == 32)
-        .ok_or(SecretError::BadKey)?;
-    Aes256Gcm::new_from_slice(&bytes).map_err(|_| SecretError::BadKey)
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .ok_or(SecretError::BadKey)
+}
+
+/// The AES-256-GCM cipher of a key.
+fn cipher_of(key: &[u8; 32]) -> Result<Aes256Gcm, SecretError> {
+    Aes256Gcm::new_from_slice(key).map_err(|_| SecretError::BadKey)
+}
+
+/// HMAC-SHA256(root, "agentd-subkey-v1:" ‖ label).
+fn derive(root: &[u8; 32], label: &str) -> [u8; 32] {
+    use hmac::Mac;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(root).expect("HMAC takes keys of any length");
+    mac.update(b"agentd-subkey-v1:");
+    mac.update(label.as_bytes());
+    mac.finalize().into_bytes().into()
 }
 
 #[cfg(test)]
@@ -173,5 +205,19 @@ mod tests {
         assert!(new_only.open("vcrd_1", &sealed).is_err(), "the old key is gone once dropped");
         assert!(rotated.open("vcrd_2", &sealed).is_err(), "still bound to its owner");
         assert!(SecretBox::from_encoded(&new_key).unwrap().with_previous("short").is_err());
+    }
+
+    #[test]
+    fn derived_keys_are_stable_distinct_per_label_and_follow_rotation() {
+        let (old_key, new_key) = (SecretBox::generate_key(), SecretBox::generate_key());
+        let old = SecretBox::from_encoded(&old_key).unwrap();
+        let link = old.derive_key("consent-links");
+        assert_eq!(SecretBox::from_encoded(&old_key).unwrap().derive_key("consent-links"), link, "stable");
+        assert_ne!(old.derive_key("another-use"), link, "one key per label");
+        let raw = STANDARD.decode(&old_key).unwrap();
+        assert_ne!(link.as_slice(), raw.as_slice(), "never the sealing key itself");
+        let rotated = SecretBox::from_encoded(&new_key).unwrap().with_previous(&old_key).unwrap();
+        assert_ne!(rotated.derive_key("consent-links"), link, "the current key derives");
+        assert_eq!(rotated.derived_keys("consent-links")[1], link, "a previous key still verifies");
     }
 }

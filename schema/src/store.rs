@@ -12,6 +12,7 @@ mod adapters;
 mod deployments;
 mod dreams;
 mod durable;
+mod erasure;
 mod files;
 mod idempotency;
 mod inbox;
@@ -24,6 +25,7 @@ mod sessions;
 mod skills;
 mod tenancy;
 mod tool_calls;
+mod user_profiles;
 mod work;
 
 use async_trait::async_trait;
@@ -35,6 +37,7 @@ pub use deployments::{
 };
 pub use dreams::{DreamEnd, DreamPolicyRow, DreamQuery, DreamRow, DreamStatus, DreamStore, NewDream, ScheduleOutcome};
 pub use durable::DurableStore;
+pub use erasure::{ErasureRow, ErasureStore, SessionErasure};
 pub use files::{FileQuery, FileRow, FileState, FileStore, NewFile};
 pub use idempotency::{IdempotencyBegin, IdempotencyStore};
 pub use inbox::{InboxChange, InboxMessage, InboxRefusal, InboxSnapshot, InboxStore};
@@ -56,6 +59,10 @@ pub use sessions::{
 pub use skills::{NewSkill, NewSkillVersion, SkillQuery, SkillRow, SkillStore, SkillVersionRow};
 pub use tenancy::{ApiKeyInfo, KeyKind, Organization, Scope, TenancyStore, Workspace};
 pub use tool_calls::{Confirmation, ToolCall, ToolCallStore, ToolUseKind};
+pub use user_profiles::{
+    AccessType, AccountStatus, ConsentTimes, EntityType, ExternalUserDetails, NewUserProfile, UserProfileCursor,
+    UserProfileFields, UserProfileOrder, UserProfileQuery, UserProfileRow, UserProfileStore, profile_name_key,
+};
 pub use work::{Heartbeat, LostHands, SessionsToken, WorkConflict, WorkItem, WorkSource, WorkStats, WorkStore};
 
 use crate::error::StoreResult;
@@ -63,9 +70,9 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, AgentMemoryStore, DeploymentStore, DreamStore, DurableStore, FileStore, IdempotencyStore,
-        InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth,
-        TenancyStore, ToolCallStore, WorkStore,
+        AdapterStore, AgentMemoryStore, DeploymentStore, DreamStore, DurableStore, ErasureStore, FileStore,
+        IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore, SessionStore, SkillStore,
+        Store, StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WorkStore,
     };
 }
 
@@ -119,6 +126,8 @@ pub trait Store:
     + AgentMemoryStore
     + DreamStore
     + DeploymentStore
+    + UserProfileStore
+    + ErasureStore
     + 'static
 {
 }
@@ -142,6 +151,8 @@ impl<T> Store for T where
         + AgentMemoryStore
         + DreamStore
         + DeploymentStore
+        + UserProfileStore
+        + ErasureStore
         + 'static
 {
 }

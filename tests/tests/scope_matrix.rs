@@ -33,6 +33,8 @@ enum Subject {
     Deployment,
     /// A deployment run (of the workspace).
     DeploymentRun,
+    /// A user profile (of the workspace).
+    UserProfile,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
 }
@@ -143,6 +145,11 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("POST", "/deployments/{depl}/unpause", Subject::Deployment, false),
     ("POST", "/deployments/{depl}/run", Subject::Deployment, true),
     ("GET", "/deployment_runs/{drun}", Subject::DeploymentRun, false),
+    ("GET", "/user_profiles/{uprof}", Subject::UserProfile, false),
+    ("POST", "/user_profiles/{uprof}", Subject::UserProfile, false),
+    ("DELETE", "/user_profiles/{uprof}", Subject::UserProfile, true),
+    ("POST", "/user_profiles/{uprof}/enrollment_url", Subject::UserProfile, false),
+    ("POST", "/user_profiles/{uprof}/action_urls", Subject::UserProfile, false),
     ("GET", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("PUT", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("POST", "/durable/threads/{session}/cancel", Subject::Session, false),
@@ -181,6 +188,8 @@ struct Workspace {
     /// A deployment on the workspace's first home's environment, and a run of it.
     deployment: String,
     deployment_run: String,
+    /// A user profile of the workspace.
+    user_profile: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -207,10 +216,13 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
     // attached to its session; the stores themselves and redaction take an API key.
     let session_memory = route.starts_with("/memory_stores/{memstore}/memories")
         || (method == "GET" && route.starts_with("/memory_stores/{memstore}/memory_versions"));
+    // User profiles (and their consent) take an API key only.
+    let user_profiles = route.starts_with("/user_profiles/");
     match cred {
         Cred::Api => !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey if dreams => false,
         Cred::SessionsToken if dreams => false,
+        Cred::EnvironmentKey | Cred::RunnerKey | Cred::SessionsToken if user_profiles => false,
         Cred::EnvironmentKey | Cred::RunnerKey => {
             session_route
                 || hands_files
@@ -305,6 +317,10 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
             dream: String::new(),
             deployment: String::new(),
             deployment_run: String::new(),
+            user_profile: gateway.create(key, "/v1/user_profiles", json!({"name": "p"})).await["id"]
+                .as_str()
+                .expect("a user profile")
+                .to_owned(),
         }
     };
     let mut w1 = make_workspace(&api1).await;
@@ -393,6 +409,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         dream: new_id("drm"),
         deployment: new_id("depl"),
         deployment_run: new_id("drun"),
+        user_profile: new_id("uprof"),
     };
 
     let mut failures = Vec::new();
@@ -415,6 +432,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         | Subject::Dream
                         | Subject::Deployment
                         | Subject::DeploymentRun
+                        | Subject::UserProfile
                         | Subject::Text
                 ) && target == Target::OtherEnvironment
                 {
@@ -433,6 +451,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::Dream => &workspace.dream,
                     Subject::Deployment => &workspace.deployment,
                     Subject::DeploymentRun => &workspace.deployment_run,
+                    Subject::UserProfile => &workspace.user_profile,
                     Subject::MemoryStore => &home.memory_store,
                     Subject::Text => &workspace.agent,
                 };
@@ -451,6 +470,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{dream}", &workspace.dream)
                         .replace("{depl}", &workspace.deployment)
                         .replace("{drun}", &workspace.deployment_run)
+                        .replace("{uprof}", &workspace.user_profile)
                         .replace("{memstore}", &home.memory_store)
                         .replace("{memory}", &new_id("mem"))
                         .replace("{memver}", &new_id("memver"))
@@ -526,6 +546,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
     for (key, workspace) in [(&api1, &w1), (&api2, &w2)] {
         let skill = gateway.call(key, "GET", &format!("/v1/skills/{}/versions/latest", workspace.skill), None).await;
         assert_eq!(skill.status, StatusCode::OK, "{:?}", skill.body);
+        let profile = gateway.call(key, "GET", &format!("/v1/user_profiles/{}", workspace.user_profile), None).await;
+        assert_eq!(profile.status, StatusCode::OK, "no scoped credential deleted it: {:?}", profile.body);
     }
     gateway.cleanup().await;
 }

@@ -120,6 +120,10 @@ struct Attempt<'a> {
     workspace_id: String,
     /// Files named in the conversation, resolved once per attempt.
     attachments: tokio::sync::Mutex<crate::attachments::Resolved>,
+    /// Whether the session keeps its content after a turn (content capture `full`):
+    /// otherwise its history is never cached, and the next turn reads what the store
+    /// kept of it.
+    cacheable: bool,
     /// The bus watchers live exactly as long as the attempt.
     _watching: DropGuard,
 }
@@ -157,6 +161,8 @@ impl<'a> Attempt<'a> {
             remote: Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private),
             workspace_id: session.workspace_id.clone(),
             attachments: Default::default(),
+            cacheable: agentd_schema::capture::Decision::from_json(&session.body["content_capture"])
+                .is_none_or(|decision| decision.effective == agentd_schema::capture::Level::Full),
             claimed_session: Some(session),
             _watching: watching.drop_guard(),
         }))
@@ -165,9 +171,9 @@ impl<'a> Attempt<'a> {
     /// Steps until the run parks, then closes remote connections and caches history.
     async fn run(mut self) -> Result<RunStatus, Stop> {
         let result = self.steps().await;
-        let Attempt { ctx, claim, history, remote, .. } = self;
+        let Attempt { ctx, claim, history, remote, cacheable, .. } = self;
         remote.close().await;
-        if result.is_ok() {
+        if result.is_ok() && cacheable {
             ctx.histories.put(&claim.thread_id, history);
         }
         result

@@ -17,6 +17,19 @@ pub const AGENT_MEMORY: &str = "agent-memory-2026-07-22";
 /// The selector of dreams.
 pub const DREAMING: &str = "dreaming-2026-04-21";
 
+/// The user profiles selector the SDK's beta client sends. User profiles require no
+/// selector (the GA client sends none); this one and [`USER_PROFILES_2026_03_24`] select
+/// the legacy shape (top-level `external_id`, and under this one
+/// `external_user_onboarded_at`, instead of `external_user_details`).
+pub const USER_PROFILES: &str = "user-profiles-2026-08-18";
+
+/// The oldest user profiles selector: the legacy shape without `access_type` and
+/// `external_user_onboarded_at`.
+pub const USER_PROFILES_2026_03_24: &str = "user-profiles-2026-03-24";
+
+/// A later user profiles selector the SDK knows (the current shape).
+pub const USER_PROFILES_2026_09_04: &str = "user-profiles-2026-09-04";
+
 /// Whether `anthropic-beta` (possibly repeated) lists `value`.
 pub fn has(headers: &HeaderMap, value: &str) -> bool {
     headers
@@ -52,6 +65,17 @@ pub async fn require_agent_memory(request: Request, next: Next) -> Response {
 pub async fn require_dreaming(request: Request, next: Next) -> Response {
     if !has(request.headers(), DREAMING) {
         return ApiError::invalid(format!("anthropic-beta: this route requires the `{DREAMING}` beta")).into_response();
+    }
+    next.run(request).await
+}
+
+/// Rejects an erasure request that lists none of the user profiles selectors (spec §5
+/// rule 3: erasure requires the user-profiles beta selector).
+pub async fn require_user_profiles(request: Request, next: Next) -> Response {
+    let selectors = [USER_PROFILES, USER_PROFILES_2026_03_24, USER_PROFILES_2026_09_04];
+    if !selectors.iter().any(|selector| has(request.headers(), selector)) {
+        return ApiError::invalid(format!("anthropic-beta: this route requires the `{USER_PROFILES}` beta"))
+            .into_response();
     }
     next.run(request).await
 }

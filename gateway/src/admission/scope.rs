@@ -17,7 +17,8 @@
 use agentd_schema::Store;
 use agentd_schema::ids::{
     AgentId, ApiKeyId, CredentialId, DeploymentId, DeploymentRunId, DreamId, EnvironmentId, FileId, InboxMessageId,
-    MemoryId, MemoryStoreId, MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId, ThreadId, VaultId, WorkId,
+    MemoryId, MemoryStoreId, MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId, ThreadId, UserProfileId,
+    VaultId, WorkId,
 };
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -119,6 +120,7 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "dream_id" => drop(typed(value, DreamId::parse)?),
             "deployment_id" => drop(typed(value, DeploymentId::parse)?),
             "deployment_run_id" => drop(typed(value, DeploymentRunId::parse)?),
+            "user_profile_id" => drop(typed(value, UserProfileId::parse)?),
             // A skill version (an epoch-microsecond id or `latest`) and a path inside
             // it: checked by the handler inside the skill it names.
             "version" | "path" => {}
@@ -189,6 +191,13 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             if segments.first() == Some(&"dreams") || segments.starts_with(&["ext", "memory-stores"]) =>
         {
             denied("dreams and dream policies take an API key")
+        }
+        // User profiles are the platform's records of its end users (and their consent):
+        // only an API key reads or changes them.
+        Access::Environment(_) | Access::Runner | Access::Session { .. }
+            if segments.first() == Some(&"user_profiles") =>
+        {
+            denied("user profiles take an API key")
         }
         Access::Environment(_) | Access::Runner if segments.first() == Some(&"memory_stores") => {
             denied("the memory_stores endpoints accept the per-item sessions token but reject the environment key")

@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use agentd_schema::ids::derived_id;
+use agentd_schema::capture;
+use agentd_schema::ids::{UserProfileId, derived_id};
 use agentd_schema::store::{
     DeploymentConfig, DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, NewDeployment,
     NewDeploymentRun, RunTrigger, ScheduleRow, SlotClaim,
@@ -34,6 +35,9 @@ use crate::managed::query::now_ms;
 pub const MAX_INITIAL_EVENTS: usize = 50;
 /// Vaults per deployment.
 pub const MAX_VAULTS: usize = 50;
+/// Resources per deployment (wire: "Maximum 500"; a session created by the managed
+/// route takes at most 100, one created by a deployment's fire takes them all).
+pub const MAX_RESOURCES: usize = 500;
 /// Tests only: the scheduler's tick in milliseconds (production: one second; a shorter
 /// tick changes how soon a slot fires, never which slots fire).
 pub const TEST_TICK_ENV: &str = "AGENTD_TEST_DEPLOYMENT_TICK_MS";
@@ -74,6 +78,10 @@ pub struct CreateDeployment {
     pub budget: Option<Value>,
     /// `(expression, timezone)`.
     pub schedule: Option<(String, String)>,
+    /// The data subject its sessions are attributed to.
+    pub user_profile_id: Option<UserProfileId>,
+    /// The highest content capture its sessions may have (`full` when `None`).
+    pub content_capture_ceiling: Option<capture::Level>,
 }
 
 /// An update: `None` keeps a field; the inner `None` of a clearable one clears it.
@@ -99,6 +107,10 @@ pub struct UpdateDeployment {
     pub budget: Option<Option<Value>>,
     /// New schedule (`Some(None)`: manual only).
     pub schedule: Option<Option<(String, String)>>,
+    /// New data subject (`Some(None)` clears).
+    pub user_profile_id: Option<Option<UserProfileId>>,
+    /// New content capture ceiling (`Some(None)` clears: `full`).
+    pub content_capture_ceiling: Option<Option<capture::Level>>,
 }
 
 fn not_found(id: &str) -> DomainError {
@@ -153,6 +165,10 @@ async fn check(state: &AppState, ws: &str, config: &DeploymentConfig, agent: &Va
     if config.vault_ids.len() > MAX_VAULTS {
         return Err(DomainError::invalid(format!("vault_ids: at most {MAX_VAULTS}, got {}", config.vault_ids.len())));
     }
+    let resources = config.resources.as_array().map_or(0, Vec::len);
+    if resources > MAX_RESOURCES {
+        return Err(DomainError::invalid(format!("resources: at most {MAX_RESOURCES} items, got {resources}")));
+    }
     let environment = store.get_resource(ws, "environment", &config.environment_id).await?.ok_or_else(|| {
         DomainError::invalid(format!("environment_id: no environment {} in this workspace", config.environment_id))
     })?;
@@ -172,6 +188,12 @@ async fn check(state: &AppState, ws: &str, config: &DeploymentConfig, agent: &Va
     sessions::check_resources(store, ws, &mut resources, &Value::Null).await?;
     if config.budget.is_some() {
         sessions::check_budgetable(agent)?;
+    }
+    if let Some(profile) = &config.user_profile_id {
+        let live = store.get_user_profile(ws, profile).await?.is_some_and(|row| row.deleted_at_ms.is_none());
+        if !live {
+            return Err(DomainError::invalid(format!("user_profile_id: no user profile {profile} in this workspace")));
+        }
     }
     if let Some(schedule) = &config.schedule {
         schedule_of(schedule)?;
@@ -202,6 +224,8 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateDeployment
         metadata: request.metadata,
         budget: request.budget,
         schedule: request.schedule.map(|(expression, timezone)| ScheduleRow { expression, timezone }),
+        user_profile_id: request.user_profile_id.map(|id| id.as_str().to_owned()),
+        content_capture_ceiling: request.content_capture_ceiling,
     };
     check(state, ws, &config, &agent).await?;
     let next_slot_ms = first_slot(&config.schedule, now_ms())?;
@@ -272,6 +296,12 @@ pub async fn update(
     }
     if let Some(budget) = change.budget {
         config.budget = budget;
+    }
+    if let Some(profile) = change.user_profile_id {
+        config.user_profile_id = profile.map(|id| id.as_str().to_owned());
+    }
+    if let Some(ceiling) = change.content_capture_ceiling {
+        config.content_capture_ceiling = ceiling;
     }
     let mut next_slot = None;
     if let Some(schedule) = change.schedule {
@@ -361,10 +391,40 @@ fn run_error(kind: &str, message: String) -> Value {
     json!({ "type": kind, "message": message })
 }
 
+/// The first skill of an agent configuration that no longer exists, as a message: a
+/// deleted skill, or a pinned version of one that was deleted (`latest` follows the
+/// skill's remaining versions).
+async fn missing_skill(state: &AppState, ws: &str, agent: &Value) -> DomainResult<Option<String>> {
+    let store = state.backends.store.as_ref();
+    for skill in agent["skills"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let id = skill["skill_id"].as_str().unwrap_or_default();
+        if store.get_skill(ws, id).await?.is_none() {
+            return Ok(Some(format!("skill {id} no longer exists")));
+        }
+        match skill["version"].as_str() {
+            None | Some("latest") => {}
+            Some(version) => {
+                if store.get_skill_version(ws, id, version).await?.is_none() {
+                    return Ok(Some(format!("skill {id} no longer has version {version}")));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Resources a self-hosted environment cannot mount: its hands (the customer's worker)
+/// place the agent's skills and sync memory stores, but mount no files and clone no
+/// repositories.
+fn unmountable_on_self_hosted(resource: &Value) -> bool {
+    matches!(resource["type"].as_str(), Some("file" | "github_repository"))
+}
+
 /// Why the deployment cannot start a session now, as a run error that pauses a
-/// schedule (the reference's auto-pause causes this service checks): the agent or
-/// environment archived or gone, a vault gone or archived, a file gone (or expired), a
-/// memory store archived or gone.
+/// schedule (the reference's auto-pause causes this service checks, in this order): the
+/// agent archived or gone, a skill of its pinned version gone, the environment gone or
+/// archived, files or repositories on a self-hosted environment, a vault gone or
+/// archived, a file gone (or expired), a memory store archived or gone.
 async fn blocked(state: &AppState, deployment: &DeploymentRow) -> DomainResult<Option<Value>> {
     let store = state.backends.store.as_ref();
     let ws = &deployment.workspace_id;
@@ -373,6 +433,12 @@ async fn blocked(state: &AppState, deployment: &DeploymentRow) -> DomainResult<O
         Some(agent) if agent.archived_at_ms.is_none() => {}
         _ => return Ok(Some(run_error("agent_archived_error", format!("agent {} is archived", c.agent_id)))),
     }
+    let agent = store.get_resource_version(&c.agent_id, c.agent_version).await?.unwrap_or(Value::Null);
+    if let Some(message) = missing_skill(state, ws, &agent).await? {
+        let message = format!("agent {} version {}: {message}", c.agent_id, c.agent_version);
+        return Ok(Some(run_error("skill_not_found_error", message)));
+    }
+    let resources = c.resources.as_array().map(Vec::as_slice).unwrap_or_default();
     match store.get_resource(ws, "environment", &c.environment_id).await? {
         None => {
             let message = format!("environment {} no longer exists", c.environment_id);
@@ -382,7 +448,17 @@ async fn blocked(state: &AppState, deployment: &DeploymentRow) -> DomainResult<O
             let message = format!("environment {} is archived", c.environment_id);
             return Ok(Some(run_error("environment_archived_error", message)));
         }
-        Some(_) => {}
+        Some(env) => {
+            let unmountable = resources.iter().filter(|r| unmountable_on_self_hosted(r)).count();
+            if agentd_schema::hands::hands_of(&env.body) == "self_hosted" && unmountable > 0 {
+                let message = format!(
+                    "environment {} is self-hosted and cannot mount the deployment's {unmountable} file or \
+                     github_repository resource(s); use a cloud environment or remove them",
+                    c.environment_id
+                );
+                return Ok(Some(run_error("self_hosted_resources_unsupported_error", message)));
+            }
+        }
     }
     for id in &c.vault_ids {
         match store.get_resource(ws, "vault", id).await? {
@@ -393,7 +469,7 @@ async fn blocked(state: &AppState, deployment: &DeploymentRow) -> DomainResult<O
             Some(_) => {}
         }
     }
-    for resource in c.resources.as_array().map(Vec::as_slice).unwrap_or_default() {
+    for resource in resources {
         match resource["type"].as_str() {
             Some("file") => {
                 let id = resource["file_id"].as_str().unwrap_or_default();
@@ -528,6 +604,9 @@ pub async fn finish(
         initial_events: initial_events(deployment),
         id: Some(run.planned_session_id.clone()),
         deployment_id: Some(deployment.id.clone()),
+        user_profile_id: c.user_profile_id.as_deref().and_then(|id| UserProfileId::parse(id).ok()),
+        content_capture: None,
+        capture_ceiling: c.content_capture_ceiling,
     };
     let outcome = match sessions::create(state, &tenant, request).await {
         Ok(session) => store.record_deployment_run_session(&run.id, &session.id).await?,

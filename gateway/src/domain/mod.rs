@@ -5,10 +5,12 @@
 //! keeps it so), and no service calls a handler. ADR 0013.
 
 pub mod commit;
+pub mod consent_links;
 pub mod cron;
 pub mod deployments;
 pub mod dreams;
 pub mod environments;
+pub mod erasure;
 pub mod error;
 pub mod files;
 pub mod inbox;
@@ -20,6 +22,7 @@ pub mod sessions;
 pub mod skill_upload;
 pub mod skills;
 pub mod threads;
+pub mod user_profiles;
 
 pub use error::{DomainError, DomainResult};
 

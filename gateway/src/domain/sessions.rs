@@ -2,7 +2,8 @@
 //! against what the workspace holds now), load for a tenant, archive, delete. The
 //! request is typed; the JSON wire shape is parsed by the managed handler.
 
-use agentd_schema::ids::SessionId;
+use agentd_schema::capture;
+use agentd_schema::ids::{SessionId, UserProfileId};
 use agentd_schema::{EventType, NewEvent, NewSession, Session};
 use serde_json::{Map, Value, json};
 
@@ -64,6 +65,12 @@ pub struct CreateSession {
     pub id: Option<String>,
     /// The deployment whose run creates it.
     pub deployment_id: Option<String>,
+    /// The data subject the session is attributed to (`uprof_…`).
+    pub user_profile_id: Option<UserProfileId>,
+    /// The content capture its creator asks for (`full` when `None`).
+    pub content_capture: Option<capture::Level>,
+    /// The ceiling of the deployment that launches it (`full` when `None`).
+    pub capture_ceiling: Option<capture::Level>,
 }
 
 /// Loads a session of the caller's workspace. The id was authorized by the caller
@@ -150,6 +157,7 @@ pub fn check_budgetable(agent: &Value) -> DomainResult<()> {
 pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -> DomainResult<Session> {
     let store = state.backends.store.as_ref();
     let agent = agent_snapshot(state, tenant, &request.agent).await?;
+    let capture = capture_decision(state, tenant, &request).await?;
     let environment_id = request.environment_id;
     let environment =
         store.get_resource(&tenant.workspace_id, "environment", &environment_id).await?.ok_or_else(|| {
@@ -203,6 +211,8 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "resources": resources,
         "outcome_evaluations": outcome_evaluations,
         "deployment_id": request.deployment_id,
+        "user_profile_id": request.user_profile_id.as_ref().map(UserProfileId::as_str),
+        "content_capture": capture.to_json(),
         "created_at": now,
         "_price_snapshot": agentd_schema::budget::snapshot(agent["model"]["id"].as_str().unwrap_or_default()),
     });
@@ -224,6 +234,29 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         commit::queue_hands(state, tenant, &session).await?;
     }
     load(state, tenant, &session.id).await
+}
+
+/// Decides a new session's content capture: the lowest of the deployment's ceiling, the
+/// level asked for and the consent of the data subject (read now; a later change of
+/// consent applies to sessions created after it).
+async fn capture_decision(
+    state: &AppState,
+    tenant: &Tenant,
+    request: &CreateSession,
+) -> DomainResult<capture::Decision> {
+    let consent = match &request.user_profile_id {
+        None => None,
+        Some(id) => {
+            Some(super::user_profiles::consent_bound(state, tenant, id).await.map_err(|error| match error {
+                DomainError::NotFound(_) => {
+                    DomainError::invalid(format!("user_profile_id: no user profile {id} in this workspace"))
+                }
+                other => other,
+            })?)
+        }
+    };
+    let ceiling = request.capture_ceiling.unwrap_or(capture::Level::Full);
+    Ok(capture::Decision::decide(request.content_capture.unwrap_or(capture::Level::Full), ceiling, consent))
 }
 
 /// The id of a session's `index`-th initial event when the session's id is derived (a

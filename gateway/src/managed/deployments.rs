@@ -3,7 +3,8 @@
 //! `domain::deployments`; this module parses the wire and renders
 //! `BetaManagedAgentsDeployment` and `BetaManagedAgentsDeploymentRun`.
 
-use agentd_schema::ids::{DeploymentId, DeploymentRunId};
+use agentd_schema::capture;
+use agentd_schema::ids::{DeploymentId, DeploymentRunId, UserProfileId};
 use agentd_schema::store::{
     DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, RunTrigger, TimeBounds,
 };
@@ -17,11 +18,11 @@ use super::body::{self, as_object, kind, tag};
 use super::content;
 use super::limits::{MAX_DESCRIPTION_CHARS, MAX_ID_CHARS, MAX_NAME_CHARS};
 use super::query::{Query, cursor_page, decode_cursor, now_ms, rfc3339};
-use super::sessions::{budget_shape, resources};
+use super::sessions::{budget_shape, capture_level, resources_at_most};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::domain::deployments::{
-    self, AgentPin, CreateDeployment, MAX_INITIAL_EVENTS, MAX_VAULTS, UpdateDeployment, schedule_of,
+    self, AgentPin, CreateDeployment, MAX_INITIAL_EVENTS, MAX_RESOURCES, MAX_VAULTS, UpdateDeployment, schedule_of,
 };
 use crate::error::{ApiError, ApiResult};
 
@@ -36,6 +37,8 @@ const CREATE_FIELDS: &[&str] = &[
     "resources",
     "schedule",
     "vault_ids",
+    "user_profile_id",
+    "content_capture_ceiling",
 ];
 /// Deployments and runs per page by default and at most.
 const DEFAULT_PAGE: i64 = 20;
@@ -85,6 +88,8 @@ pub fn render(row: &DeploymentRow) -> Value {
         "metadata": c.metadata,
         "budget": c.budget,
         "schedule": schedule,
+        "user_profile_id": c.user_profile_id,
+        "content_capture_ceiling": c.content_capture_ceiling.unwrap_or(capture::Level::Full).as_str(),
         "status": if row.paused_reason.is_some() { "paused" } else { "active" },
         "paused_reason": row.paused_reason,
         "created_at": rfc3339(row.created_at_ms),
@@ -198,6 +203,18 @@ fn budget(value: Option<&Value>) -> ApiResult<Option<Value>> {
     }
 }
 
+fn user_profile_id(value: Option<&Value>) -> ApiResult<Option<UserProfileId>> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => {
+            let id = body::string(Some(value), "user_profile_id", 1, MAX_ID_CHARS)?;
+            UserProfileId::parse(&id)
+                .map(Some)
+                .map_err(|_| ApiError::invalid(format!("user_profile_id: not a user profile id: {id:?}")))
+        }
+    }
+}
+
 fn name(value: Option<&Value>) -> ApiResult<String> {
     body::string(value, "name", 1, MAX_NAME_CHARS)
 }
@@ -220,11 +237,13 @@ pub async fn create(
         agent: agent_pin(map.get("agent"))?,
         environment_id: body::string(map.get("environment_id"), "environment_id", 1, MAX_ID_CHARS)?,
         initial_events: initial_events(map.get("initial_events"))?,
-        resources: resources(map.get("resources"), &state.secrets)?,
+        resources: resources_at_most(map.get("resources"), &state.secrets, MAX_RESOURCES)?,
         vault_ids: vault_ids(map.get("vault_ids"))?,
         metadata: Value::Object(body::optional_metadata(map.get("metadata"))?),
         budget: budget(map.get("budget"))?,
         schedule: schedule(map.get("schedule"))?,
+        user_profile_id: user_profile_id(map.get("user_profile_id"))?,
+        content_capture_ceiling: capture_level(map.get("content_capture_ceiling"), "content_capture_ceiling")?,
     };
     Ok(Json(render(&deployments::create(&state, &tenant, request).await?)))
 }
@@ -279,7 +298,8 @@ pub async fn update(
         change.initial_events = Some(initial_events(Some(value))?);
     }
     if let Some(value) = present("resources") {
-        change.resources = Some(resources(Some(value).filter(|v| !v.is_null()), &state.secrets)?);
+        let value = Some(value).filter(|v| !v.is_null());
+        change.resources = Some(resources_at_most(value, &state.secrets, MAX_RESOURCES)?);
     }
     if let Some(value) = present("vault_ids") {
         change.vault_ids = Some(vault_ids(Some(value).filter(|v| !v.is_null()))?);
@@ -289,6 +309,12 @@ pub async fn update(
     }
     if let Some(value) = present("schedule") {
         change.schedule = Some(schedule(Some(value))?);
+    }
+    if let Some(value) = present("user_profile_id") {
+        change.user_profile_id = Some(user_profile_id(Some(value))?);
+    }
+    if let Some(value) = present("content_capture_ceiling") {
+        change.content_capture_ceiling = Some(capture_level(Some(value), "content_capture_ceiling")?);
     }
     if let Some(patch) = present("metadata") {
         let current = deployments::get(&state, &tenant, &id).await?;

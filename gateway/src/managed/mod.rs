@@ -10,6 +10,7 @@ pub mod deployments;
 pub mod dreams;
 pub mod environment_keys;
 pub mod environments;
+pub mod erasure;
 pub mod events;
 pub mod family;
 pub mod files;
@@ -23,6 +24,7 @@ pub mod sandbox_environment;
 pub mod session_resources;
 pub mod sessions;
 pub mod skills;
+pub mod user_profiles;
 pub mod vaults;
 pub mod work;
 
@@ -134,6 +136,20 @@ pub fn router() -> Router<AppState> {
         .route("/dreams/{dream_id}/archive", post(dreams::archive))
         .route("/dreams/{dream_id}/cancel", post(dreams::cancel))
         .route_layer(middleware::from_fn(beta::require_dreaming));
+    // Erasure requires a user profiles selector (spec §5 rule 3).
+    let erasure_routes = Router::new()
+        .route("/user_profiles/{user_profile_id}/erasure", post(erasure::erase))
+        .route_layer(middleware::from_fn(beta::require_user_profiles));
+    // User profiles take no beta selector: the GA client sends none; the beta client's
+    // `user-profiles-2026-08-18` (or `…-03-24`) selects the legacy shape (reference §2.14).
+    let profiles = Router::new()
+        .route("/user_profiles", post(user_profiles::create).get(user_profiles::list))
+        .route(
+            "/user_profiles/{user_profile_id}",
+            get(user_profiles::retrieve).post(user_profiles::update).delete(user_profiles::delete),
+        )
+        .route("/user_profiles/{user_profile_id}/enrollment_url", post(user_profiles::enrollment_url))
+        .route("/user_profiles/{user_profile_id}/action_urls", post(user_profiles::action_url));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
     // Extension routes (documented in docs/api/hands.md and docs/api/skills.md); no
@@ -157,5 +173,12 @@ pub fn router() -> Router<AppState> {
         .route("/ext/environments/{environment_id}/keys", post(environment_keys::create).get(environment_keys::list))
         .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke))
         .route("/ext/memory-stores/{memory_store_id}/dream-policy", get(dreams::get_policy).put(dreams::put_policy));
-    managed_agents.merge(memory_stores).merge(dream_routes).merge(models).merge(files).merge(extensions)
+    managed_agents
+        .merge(memory_stores)
+        .merge(dream_routes)
+        .merge(erasure_routes)
+        .merge(profiles)
+        .merge(models)
+        .merge(files)
+        .merge(extensions)
 }

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentd_schema::ids::SessionId;
+use agentd_schema::capture;
+use agentd_schema::ids::{SessionId, UserProfileId};
 use agentd_schema::{NewEvent, Session, SessionQuery, Store, TimeBounds};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -28,8 +29,18 @@ use crate::domain::memory_mounts;
 use crate::domain::sessions::{self as domain, AgentRef, CreateSession};
 use crate::error::{ApiError, ApiResult};
 
-const CREATE_FIELDS: &[&str] =
-    &["agent", "environment_id", "budget", "initial_events", "metadata", "resources", "title", "vault_ids"];
+const CREATE_FIELDS: &[&str] = &[
+    "agent",
+    "environment_id",
+    "budget",
+    "initial_events",
+    "metadata",
+    "resources",
+    "title",
+    "vault_ids",
+    "user_profile_id",
+    "content_capture",
+];
 const UPDATE_FIELDS: &[&str] = &["agent", "budget", "metadata", "title", "vault_ids"];
 
 /// The wire session: the stored body plus the projections kept by the store.
@@ -124,9 +135,18 @@ pub(super) fn budget_shape(value: &Value) -> ApiResult<Value> {
 }
 
 pub(super) fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets::SecretBox) -> ApiResult<Value> {
+    resources_at_most(value, secrets, MAX_SESSION_RESOURCES)
+}
+
+/// [`resources`] with another bound on their number (a deployment's: up to 500).
+pub(super) fn resources_at_most(
+    value: Option<&Value>,
+    secrets: &agentd_schema::secrets::SecretBox,
+    max: usize,
+) -> ApiResult<Value> {
     let now = rfc3339(now_ms());
     let mut out = Vec::new();
-    for (i, item) in body::array(value, "resources", MAX_SESSION_RESOURCES)?.iter().enumerate() {
+    for (i, item) in body::array(value, "resources", max)?.iter().enumerate() {
         let path = format!("resources[{i}]");
         let map = as_object(item, &path)?;
         let id = agentd_schema::ids::new_id("sres");
@@ -187,6 +207,17 @@ pub(super) fn resources(value: Option<&Value>, secrets: &agentd_schema::secrets:
     Ok(Value::Array(out))
 }
 
+/// A content capture level (`off`, `structured`, `full`), or `None` when absent or null.
+pub(super) fn capture_level(value: Option<&Value>, field: &str) -> ApiResult<Option<capture::Level>> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(level)) => capture::Level::parse(level).map(Some).ok_or_else(|| {
+            ApiError::invalid(format!("{field}: must be \"off\", \"structured\" or \"full\", got {level:?}"))
+        }),
+        Some(_) => Err(ApiError::invalid(format!("{field}: expected a string"))),
+    }
+}
+
 /// Removes sealed fields from a session's resources before rendering.
 pub(super) fn without_secrets(mut body: Value) -> Value {
     if let Some(resources) = body["resources"].as_array_mut() {
@@ -236,6 +267,18 @@ pub async fn create(
         initial_events,
         id: None,
         deployment_id: None,
+        user_profile_id: match request.get("user_profile_id") {
+            None | Some(Value::Null) => None,
+            Some(value) => {
+                let id = body::string(Some(value), "user_profile_id", 1, MAX_ID_CHARS)?;
+                Some(
+                    UserProfileId::parse(&id)
+                        .map_err(|_| ApiError::invalid(format!("user_profile_id: not a user profile id: {id:?}")))?,
+                )
+            }
+        },
+        content_capture: capture_level(request.get("content_capture"), "content_capture")?,
+        capture_ceiling: None,
     };
     let session = domain::create(&state, &tenant, create).await?;
     Ok(Json(without_secrets(render(&session))))

@@ -10,6 +10,9 @@
 -- Lock order: every transaction that touches both locks the session row first, then
 -- the run row (fence_run.sql), so two writers never wait on each other in a cycle.
 --
+-- It returns the session's content capture (`capture_level`, `captured_through_seq`) so
+-- an append that ends a turn knows what to keep of it (see `sessions::append`).
+--
 -- $1 session id, $2 count, $3 now (ms), $4 new status or NULL
 UPDATE sessions
 SET next_seq         = next_seq + $2,
@@ -27,4 +30,4 @@ SET next_seq         = next_seq + $2,
                            ELSE NULL
                        END
 WHERE id = $1
-RETURNING next_seq, usage
+RETURNING next_seq, usage, capture_level, captured_through_seq

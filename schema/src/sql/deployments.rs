@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::FromRow;
 
 use super::{JsonText, SqlStore};
+use crate::capture;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{
     DeploymentConfig, DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, DeploymentStore,
@@ -13,7 +14,7 @@ use crate::store::{
 
 const COLUMNS: &str = "id, workspace_id, organization_id, name, description, agent_id, agent_version, environment_id, \
                        initial_events, resources, vault_ids, metadata, budget, schedule_expression, schedule_timezone, \
-                       next_slot_ms, last_run_at_ms, paused_reason, created_at_ms, updated_at_ms, archived_at_ms";
+                       user_profile_id, content_capture_ceiling, next_slot_ms, last_run_at_ms, paused_reason, created_at_ms, updated_at_ms, archived_at_ms";
 const RUN_COLUMNS: &str = "id, workspace_id, deployment_id, agent, trigger_type, scheduled_at_ms, planned_session_id, \
                            session_id, error, created_at_ms";
 
@@ -39,6 +40,8 @@ struct Row {
     budget: Option<String>,
     schedule_expression: Option<String>,
     schedule_timezone: Option<String>,
+    user_profile_id: Option<String>,
+    content_capture_ceiling: Option<String>,
     next_slot_ms: Option<i64>,
     last_run_at_ms: Option<i64>,
     paused_reason: Option<String>,
@@ -74,6 +77,13 @@ impl TryFrom<Row> for DeploymentRow {
                 metadata: row.metadata.0,
                 budget: optional_json(row.budget)?,
                 schedule,
+                user_profile_id: row.user_profile_id,
+                content_capture_ceiling: match row.content_capture_ceiling {
+                    None => None,
+                    Some(level) => Some(capture::Level::parse(&level).ok_or_else(|| {
+                        StoreError::Backend(format!("deployment {}: corrupt content_capture_ceiling {level:?}", row.id))
+                    })?),
+                },
             },
             next_slot_ms: row.next_slot_ms,
             last_run_at_ms: row.last_run_at_ms,
@@ -166,7 +176,7 @@ fn vault_ids_text(ids: &[String]) -> String {
 }
 
 /// Binds a deployment's configuration, in the column order `insert_deployment.sql` and
-/// `update_deployment.sql` share (name … schedule timezone).
+/// `update_deployment.sql` share (name … content capture ceiling).
 fn bind_config<'q, O>(
     statement: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
     c: &'q DeploymentConfig,
@@ -184,6 +194,8 @@ fn bind_config<'q, O>(
         .bind(c.budget.as_ref().map(Value::to_string))
         .bind(c.schedule.as_ref().map(|s| s.expression.clone()))
         .bind(c.schedule.as_ref().map(|s| s.timezone.clone()))
+        .bind(c.user_profile_id.clone())
+        .bind(c.content_capture_ceiling.map(capture::Level::as_str))
 }
 
 #[async_trait]

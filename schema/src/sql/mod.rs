@@ -17,6 +17,7 @@ mod adapters;
 mod deployments;
 mod dreams;
 mod durable;
+mod erasure;
 mod files;
 mod idempotency;
 mod inbox;
@@ -29,6 +30,7 @@ mod sessions;
 mod skills;
 mod tenancy;
 mod tool_calls;
+mod user_profiles;
 mod work;
 
 use std::sync::Arc;

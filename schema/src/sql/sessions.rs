@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use sqlx::{Any, FromRow, Row, Transaction};
 
 use super::{JsonText, SqlStore, tool_calls};
+use crate::capture;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
@@ -132,6 +133,8 @@ struct Allocated {
     next_seq: i64,
     #[sqlx(try_from = "String")]
     usage: JsonText,
+    capture_level: Option<String>,
+    captured_through_seq: i64,
 }
 
 fn embed(body: &mut Value, agent: Value) {
@@ -226,7 +229,7 @@ pub(super) async fn append(
     let Some(allocated) = allocated else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     };
-    let Allocated { next_seq, usage } = Allocated::from_row(&allocated)?;
+    let Allocated { next_seq, usage, capture_level, captured_through_seq } = Allocated::from_row(&allocated)?;
     let first = next_seq - count;
     let stored: Vec<StoredEvent> = events
         .into_iter()
@@ -258,7 +261,50 @@ pub(super) async fn append(
             .await?;
     }
     tool_calls::record(tx, session_id, &stored).await?;
+    if let Some(level) = capture_level.as_deref().and_then(capture::Level::parse)
+        && let Some(end) =
+            stored.iter().rev().find(|e| e.thread_id == session_id && capture::ends_turn(&e.kind, &e.body))
+    {
+        capture_turn(tx, session_id, captured_through_seq, end.seq, level).await?;
+    }
     Ok(stored)
+}
+
+/// Rewrites the events of a session's settled turn (`after` < seq ≤ `through`) to what
+/// `level` keeps of them and moves the session's mark, inside the append that ends the
+/// turn: the content is never committed without the turn's redaction committed with it.
+/// The events the append returns keep their content; they are published live once.
+async fn capture_turn(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    after: i64,
+    through: i64,
+    level: capture::Level,
+) -> StoreResult<()> {
+    let rows: Vec<(i64, String, String)> =
+        sqlx::query_as(include_str!("../../queries/sessions/select_turn_events.sql"))
+            .bind(session_id)
+            .bind(after)
+            .bind(through)
+            .fetch_all(&mut **tx)
+            .await?;
+    for (seq, kind, body) in rows {
+        let body = JsonText::try_from(body)?.0;
+        if let Some(kept) = capture::redact(&kind, &body, level) {
+            sqlx::query(include_str!("../../queries/sessions/update_event_body.sql"))
+                .bind(session_id)
+                .bind(seq)
+                .bind(kept.to_string())
+                .execute(&mut **tx)
+                .await?;
+        }
+    }
+    sqlx::query(include_str!("../../queries/sessions/mark_captured.sql"))
+        .bind(session_id)
+        .bind(through)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// One multi-row INSERT of `events` (see `queries/sessions/insert_events.sql`).
@@ -374,6 +420,13 @@ impl SessionStore for SqlStore {
             .bind(new.agent_version)
             .bind(now)
             .bind(agent.as_ref().map(|(id, _)| id.as_str()))
+            .bind(body["user_profile_id"].as_str())
+            .bind(
+                capture::Decision::from_json(&body["content_capture"])
+                    .map(|d| d.effective)
+                    .filter(|level| *level < capture::Level::Full)
+                    .map(capture::Level::as_str),
+            )
             .fetch_one(&mut *tx)
             .await?;
         sqlx::query(include_str!("../../queries/sessions/insert_primary_thread.sql"))

@@ -72,6 +72,10 @@ pub struct DeploymentConfig {
     pub budget: Option<Value>,
     /// The cron schedule (`None`: manual only).
     pub schedule: Option<ScheduleRow>,
+    /// The data subject its sessions are attributed to (`uprof_…`).
+    pub user_profile_id: Option<String>,
+    /// The highest content capture its sessions may have (`None`: `full`).
+    pub content_capture_ceiling: Option<crate::capture::Level>,
 }
 
 /// A deployment to create.

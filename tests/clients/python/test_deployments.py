@@ -1,9 +1,12 @@
 """Deployments and deployment runs: every method of `client.beta.deployments` and
 `client.beta.deployment_runs`, the create and update refusals of docs/api/deployments.md,
 run now (a session that carries the deployment's id and is listed by
-`sessions.list(deployment_id=…)`), the runs list filters, pause/unpause, archive,
-auto-pause on an archived agent, the reach of other workspaces, and a `* * * * *`
-schedule under two gateways that fires exactly one run per slot.
+`sessions.list(deployment_id=…)`), up to 500 resources, the runs list filters,
+pause/unpause, archive, auto-pause on every cause agentd can meet (each scheduled fire
+records the typed error of the run union and pauses with it), the reach of other
+workspaces, and a `* * * * *` schedule under two gateways that fires exactly one run per
+slot. The fleet (two gateways, three workers, one SIGKILLed mid-turn, three minutes) is
+test_deployments_fleet.py.
 
 Wire facts: managed-agents-wire.md §2.8 and §2.9 (routes and rules), §2B.7 (bodies),
 §3.7 (BetaManagedAgentsDeployment, BetaManagedAgentsDeploymentRun). Strict response
@@ -106,7 +109,7 @@ def test_create_retrieve_update_list_and_refusals(client: anthropic.Anthropic, m
         ({"schedule": {"type": "cron", "expression": "0 9 ? * *", "timezone": "UTC"}}, "?"),
         ({"schedule": {"type": "cron", "expression": "0 9 * * *", "timezone": "Mars/Base"}}, "schedule.timezone"),
         ({"agent": {"type": "agent", "id": agent}}, "agent.version"),
-        ({"resources": [{"type": "file", "file_id": "file_x"}] * 101}, "resources"),
+        ({"resources": [{"type": "file", "file_id": "file_x"}] * 501}, "resources: at most 500"),
         ({"resources": [{"type": "file", "file_id": "file_" + "0" * 26}]}, "file"),
     ]:
         refused(lambda: client.beta.deployments.create(**(base | change)), 400, fragment)
@@ -380,3 +383,149 @@ def test_a_gateway_killed_between_a_runs_session_and_its_first_message_loses_not
     seen = types()
     assert seen.count("user.message") == 1, f"the initial message was submitted once: {seen}"
     assert seen.index("user.message") < seen.index("session.status_running") < seen.index("session.status_idle")
+
+
+def repositories(count: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "github_repository", "url": f"https://github.com/example/repo-{i}", "mount_path": f"/workspace/r{i}"}
+        for i in range(count)
+    ]
+
+
+def test_a_deployment_takes_up_to_500_resources_and_its_sessions_get_them_all(
+    client: anthropic.Anthropic, model_id: str
+) -> None:
+    agent, environment = setup(client, model_id)
+    fields: dict[str, Any] = {"agent": agent, "environment_id": environment, "initial_events": [message("go")]}
+    refused(
+        lambda: client.beta.deployments.create(name=unique("too-many"), resources=repositories(501), **fields),
+        400,
+        "resources: at most 500",
+    )
+    created = client.beta.deployments.create(name=unique("many"), resources=repositories(500), **fields)
+    assert len(created.resources) == 500 and created.resources[499].url == "https://github.com/example/repo-499"  # type: ignore[union-attr]
+    refused(lambda: client.beta.deployments.update(created.id, resources=repositories(501)), 400, "resources: at most 500")
+    assert len(client.beta.deployments.update(created.id, resources=repositories(300)).resources) == 300
+    assert len(client.beta.deployments.update(created.id, resources=repositories(500)).resources) == 500
+    # A fire gives its session every one of them.
+    run = client.beta.deployments.run(created.id)
+    assert run.session_id and run.error is None, run
+    mounted = collect(client.beta.sessions.resources.list(run.session_id, limit=1000))
+    assert sorted(r.mount_path for r in mounted) == sorted(f"/workspace/r{i}" for i in range(500))  # type: ignore[union-attr]
+    # A session created directly keeps its own limit.
+    refused(
+        lambda: client.beta.sessions.create(agent=agent, environment_id=environment, resources=repositories(101)),
+        400,
+        "resources",
+    )
+
+
+EVERY_MINUTE = {"type": "cron", "expression": "* * * * *", "timezone": "UTC"}
+
+
+def skill_files(name: str, note: str = "v1") -> list[tuple[str, bytes, str]]:
+    skill_md = f"---\nname: {name}\ndescription: Says {note}.\n---\n\nSay {note}.\n"
+    return [(f"{name}/SKILL.md", skill_md.encode(), "text/markdown")]
+
+
+def test_every_cause_auto_pauses_a_schedule_with_the_typed_error_of_its_run(
+    client: anthropic.Anthropic, model_id: str
+) -> None:
+    """One deployment per cause of the paused-reason union that agentd can meet, each on
+    a `* * * * *` schedule and broken before its first slot: at that slot its run records
+    the typed error and the deployment pauses with exactly that error; nothing fires
+    after. Two controls fire and stay active: a self-hosted environment with a memory
+    store only (the customer's worker syncs stores) and a skill with a version left."""
+    # Everything below is created and broken before the first slot: start early in a minute.
+    if time.time() % 60 > 30:
+        time.sleep(61 - time.time() % 60)
+    first_slot = (time.time() // 60 + 1) * 60
+    agent, environment = setup(client, model_id)
+    base: dict[str, Any] = {"initial_events": [message("go")], "schedule": EVERY_MINUTE}
+
+    def deploy(name: str, **fields: Any) -> str:
+        return client.beta.deployments.create(
+            name=unique(name), **({"agent": agent, "environment_id": environment} | base | fields)
+        ).id
+
+    def skilled(skills: list[dict[str, Any]]) -> str:
+        return client.beta.agents.create(name=unique("skilled"), model=model_id, skills=skills).id  # type: ignore[arg-type]
+
+    expected: dict[str, str] = {}
+    breaks: list[Callable[[], Any]] = []
+
+    # A skill of the agent deleted.
+    gone = client.beta.skills.create(files=skill_files(unique("gone").lower()))
+    expected[deploy("skill", agent=skilled([{"type": "custom", "skill_id": gone.id}]))] = "skill_not_found_error"
+    breaks.append(lambda: client.beta.skills.delete(gone.id))
+    # The pinned version of a skill deleted (another version is left).
+    name = unique("pinned").lower()
+    pinned = client.beta.skills.create(files=skill_files(name))
+    newer = client.beta.skills.versions.create(pinned.id, files=skill_files(name, "v2"))
+    on_old = skilled([{"type": "custom", "skill_id": pinned.id, "version": pinned.latest_version_id}])
+    expected[deploy("skill-version", agent=on_old)] = "skill_not_found_error"
+    breaks.append(lambda: client.beta.skills.versions.delete(pinned.latest_version_id, skill_id=pinned.id))
+    # Control: `latest` of the same skill follows the versions left.
+    on_latest = deploy("skill-latest", agent=skilled([{"type": "custom", "skill_id": pinned.id}]))
+    # A self-hosted environment with a file resource (refused at no create: at each fire).
+    self_hosted = client.beta.environments.create(name=unique("self-hosted"), config={"type": "self_hosted"}).id
+    uploaded = client.beta.files.upload(file=("notes.txt", b"hello", "text/plain"))
+    file_resource = [{"type": "file", "file_id": uploaded.id}]
+    expected[deploy("self-hosted", environment_id=self_hosted, resources=file_resource)] = (
+        "self_hosted_resources_unsupported_error"
+    )
+    # Control: a self-hosted environment with a memory store only.
+    store = client.beta.memory_stores.create(name=unique("kept"))
+    stores_only = deploy(
+        "self-hosted-store", environment_id=self_hosted, resources=[{"type": "memory_store", "memory_store_id": store.id}]
+    )
+    # The causes the issue's first part implemented, each exercised by a scheduled fire.
+    archived_agent, _ = setup(client, model_id)
+    expected[deploy("agent", agent=archived_agent)] = "agent_archived_error"
+    breaks.append(lambda: client.beta.agents.archive(archived_agent))
+    for kind, verb in (("environment_archived_error", "archive"), ("environment_not_found_error", "delete")):
+        env = client.beta.environments.create(name=unique("doomed-env"), config={"type": "cloud"}).id
+        expected[deploy(verb + "-env", environment_id=env)] = kind
+        breaks.append(lambda env=env, verb=verb: getattr(client.beta.environments, verb)(env))
+    for kind, verb in (("vault_archived_error", "archive"), ("vault_not_found_error", "delete")):
+        vault = client.beta.vaults.create(display_name=unique("doomed-vault")).id
+        expected[deploy(verb + "-vault", vault_ids=[vault])] = kind
+        breaks.append(lambda vault=vault, verb=verb: getattr(client.beta.vaults, verb)(vault))
+    doomed_file = client.beta.files.upload(file=("gone.txt", b"bye", "text/plain"))
+    expected[deploy("file", resources=[{"type": "file", "file_id": doomed_file.id}])] = "file_not_found_error"
+    breaks.append(lambda: client.beta.files.delete(doomed_file.id))
+    for kind, verb in (("memory_store_archived_error", "archive"), ("session_resource_not_found_error", "delete")):
+        doomed_store = client.beta.memory_stores.create(name=unique("doomed-store")).id
+        expected[deploy(verb + "-store", resources=[{"type": "memory_store", "memory_store_id": doomed_store}])] = kind
+        breaks.append(lambda s=doomed_store, verb=verb: getattr(client.beta.memory_stores, verb)(s))
+    for do in breaks:
+        do()
+    assert client.beta.skills.retrieve(pinned.id).latest_version_id == newer.id
+    assert time.time() < first_slot - 0.5, "the setup ran into the first slot: the test would prove nothing"
+
+    def scheduled(deployment_id: str) -> list[Any]:
+        return collect(client.beta.deployment_runs.list(deployment_id=deployment_id, trigger_type="schedule", limit=100))
+
+    watched = [*expected, on_latest, stores_only]
+    deadline = time.monotonic() + 75  # the next whole minute, plus margin
+    while not all(scheduled(d) for d in watched):
+        assert time.monotonic() < deadline, {d: len(scheduled(d)) for d in watched}
+        time.sleep(1)
+    for deployment_id, kind in expected.items():
+        (run,) = scheduled(deployment_id)
+        assert run.session_id is None and run.error is not None and run.error.type == kind, (kind, run)
+        current = client.beta.deployments.retrieve(deployment_id)
+        assert current.status == "paused" and current.paused_reason is not None, (kind, current)
+        assert current.paused_reason.type == "error", (kind, current.paused_reason)
+        assert current.paused_reason.error.model_dump() == run.error.model_dump(), (kind, current.paused_reason)  # type: ignore[union-attr]
+    for control in (on_latest, stores_only):
+        (run,) = scheduled(control)
+        assert run.session_id and run.error is None, run
+        assert client.beta.deployments.retrieve(control).status == "active"
+        client.beta.deployments.archive(control)
+    # A manual run of a deployment paused by a skill records the error again and
+    # changes nothing else.
+    skill_deployment = next(d for d, k in expected.items() if k == "skill_not_found_error")
+    manual = client.beta.deployments.run(skill_deployment)
+    assert manual.error is not None and manual.error.type == "skill_not_found_error", manual
+    assert client.beta.deployments.retrieve(skill_deployment).paused_reason.error.type == "skill_not_found_error"  # type: ignore[union-attr]

@@ -25,6 +25,8 @@ fn config(name: &str, schedule: bool) -> DeploymentConfig {
         metadata: json!({ "k": "v" }),
         budget: None,
         schedule: schedule.then(|| ScheduleRow { expression: "* * * * *".into(), timezone: "UTC".into() }),
+        user_profile_id: Some("uprof_1".into()),
+        content_capture_ceiling: Some(agentd_schema::capture::Level::Structured),
     }
 }
 

@@ -12,9 +12,11 @@ use serde_json::json;
 
 mod adapters;
 mod backfill;
+mod capture;
 mod deployments;
 mod dreams;
 mod durable;
+mod erasure;
 mod files;
 mod idempotency;
 mod inbox;
@@ -26,6 +28,7 @@ mod sessions;
 mod skills;
 mod tenancy;
 mod tool_calls;
+mod user_profiles;
 mod work;
 
 const LEASE_MS: i64 = 30_000;
