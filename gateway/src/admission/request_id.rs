@@ -18,8 +18,8 @@ pub fn current() -> Option<String> {
 /// it as the `request-id` response header.
 pub async fn layer(request: Request, next: Next) -> Response {
     let id = agentd_schema::ids::new_id("req");
-    let span =
-        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let path = crate::consent_page::loggable_path(request.uri().path());
+    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %path);
     let mut response = tracing::Instrument::instrument(REQUEST_ID.scope(id.clone(), next.run(request)), span).await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("request-id", value);
