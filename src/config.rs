@@ -133,7 +133,8 @@ pub struct Settings {
 
     /// JSON file extending the built-in model catalog: `[{"id", "provider"
     /// (anthropic|openai|scripted), "prices": {"input", "output", "cache_read",
-    /// "cache_write"} (micro-USD per million tokens), …}]`.
+    /// "cache_write" (micro-USD per million tokens), "web_search_per_request",
+    /// "web_fetch_per_request" (micro-USD per request)}, …}]`.
     #[arg(long, global = true, env = "AGENTD_MODEL_CATALOG", value_name = "FILE")]
     pub model_catalog: Option<PathBuf>,
 
@@ -174,10 +175,17 @@ pub struct Settings {
     pub a2a_push_allow_private: bool,
 
     /// Let remote tools (MCP servers, `a2a_agent` agents and the endpoints their cards
-    /// name) reach private, loopback and link-local addresses [default: dev: true (a
+    /// name, `web_fetch`) reach private, loopback and link-local addresses [default: dev: true (a
     /// laptop's MCP servers are local); worker: false].
     #[arg(long, global = true, env = "AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE", value_name = "BOOL")]
     pub remote_tools_allow_private: Option<bool>,
+
+    /// The SearXNG-compatible search endpoint the `web_search` tool queries
+    /// (`GET {url}/search?q=…&format=json`). Set it on gateways (which refuse agents that
+    /// enable web_search without it) and workers (which make the searches) alike
+    /// [default: none — web_search is unavailable].
+    #[arg(long, global = true, env = "AGENTD_WEB_SEARCH_URL", value_name = "URL")]
+    pub web_search_url: Option<String>,
 
     /// Browser origins allowed by CORS, comma-separated (`*`: any origin, without
     /// credentials) [default: none — no CORS headers].
@@ -254,6 +262,7 @@ impl Settings {
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
             a2a_push_allow_private: self.a2a_push_allow_private || file.a2a_push_allow_private,
             remote_tools_allow_private: self.remote_tools_allow_private.or(file.remote_tools_allow_private),
+            web_search_url: self.web_search_url.or(file.web_search_url),
             runner_key: self.runner_key.or(file.runner_key),
             sandbox_root: self.sandbox_root.or(file.sandbox_root),
             sandbox_isolation: self.sandbox_isolation.or(file.sandbox_isolation),
@@ -421,6 +430,12 @@ impl Settings {
     /// Whether remote tools may reach private addresses: as set, else only in `agentd dev`.
     pub fn remote_tools_allow_private(&self, dev: bool) -> bool {
         self.remote_tools_allow_private.unwrap_or(dev)
+    }
+
+    /// The `web_search` backend (`AGENTD_WEB_SEARCH_URL`), checked; `None` when unset.
+    pub fn web_search_url(&self) -> Result<Option<String>> {
+        let Some(url) = self.web_search_url.as_deref() else { return Ok(None) };
+        agentd_schema::web::search_backend_url(url).map_err(|error| anyhow::anyhow!("AGENTD_WEB_SEARCH_URL: {error}"))
     }
 
     /// The `Host` values the MCP endpoint accepts (`None`: any). Unset, `agentd dev`

@@ -87,6 +87,9 @@ fn run(cli: Cli) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("{e} (check AGENTD_MODEL_CATALOG)"))?;
         agentd_schema::catalog::install(catalog);
     }
+    // Gateways and workers read it alike: one decides whether web_search may be enabled,
+    // the other makes the searches.
+    agentd_schema::web::install_search_backend(settings.web_search_url()?);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {

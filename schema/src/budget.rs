@@ -3,8 +3,9 @@
 //!
 //! Prices are micro-USD per million tokens (`catalog::Prices`). The cost of a usage is
 //! kept as the exact product sum Σ tokens × price, in units of 10⁻¹² USD ("pico-USD"
-//! per token·price unit): one cent is 10¹⁰ of those units. Nothing is rounded until a
-//! figure is shown, and then always down.
+//! per token·price unit): one cent is 10¹⁰ of those units. Server tool requests
+//! (`web_search`, `web_fetch`) are priced in micro-USD per request, so each adds
+//! price × 10⁶ units. Nothing is rounded until a figure is shown, and then always down.
 
 use serde_json::{Value, json};
 
@@ -48,6 +49,15 @@ pub fn cost_units(tokens: Tokens, prices: Prices) -> u128 {
         + u128::from(tokens.cache_write) * u128::from(prices.cache_write)
 }
 
+/// The exact cost of `fetches` web fetches and `searches` web searches at `prices`, in
+/// the same units as [`cost_units`].
+pub fn server_tool_units(fetches: u64, searches: u64, prices: Prices) -> u128 {
+    const UNITS_PER_MICRO_USD: u128 = 1_000_000;
+    (u128::from(fetches) * u128::from(prices.web_fetch_per_request)
+        + u128::from(searches) * u128::from(prices.web_search_per_request))
+        * UNITS_PER_MICRO_USD
+}
+
 /// A cost in whole cents, rounded down (never overstates what was spent).
 pub fn cents(units: u128) -> u128 {
     units / UNITS_PER_CENT
@@ -73,8 +83,39 @@ mod tests {
     use super::*;
 
     fn prices() -> Prices {
-        // $3 / $15 per million tokens, cache read $0.30, cache write $3.75.
-        Prices { input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 }
+        // $3 / $15 per million tokens, cache read $0.30, cache write $3.75; a search 1¢.
+        Prices {
+            input: 3_000_000,
+            output: 15_000_000,
+            cache_read: 300_000,
+            cache_write: 3_750_000,
+            web_search_per_request: 10_000,
+            web_fetch_per_request: 0,
+        }
+    }
+
+    #[test]
+    fn a_hundred_searches_cost_a_dollar_and_fetches_only_their_price() {
+        assert_eq!(cents(server_tool_units(0, 100, prices())), 100);
+        assert_eq!(server_tool_units(1_000, 0, prices()), 0);
+        let priced_fetch = Prices { web_fetch_per_request: 2_500, ..prices() };
+        assert_eq!(server_tool_units(4, 0, priced_fetch), 10_000 * 1_000_000, "4 × $0.0025 = 1¢");
+    }
+
+    #[test]
+    fn standing_adds_the_server_tools_to_the_tokens() {
+        let body = json!({
+            "budget": { "type": "limit", "max_list_cost": { "amount": "5", "currency": "USD" } },
+            "_price_snapshot": snapshot("claude-sonnet-4-6"),
+        });
+        let usage = json!({ "input_tokens": 1_000_000, "server_tool_use": { "web_search_requests": 2 } });
+        let standing = Standing::of(&body, &usage);
+        assert_eq!(standing.list_cost()["amount"], "302", "$3 of input and two 1¢ searches");
+        assert!(standing.reached());
+        // A snapshot frozen before server tools were priced counts them at nothing.
+        let mut old = body.clone();
+        old["_price_snapshot"]["prices"].as_object_mut().unwrap().remove("web_search_per_request");
+        assert_eq!(Standing::of(&old, &usage).list_cost()["amount"], "300");
     }
 
     #[test]
@@ -149,7 +190,14 @@ pub fn snapshot(model: &str) -> Value {
     match crate::catalog::current().find(model).and_then(|m| m.prices) {
         Some(p) => json!({
             "model": model,
-            "prices": { "input": p.input, "output": p.output, "cache_read": p.cache_read, "cache_write": p.cache_write },
+            "prices": {
+                "input": p.input,
+                "output": p.output,
+                "cache_read": p.cache_read,
+                "cache_write": p.cache_write,
+                "web_search_per_request": p.web_search_per_request,
+                "web_fetch_per_request": p.web_fetch_per_request,
+            },
         }),
         None => Value::Null,
     }
@@ -162,6 +210,8 @@ fn snapshot_prices(snapshot: &Value) -> Option<Prices> {
         output: p["output"].as_u64()?,
         cache_read: p["cache_read"].as_u64().unwrap_or(0),
         cache_write: p["cache_write"].as_u64().unwrap_or(0),
+        web_search_per_request: p["web_search_per_request"].as_u64().unwrap_or(0),
+        web_fetch_per_request: p["web_fetch_per_request"].as_u64().unwrap_or(0),
     })
 }
 
@@ -175,9 +225,12 @@ pub struct Standing {
 }
 
 impl Standing {
-    /// A session's standing from its stored body (budget, `_price_snapshot`) and usage.
+    /// A session's standing from its stored body (budget, `_price_snapshot`) and usage:
+    /// its tokens and its server tool requests (`usage.server_tool_use`).
     pub fn of(body: &Value, usage: &Value) -> Self {
-        let spent_units = snapshot_prices(&body["_price_snapshot"]).map(|p| cost_units(Tokens::from_usage(usage), p));
+        let (fetches, searches) = crate::web::server_tool_counts(usage);
+        let spent_units = snapshot_prices(&body["_price_snapshot"])
+            .map(|p| cost_units(Tokens::from_usage(usage), p) + server_tool_units(fetches, searches, p));
         Self { spent_units, ceiling_cents: ceiling_cents(&body["budget"]) }
     }
 

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// List prices of one model, in micro-USD per million tokens.
+/// List prices of one model: tokens in micro-USD per million tokens, server tool
+/// requests (`web_search`, `web_fetch`) in micro-USD per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 pub struct Prices {
     /// Input tokens.
@@ -22,7 +23,16 @@ pub struct Prices {
     /// Prompt-cache writes.
     #[serde(default)]
     pub cache_write: u64,
+    /// One `web_search` request, micro-USD.
+    #[serde(default)]
+    pub web_search_per_request: u64,
+    /// One `web_fetch` request, micro-USD.
+    #[serde(default)]
+    pub web_fetch_per_request: u64,
 }
+
+/// Anthropic's list price of a web search: $10 per 1,000 searches.
+const WEB_SEARCH_PER_REQUEST: u64 = 10_000;
 
 /// One model of the catalog.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,7 +105,8 @@ struct FileEntry {
     max_input_tokens: Option<u64>,
     max_tokens: Option<u64>,
     default_effort: Option<String>,
-    /// Micro-USD per million tokens; omit for a model without a list price.
+    /// Micro-USD per million tokens (and per web search / fetch request); omit for a
+    /// model without a list price.
     prices: Option<Prices>,
 }
 
@@ -115,7 +126,15 @@ fn claude(id: &str, name: &str, line: &str, created: &str, max_tokens: u64, inpu
         max_input_tokens: 200_000,
         max_tokens,
         default_effort: "high".to_owned(),
-        prices: Some(Prices { input, output, cache_read: input / 10, cache_write: input * 5 / 4 }),
+        // A web fetch costs nothing beyond the tokens of its content.
+        prices: Some(Prices {
+            input,
+            output,
+            cache_read: input / 10,
+            cache_write: input * 5 / 4,
+            web_search_per_request: WEB_SEARCH_PER_REQUEST,
+            web_fetch_per_request: 0,
+        }),
     }
 }
 

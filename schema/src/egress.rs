@@ -1,5 +1,6 @@
 //! The egress guard for every outbound call a tenant can aim: A2A push targets, MCP
-//! server URLs, `a2a_agent` URLs and the JSON-RPC endpoint a remote agent card names.
+//! server URLs, `a2a_agent` URLs and the JSON-RPC endpoint a remote agent card names,
+//! every hop of a `web_fetch`.
 //!
 //! [`check`] parses the URL, resolves its host once and refuses it when any address is
 //! not public ([`private`]); the caller then pins its connection to the checked address

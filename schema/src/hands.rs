@@ -1,6 +1,6 @@
 //! When a session needs hands: a work item on its environment's queue, announced on
-//! the bus so long-polls wake at once. Sessions whose agent has no built-in toolset
-//! never need hands and never queue work.
+//! the bus so long-polls wake at once. Sessions whose agent has no sandbox tool of the
+//! built-in toolset never need hands and never queue work.
 
 use agentd_proto::Bus;
 use bytes::Bytes;
@@ -22,9 +22,23 @@ pub fn cloud_channel(workspace_id: &str) -> String {
     format!("work.cloud.{workspace_id}")
 }
 
-/// Whether an agent (snapshot) has tools that run in the environment.
+/// The tools of `agent_toolset_20260401` that run in the environment's sandbox (its
+/// `web_fetch` and `web_search` run in the worker).
+pub const SANDBOX_TOOLS: [&str; 6] = ["bash", "read", "write", "edit", "glob", "grep"];
+
+/// Whether an agent (snapshot) has tools that run in the environment: a built-in
+/// toolset that leaves one of its sandbox tools enabled.
 pub fn needs_hands(agent: &Value) -> bool {
-    agent["tools"].as_array().into_iter().flatten().any(|tool| tool["type"] == "agent_toolset_20260401")
+    agent["tools"].as_array().into_iter().flatten().filter(|tool| tool["type"] == "agent_toolset_20260401").any(
+        |toolset| {
+            let default = toolset["default_config"]["enabled"].as_bool().unwrap_or(true);
+            let configs = toolset["configs"].as_array().map(Vec::as_slice).unwrap_or_default();
+            SANDBOX_TOOLS.iter().any(|name| {
+                let config = configs.iter().find(|c| c["name"] == *name);
+                config.and_then(|c| c["enabled"].as_bool()).unwrap_or(default)
+            })
+        },
+    )
 }
 
 /// `cloud` or `self_hosted`, from an environment body.
@@ -107,4 +121,23 @@ async fn give_up_events(store: &dyn Store, session_id: &str, lost_leases: i64) -
     let error = SessionError::new(ErrorType::UnknownError, message, RetryStatus::Exhausted);
     events.push(NewEvent::session_error(session_id, &error));
     Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_an_enabled_sandbox_tool_needs_hands() {
+        let toolset = |default: bool, configs: Value| json!({ "tools": [{ "type": "agent_toolset_20260401", "default_config": { "enabled": default }, "configs": configs }] });
+        assert!(needs_hands(&toolset(true, json!([]))));
+        assert!(needs_hands(&json!({ "tools": [{ "type": "agent_toolset_20260401" }] })));
+        assert!(needs_hands(&toolset(false, json!([{ "name": "bash", "enabled": true }]))));
+        assert!(!needs_hands(&toolset(false, json!([{ "name": "web_fetch", "enabled": true }]))));
+        let all_off: Vec<Value> = SANDBOX_TOOLS.iter().map(|name| json!({ "name": name, "enabled": false })).collect();
+        assert!(!needs_hands(&toolset(true, Value::Array(all_off))));
+        assert!(!needs_hands(&json!({ "tools": [{ "type": "custom", "name": "x" }] })));
+    }
 }

@@ -21,6 +21,7 @@ pub mod scrub;
 pub mod secrets;
 pub mod sql;
 pub mod store;
+pub mod web;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{StoreError, StoreResult};

@@ -48,9 +48,13 @@ pub fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
-/// The wire form of a committed event: its body plus `id` and `processed_at`.
+/// The wire form of a committed event: its body plus `id` and `processed_at` (without
+/// the store's internal mark of a web tool's result, `web::SERVER_TOOL_KEY`).
 pub fn render(event: &StoredEvent) -> Value {
     let mut body = event.body.clone();
+    if let Some(map) = body.as_object_mut() {
+        map.remove(crate::web::SERVER_TOOL_KEY);
+    }
     body["id"] = json!(event.event_id);
     body["processed_at"] = json!(rfc3339(event.processed_at_ms));
     body

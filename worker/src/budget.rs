@@ -64,6 +64,11 @@ impl Reconcile {
             "cache_read_input_tokens": n("cache_read_input_tokens") + request.cache_read_input_tokens,
             "cache_creation": { "ephemeral_5m_input_tokens": cache_5m + request.cache_creation_input_tokens, "ephemeral_1h_input_tokens": 0 },
         });
+        // Web tool calls since the last request are in `before` already (the store
+        // counts them as their results commit).
+        if self.before["server_tool_use"].is_object() {
+            usage["server_tool_use"] = self.before["server_tool_use"].clone();
+        }
         let list_cost = Standing::of(&self.body, &usage).list_cost();
         if !list_cost.is_null() {
             usage["list_cost"] = list_cost;

@@ -15,3 +15,4 @@ pub mod providers;
 pub mod remote;
 pub mod run;
 pub mod signals;
+pub mod web;

@@ -31,7 +31,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct OfferedTool {
     /// The `mcp_servers` entry it comes from.
     pub server: String,
-    /// The resolved permission policy: `always_allow` or `always_ask`.
+    /// The resolved permission policy: `always_allow`, `always_ask` or `auto`.
     pub policy: String,
     /// Safe to run again after an interrupted call: the server marks it read-only or
     /// idempotent.

@@ -1,5 +1,6 @@
-//! Remote tools of one attempt: MCP toolsets (`mcp.rs`) and A2A agents (`a2a.rs`),
-//! with the session's vault credentials (`credentials.rs`). The agent loop decides
+//! Remote tools of one attempt: MCP toolsets (`mcp.rs`), A2A agents (`a2a.rs`) and
+//! the built-in toolset's web tools (`web/`), with the session's vault credentials
+//! (`credentials.rs`; the web tools send none). The agent loop decides
 //! which calls run (`Decision::CallRemote`); this module makes them and returns the
 //! events that record their outcome.
 //!
@@ -7,8 +8,9 @@
 //! A call this attempt released (it committed the call with an `allow` permission, or
 //! committed the `session.status_running` that follows the allowing confirmation) is
 //! made. A call released earlier may have been started by an attempt that died; it is
-//! made again only when the MCP server marks the tool read-only or idempotent, and
-//! otherwise recorded as an error saying it may or may not have taken effect.
+//! made again only when the MCP server marks the tool read-only or idempotent (the
+//! web tools and the dream's memory tool always are), and otherwise recorded as an
+//! error saying it may or may not have taken effect.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -113,6 +115,17 @@ impl Remote {
                     )],
                     failed: false,
                 }
+            }
+            // A fetch or a search only reads: made again after a crash, like memory.
+            RemoteTarget::Web(tool) => {
+                let answer = crate::web::run(*tool, agent, &call.input, self.allow_private).await;
+                let (id, session) = (call.id.as_str(), self.session_id.as_str());
+                let event = if answer.made_request {
+                    NewEvent::web_tool_result(session, id, *tool, answer.content, answer.is_error)
+                } else {
+                    NewEvent::tool_result(session, id, answer.content, answer.is_error)
+                };
+                Outcome { events: vec![event], failed: false }
             }
             RemoteTarget::A2a { tool } => {
                 let text_result = |text: String, is_error: bool| Outcome {

@@ -5,10 +5,12 @@
 //!
 //! An `Attempt` is one claim being driven: `claim` takes it up (session, agent, bus
 //! watchers, cached history), `steps` loops decide → act, `model.rs` streams a model
-//! request (previews on the bus, provider retries), `calls.rs` makes remote tool calls,
-//! and `commit` / `settle` are the only writes.
+//! request (previews on the bus, provider retries), `judge.rs` judges the `auto` tool
+//! uses of its response, `calls.rs` makes remote tool calls, and `commit` / `settle` are
+//! the only writes.
 
 mod calls;
+mod judge;
 mod model;
 
 use std::sync::Arc;
@@ -138,6 +140,7 @@ impl<'a> Attempt<'a> {
         let control = Control::watch(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
         let mut agent = session.body["agent"].clone();
         crate::dream_memory::arm(&session, &mut agent);
+        crate::web::arm(&mut agent);
         let skills = crate::attachments::skills_prompt(ctx.store.as_ref(), &session).await;
         for section in [skills, crate::attachments::memory_prompt(&session.body)].into_iter().flatten() {
             let system = agent["system"].as_str().filter(|s| !s.is_empty());

@@ -12,6 +12,7 @@ use super::limits::{
     MAX_MCP_SERVERS, MAX_MULTIAGENT_BYTES, MAX_NAME_CHARS, MAX_ROLE_ARN_CHARS, MAX_SKILLS, MAX_SYSTEM_CHARS,
     MAX_TOOL_CONFIG_BYTES, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_NAME_CHARS, MAX_TOOLS, MAX_URL_CHARS, json_bytes,
 };
+use super::web_tool_config;
 use crate::error::{ApiError, ApiResult};
 
 /// The configuration fields of an agent (create and update bodies).
@@ -164,12 +165,16 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
     let mut resolved = Vec::new();
     let mut tool_count = 0;
     let mut custom_names = HashSet::new();
+    // Where each toolset is (its path, its index in `resolved`), for checks that need
+    // every tool of the agent.
+    let mut toolsets = Vec::new();
     for (i, tool) in body::array(value, "tools", MAX_TOOLS)?.iter().enumerate() {
         let path = format!("tools[{i}]");
         let map = as_object(tool, &path)?;
         match tag(map, &path)? {
             "agent_toolset_20260401" => {
                 body::only_known(map, &["type", "configs", "default_config"], &path)?;
+                let mut configured = HashSet::new();
                 let (enabled, policy) =
                     default_config(map.get("default_config"), &join(&path, "default_config"), "always_allow")?;
                 let mut configs = Vec::new();
@@ -184,6 +189,10 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                             "{cpath}.name: must be one of {AGENT_TOOLS:?}, got {name:?}"
                         )));
                     }
+                    if !configured.insert(name.clone()) {
+                        return Err(ApiError::invalid(format!("{cpath}.name: {name:?} is configured twice")));
+                    }
+                    body::only_known(cmap, web_tool_config::config_keys(&name), &cpath)?;
                     if let Some(kind) = cmap.get("type").and_then(Value::as_str).filter(|kind| *kind != name) {
                         return Err(ApiError::invalid(format!("{cpath}.type: {kind:?} does not match name {name:?}")));
                     }
@@ -197,14 +206,22 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
                         "permission_policy".into(),
                         self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?,
                     );
+                    web_tool_config::resolve(cmap, tool_enabled, &cpath, &mut out)?;
                     configs.push(Value::Object(out));
                 }
                 tool_count += AGENT_TOOLS.len();
-                resolved.push(json!({
+                let mut toolset = json!({
                     "type": "agent_toolset_20260401",
                     "default_config": { "enabled": enabled, "permission_policy": policy },
                     "configs": configs,
-                }));
+                });
+                // Without a search backend, web_search is not among the default's tools.
+                agentd_schema::web::disable_implicit_search(
+                    &mut toolset,
+                    agentd_schema::web::search_backend().is_some(),
+                );
+                toolsets.push((path.clone(), resolved.len()));
+                resolved.push(toolset);
             }
             "mcp_toolset" => {
                 body::only_known(map, &["type", "mcp_server_name", "configs", "default_config"], &path)?;
@@ -327,6 +344,16 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
         return Err(ApiError::invalid(format!(
             "tools: at most {MAX_TOOLS} tools across all toolsets, got {tool_count}"
         )));
+    }
+    // `custom_names` also holds `a2a_agent` names: only custom tools answer with
+    // `user.custom_tool_result`, the source `client_tool_results` narrows.
+    let custom: HashSet<String> = resolved
+        .iter()
+        .filter(|t| t["type"] == "custom")
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    for (path, index) in &toolsets {
+        web_tool_config::check_client_tools(&resolved[*index], path, &custom)?;
     }
     Ok(resolved)
 }

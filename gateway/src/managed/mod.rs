@@ -26,6 +26,7 @@ pub mod sessions;
 pub mod skills;
 pub mod user_profiles;
 pub mod vaults;
+mod web_tool_config;
 pub mod work;
 
 use axum::Router;

@@ -140,38 +140,87 @@ impl SessionError {
 
 /// `agent.tool_use` / `agent.mcp_tool_use` permission fields for a resolved policy:
 /// `evaluated_permission` and `evaluation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Permission {
     /// `always_allow`: runs.
     AlwaysAllow,
     /// `always_ask`: waits for a `user.tool_confirmation`.
     AlwaysAsk,
-    /// `auto` with no per-call judge: asks, reason `indeterminate`.
-    Auto,
+    /// `auto`: the worker's permission judge decides each call (`worker/src/run/judge.rs`);
+    /// a call it has not judged asks, reason `indeterminate`.
+    Auto(AutoJudgement),
     /// Refused before any policy applied (the tool is not the agent's).
     Deny,
 }
 
+/// What the permission judge made of one `auto` call: `evaluation.evaluated_permission`,
+/// and why (`evaluation.reason`, an agentd extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoJudgement {
+    /// The decision.
+    pub verdict: AutoVerdict,
+    /// The judge's one-sentence reason, or why no judgement was reached.
+    pub reason: Option<String>,
+}
+
+/// The decision of the permission judge. agentd never evaluates `auto` to `deny`: a call
+/// the judge finds risky is held for the user instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoVerdict {
+    /// Judged safe: runs like `always_allow` (`{"type":"allow"}`).
+    Allow,
+    /// Judged risky: held for a confirmation (`{"type":"ask","reason_code":"high_risk"}`).
+    AskHighRisk,
+    /// No judgement was reached (the judge failed, or never ran): held for a
+    /// confirmation (`{"type":"ask","reason_code":"indeterminate"}`).
+    AskIndeterminate,
+}
+
+impl AutoJudgement {
+    /// No judgement was reached, for `reason`: the call asks.
+    pub fn indeterminate(reason: impl Into<String>) -> Self {
+        Self { verdict: AutoVerdict::AskIndeterminate, reason: Some(reason.into()) }
+    }
+}
+
 impl Permission {
-    /// The permission of a configured policy name (`always_allow`, `always_ask`, `auto`).
+    /// The permission of a configured policy name (`always_allow`, `always_ask`, `auto`);
+    /// `auto` not judged yet.
     pub fn of_policy(policy: &str) -> Self {
         match policy {
             "always_allow" => Permission::AlwaysAllow,
             "always_ask" => Permission::AlwaysAsk,
-            _ => Permission::Auto,
+            _ => Permission::Auto(AutoJudgement { verdict: AutoVerdict::AskIndeterminate, reason: None }),
         }
     }
 
-    pub(super) fn apply(self, body: &mut Value) {
+    /// Whether a tool use's body was evaluated under the `auto` policy.
+    pub fn is_auto(body: &Value) -> bool {
+        body["evaluation"]["type"] == "auto"
+    }
+
+    /// Sets the permission fields of a tool use's `body` (replacing any there).
+    pub fn apply(self, body: &mut Value) {
         let (permission, evaluation) = match self {
             Permission::AlwaysAllow => ("allow", json!({ "type": "always_allow" })),
             Permission::AlwaysAsk => ("ask", json!({ "type": "always_ask" })),
-            Permission::Auto => (
-                "ask",
-                json!({ "type": "auto", "evaluated_permission": { "type": "ask", "reason_code": "indeterminate" } }),
-            ),
+            Permission::Auto(AutoJudgement { verdict, reason }) => {
+                let (permission, evaluated) = match verdict {
+                    AutoVerdict::Allow => ("allow", json!({ "type": "allow" })),
+                    AutoVerdict::AskHighRisk => ("ask", json!({ "type": "ask", "reason_code": "high_risk" })),
+                    AutoVerdict::AskIndeterminate => ("ask", json!({ "type": "ask", "reason_code": "indeterminate" })),
+                };
+                let mut evaluation = json!({ "type": "auto", "evaluated_permission": evaluated });
+                if let Some(reason) = reason {
+                    evaluation["reason"] = json!(reason);
+                }
+                (permission, evaluation)
+            }
             Permission::Deny => {
                 body["evaluated_permission"] = json!("deny");
+                if let Some(fields) = body.as_object_mut() {
+                    fields.remove("evaluation");
+                }
                 return;
             }
         };

@@ -11,6 +11,6 @@ mod new;
 #[cfg(test)]
 mod tests;
 
-pub use body::{ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
+pub use body::{AutoJudgement, AutoVerdict, ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
 pub use calls::{Confirmation, OpenCall, ToolCalls};
 pub use kind::{EventType, MissingField, UnknownEventType};

@@ -115,6 +115,20 @@ impl NewEvent {
         event(thread_id, EventType::AgentToolResult, body)
     }
 
+    /// `agent.tool_result` of a `web_fetch` / `web_search` call that went out to the
+    /// network: marked so the store counts it in the session's `server_tool_use`.
+    pub fn web_tool_result(
+        thread_id: &str,
+        tool_use_id: &str,
+        tool: crate::web::WebTool,
+        content: Value,
+        is_error: bool,
+    ) -> Self {
+        let mut result = Self::tool_result(thread_id, tool_use_id, content, is_error);
+        result.body[crate::web::SERVER_TOOL_KEY] = json!(tool.name());
+        result
+    }
+
     /// `agent.mcp_tool_result` answering `mcp_tool_use_id` with `content` blocks.
     pub fn mcp_tool_result(thread_id: &str, mcp_tool_use_id: &str, content: Value, is_error: bool) -> Self {
         let body = json!({ "mcp_tool_use_id": mcp_tool_use_id, "is_error": is_error, "content": content });

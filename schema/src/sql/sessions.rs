@@ -1,7 +1,8 @@
 //! Sessions and their committed event history. Projections are kept in step with the
 //! history by the transaction that commits it: the session's `status` (from
 //! `session.status_*` events), the time it spent running (from the same events), its
-//! cumulative `usage` (from `span.model_request_end` events) and the tool-call ledger
+//! cumulative `usage` (from `span.model_request_end` events, and web tool results for
+//! `server_tool_use`) and the tool-call ledger
 //! (`super::tool_calls`).
 //!
 //! A session's `agent` is not stored in its row: sessions reference a row of
@@ -252,6 +253,10 @@ pub(super) async fn append(
     for event in stored.iter().filter(|event| event.kind == "span.model_request_end") {
         add_usage(&mut usage, &event.body["model_usage"]);
         usage_changed = true;
+    }
+    // Web tool calls that went out count in `server_tool_use` (`web.rs`).
+    for event in stored.iter().filter(|event| event.kind == "agent.tool_result") {
+        usage_changed |= crate::web::count_server_tool_use(&mut usage, &event.body);
     }
     if usage_changed {
         sqlx::query(include_str!("../../queries/sessions/update_usage.sql"))

@@ -14,6 +14,7 @@ mod tests;
 mod tools;
 
 use agentd_schema::events::OpenCall;
+use agentd_schema::web::WebTool;
 use agentd_schema::{EventType, NewEvent, StopReason, StoredEvent};
 use serde_json::Value;
 
@@ -44,8 +45,8 @@ pub enum Decision {
         /// Events to commit first (a closed span, synthetic results of denied calls).
         events: Vec<NewEvent>,
     },
-    /// Commit `before`, then make these calls to remote tools (MCP servers, A2A agents)
-    /// and commit their results (`run.rs` and `remote.rs` do the IO).
+    /// Commit `before`, then make these calls to remote tools (MCP servers, A2A agents,
+    /// the web tools) and commit their results (`run.rs` and `remote.rs` do the IO).
     CallRemote {
         /// Events to commit first (a status change, synthetic results of denied calls).
         before: Vec<NewEvent>,
@@ -88,7 +89,7 @@ impl RemoteCall {
     pub fn kind(&self) -> EventType {
         match self.target {
             RemoteTarget::Mcp { .. } => EventType::AgentMcpToolUse,
-            RemoteTarget::A2a { .. } | RemoteTarget::Memory => EventType::AgentToolUse,
+            RemoteTarget::A2a { .. } | RemoteTarget::Memory | RemoteTarget::Web(_) => EventType::AgentToolUse,
         }
     }
 }
@@ -110,6 +111,8 @@ pub enum RemoteTarget {
     },
     /// The dream agent's `memory` tool (its session's dream stores and transcripts).
     Memory,
+    /// `web_fetch` or `web_search` of the built-in toolset (`web/`).
+    Web(agentd_schema::web::WebTool),
 }
 
 /// The result of a remote call the user interrupted before it was made (the live
@@ -131,7 +134,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     if let Some(start) = thread.orphaned_request() {
         before.push(NewEvent::model_request_abandoned(id, &history[start].event_id));
     }
-    let routed = route_calls(agent, &thread);
+    let routed = route_calls(agent, history, &thread);
     before.extend(routed.refused);
     if thread.given_up_unended() {
         before.push(NewEvent::status_idle(id, StopReason::RetriesExhausted));
@@ -208,10 +211,10 @@ enum Route {
     Refused(String),
 }
 
-fn route_calls(agent: &Value, thread: &Thread) -> Routed {
+fn route_calls(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Routed {
     let mut routed = Routed::default();
     for call in thread.calls.open() {
-        match route(agent, thread, call) {
+        match route(agent, history, thread, call) {
             Route::Blocking => routed.blocking.push(call.id.clone()),
             Route::Hands => routed.with_hands = true,
             Route::Remote(target) => routed.remote.push(RemoteCall {
@@ -228,7 +231,7 @@ fn route_calls(agent: &Value, thread: &Thread) -> Routed {
     routed
 }
 
-fn route(agent: &Value, thread: &Thread, call: &OpenCall) -> Route {
+fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCall) -> Route {
     if call.kind == EventType::AgentCustomToolUse {
         return Route::Blocking;
     }
@@ -247,11 +250,15 @@ fn route(agent: &Value, thread: &Thread, call: &OpenCall) -> Route {
     let class = classify(agent, name);
     let a2a = matches!(class, ToolClass::A2a { .. });
     let memory = class == ToolClass::Memory;
+    let web = match class {
+        ToolClass::Web { tool, .. } if call.kind == EventType::AgentToolUse => Some(tool),
+        _ => None,
+    };
     // A remote call is made by the worker after this decision: a user interrupt
     // committed since it was released (its use, or the confirmation allowing it) means
     // it is not made.
     let released = confirmation.map_or(call.at, |c| c.at).max(call.at);
-    let remote = call.kind == EventType::AgentMcpToolUse || a2a || memory;
+    let remote = call.kind == EventType::AgentMcpToolUse || a2a || memory || web.is_some();
     if remote && thread.last_interrupt.is_some_and(|interrupt| interrupt > released) {
         return Route::Refused(INTERRUPTED_UNANSWERED.to_owned());
     }
@@ -262,6 +269,13 @@ fn route(agent: &Value, thread: &Thread, call: &OpenCall) -> Route {
         },
         _ if a2a => Route::Remote(RemoteTarget::A2a { tool: name.to_owned() }),
         _ if memory => Route::Remote(RemoteTarget::Memory),
+        // A URL to fetch must have appeared in the conversation before the call.
+        _ if let Some(tool) = web => match tool {
+            WebTool::Fetch if let Some(why) = crate::web::refuse_fetch(agent, history, call.at, &call.input) => {
+                Route::Refused(why)
+            }
+            _ => Route::Remote(RemoteTarget::Web(tool)),
+        },
         // Hands run only the sandbox's tools; an A2A tool removed from the agent since
         // its call was made has no one to run it.
         _ if !is_builtin(name) => Route::Refused(format!("tool {name} is no longer available to this agent")),
@@ -279,6 +293,7 @@ fn model_request(agent: &Value, history: &[StoredEvent], before: &[NewEvent]) ->
         messages,
         tools: tool_specs(agent),
         max_tokens: 8192,
+        tool_choice: None,
     };
     for event in before {
         let Some(kind) = event.event_type() else { continue };

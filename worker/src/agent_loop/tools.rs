@@ -1,6 +1,8 @@
 //! The agent's tools: how a call is classified from the agent's configuration, and
-//! the tool specs offered to the model.
+//! the tool specs offered to the model. Of the built-in toolset, the sandbox tools go
+//! to the hands and `web_fetch` / `web_search` run in the worker.
 
+use agentd_schema::web::WebTool;
 use serde_json::{Value, json};
 
 use crate::providers::ToolSpec;
@@ -17,11 +19,19 @@ pub enum ToolClass {
     },
     /// An `a2a_agent` tool (an agentd extension): another agent called over A2A.
     A2a {
-        /// `always_allow` or `always_ask`.
+        /// `always_allow`, `always_ask` or `auto`.
         policy: String,
     },
     /// The dream agent's `memory` tool, run by the worker (`dream_memory.rs`).
     Memory,
+    /// A server-side tool of the built-in toolset (`web_fetch`, `web_search`), run by
+    /// the worker (`web/`), with its resolved permission policy.
+    Web {
+        /// Which one.
+        tool: WebTool,
+        /// `always_allow`, `always_ask` or `auto`.
+        policy: String,
+    },
     /// Not a tool of this agent.
     Unknown,
 }
@@ -70,7 +80,7 @@ pub fn classify(agent: &Value, name: &str) -> ToolClass {
                 let policy = tool["permission_policy"]["type"].as_str().unwrap_or("always_allow");
                 return ToolClass::A2a { policy: policy.to_owned() };
             }
-            Some("agent_toolset_20260401") if BUILTIN_TOOLS.iter().any(|(n, _, _)| *n == name) => {
+            Some("agent_toolset_20260401") if is_builtin(name) || WebTool::of(name).is_some() => {
                 let config = tool["configs"].as_array().into_iter().flatten().find(|c| c["name"] == name);
                 let enabled = config
                     .and_then(|c| c["enabled"].as_bool())
@@ -82,8 +92,12 @@ pub fn classify(agent: &Value, name: &str) -> ToolClass {
                 let policy = config
                     .and_then(|c| c["permission_policy"]["type"].as_str())
                     .or(tool["default_config"]["permission_policy"]["type"].as_str())
-                    .unwrap_or("always_allow");
-                return ToolClass::Builtin { policy: policy.to_owned() };
+                    .unwrap_or("always_allow")
+                    .to_owned();
+                return match WebTool::of(name) {
+                    Some(tool) => ToolClass::Web { tool, policy },
+                    None => ToolClass::Builtin { policy },
+                };
             }
             _ => {}
         }
@@ -109,6 +123,12 @@ pub fn tool_specs(agent: &Value) -> Vec<ToolSpec> {
                             description: (*description).to_owned(),
                             input_schema: serde_json::from_str(schema).unwrap_or_default(),
                         });
+                    }
+                }
+                for tool in WebTool::ALL {
+                    if classify(agent, tool.name()) != ToolClass::Unknown {
+                        let (description, input_schema) = crate::web::spec(tool);
+                        specs.push(ToolSpec { name: tool.name().to_owned(), description: description.to_owned(), input_schema });
                     }
                 }
             }

@@ -60,6 +60,9 @@ pub fn body(request: &ModelRequest) -> Value {
             .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.input_schema }))
             .collect();
     }
+    if let Some(tool) = &request.tool_choice {
+        body["tool_choice"] = json!({ "type": "tool", "name": tool });
+    }
     body
 }
 

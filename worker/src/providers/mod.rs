@@ -84,6 +84,8 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     /// Output cap.
     pub max_tokens: u64,
+    /// Forces a call of this tool (one of `tools`): the permission judge's answer.
+    pub tool_choice: Option<String>,
 }
 
 /// Token usage of one request.
@@ -277,6 +279,12 @@ impl Registry {
         });
         let scripted = allow_scripted.then(|| Arc::new(scripted::Scripted) as Arc<dyn Provider>);
         Self { anthropic, openai, scripted }
+    }
+
+    /// A registry that sends every Claude model to `provider` (tests).
+    #[cfg(test)]
+    pub fn only(provider: Arc<dyn Provider>) -> Self {
+        Self { anthropic: Some(provider), openai: None, scripted: None }
     }
 
     /// The provider and provider-side model id for `model`, or why there is none.

@@ -117,6 +117,9 @@ pub fn body(request: &ModelRequest) -> Value {
             .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.input_schema } }))
             .collect();
     }
+    if let Some(tool) = &request.tool_choice {
+        body["tool_choice"] = json!({ "type": "function", "function": { "name": tool } });
+    }
     body
 }
 

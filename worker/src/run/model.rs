@@ -81,9 +81,13 @@ impl Attempt<'_> {
             };
             let start_seq = started.last().map_or(0, |e: &StoredEvent| e.seq);
             let started_at = std::time::Instant::now();
-            let Streamed { outputs, usage, cut, refused } = self.stream_model(&request, start_seq).await?;
+            let Streamed { outputs, mut usage, cut, refused } = self.stream_model(&request, start_seq).await?;
             metrics::histogram!("agentd_model_request_duration_seconds").record(started_at.elapsed().as_secs_f64());
             let mut closing = outputs;
+            // `auto` tool uses are judged before they are committed, under this claim; the
+            // judge's tokens count in this request's usage (`judge.rs`).
+            let judged = self.judge_auto_calls(&mut closing, &request, cut.is_none(), start_seq).await?;
+            super::judge::add(&mut usage, &judged);
             let failed = matches!(cut, Some(Cut::Failed(_)));
             let model_usage = ModelUsage {
                 input_tokens: usage.input_tokens,
@@ -266,7 +270,7 @@ fn finish_block(agent: &Value, remote: &Remote, thread: &str, block: OpenBlock) 
                 ToolClass::Memory => {
                     vec![NewEvent::tool_use(thread, &name, input, Permission::of_policy("always_allow")).with_id(id)]
                 }
-                ToolClass::Builtin { policy } | ToolClass::A2a { policy } => {
+                ToolClass::Builtin { policy } | ToolClass::A2a { policy } | ToolClass::Web { policy, .. } => {
                     vec![NewEvent::tool_use(thread, &name, input, Permission::of_policy(&policy)).with_id(id)]
                 }
                 ToolClass::Unknown if let Some(tool) = remote.mcp_tool(&name) => {
