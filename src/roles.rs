@@ -511,6 +511,8 @@ impl Process {
         self.track(agentd_gateway::domain::deployments::spawn_scheduler(state.clone(), self.stop.clone()));
         // Erasures: a job whose gateway stopped is carried on by any gateway's sweeper.
         self.track(agentd_gateway::domain::erasure::spawn_sweeper(state.clone(), self.stop.clone()));
+        // Expired application access tokens are removed (they never resolve anyway).
+        self.track(agentd_gateway::domain::app_tokens::spawn_sweeper(state.clone(), self.stop.clone()));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

@@ -195,6 +195,8 @@ typed_ids! {
     DeploymentRunId = "deployment run", "drun";
     /// `uprof_…`
     UserProfileId = "user profile", "uprof";
+    /// `aat_…`
+    ApplicationAccessTokenId = "application access token", "aat";
 }
 
 /// The id of kind `prefix` that shares `id`'s suffix: an id derived from another one,

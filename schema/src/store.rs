@@ -9,6 +9,7 @@
 //! `use agentd_schema::store::prelude::*`.
 
 mod adapters;
+mod app_tokens;
 mod deployments;
 mod dreams;
 mod durable;
@@ -31,6 +32,7 @@ mod work;
 use async_trait::async_trait;
 
 pub use adapters::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch, AdapterStore};
+pub use app_tokens::{AppTokenRow, AppTokenStore, NewAppToken, ThreadBinding};
 pub use deployments::{
     DeploymentConfig, DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, DeploymentStore,
     NewDeployment, NewDeploymentRun, RunTrigger, ScheduleRow, SlotClaim,
@@ -70,9 +72,9 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, AgentMemoryStore, DeploymentStore, DreamStore, DurableStore, ErasureStore, FileStore,
-        IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore, SessionStore, SkillStore,
-        Store, StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WorkStore,
+        AdapterStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore, ErasureStore,
+        FileStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore, SessionStore,
+        SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WorkStore,
     };
 }
 
@@ -128,6 +130,7 @@ pub trait Store:
     + DeploymentStore
     + UserProfileStore
     + ErasureStore
+    + AppTokenStore
     + 'static
 {
 }
@@ -153,6 +156,7 @@ impl<T> Store for T where
         + DeploymentStore
         + UserProfileStore
         + ErasureStore
+        + AppTokenStore
         + 'static
 {
 }

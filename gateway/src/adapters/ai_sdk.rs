@@ -350,7 +350,8 @@ pub async fn resume(
     Path(thread): Path<String>,
 ) -> ApiResult<Response> {
     let store = state.backends.store.as_ref();
-    let Some(session_id) = store.thread_session(&tenant.workspace_id, &thread).await? else {
+    // The one binding lookup, which also authorizes the session for the credential.
+    let Some(session_id) = crate::domain::threads::bound(&state, &tenant, &thread).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let wake = Wake::subscribe(&state, &session_id).await;

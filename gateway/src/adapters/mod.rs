@@ -49,7 +49,8 @@ pub(crate) async fn thread_messages(
     let query = Query::from_uri(uri);
     let limit = query.int("limit", 1, 100)?.unwrap_or(100);
     let after = query.string("page").map(decode_cursor).transpose()?;
-    let Some(session_id) = store.thread_session(&tenant.workspace_id, thread).await? else {
+    // The one binding lookup, which also authorizes the session for the credential.
+    let Some(session_id) = crate::domain::threads::bound(state, tenant, thread).await? else {
         return Err(ApiError::NotFound(format!("thread not found: {thread}")));
     };
     let session = sessions::load(store, tenant, &session_id).await?;

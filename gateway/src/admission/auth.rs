@@ -49,7 +49,33 @@ pub enum Access {
         /// Its environment.
         environment_id: String,
     },
+    /// An application access token: the AI SDK and AG-UI routes it names, for the
+    /// threads it binds (docs/api/app-tokens.md).
+    App(AppGrant),
 }
+
+/// What an application access token grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppGrant {
+    /// `aat_…`
+    pub token_id: String,
+    /// `ai-sdk`, `ag-ui`.
+    pub protocols: Vec<String>,
+    /// `thread.run`, `thread.messages.read`.
+    pub operations: Vec<String>,
+    /// Each thread it may use and the session that thread is.
+    pub bindings: Vec<agentd_schema::ThreadBinding>,
+}
+
+impl AppGrant {
+    /// The session the token binds `thread` to.
+    pub fn session_of(&self, thread: &str) -> Option<&str> {
+        self.bindings.iter().find(|b| b.external_thread_id == thread).map(|b| b.managed_session_id.as_str())
+    }
+}
+
+/// Application access tokens carry this prefix.
+pub const APP_TOKEN_PREFIX: &str = "sk-agentd-aat-";
 
 /// Sessions tokens carry this prefix (they are minted with each offered work item).
 pub const SESSIONS_TOKEN_PREFIX: &str = "sk-agentd-wst";
@@ -84,6 +110,9 @@ async fn authenticate(state: &AppState, headers: &HeaderMap, path: Option<String
     };
     if key.starts_with(SESSIONS_TOKEN_PREFIX) {
         return sessions_token(state, key).await;
+    }
+    if key.starts_with(APP_TOKEN_PREFIX) {
+        return app_token(state, key).await;
     }
     let scope = match state.key_cache.get(key) {
         Some(scope) => Some(scope),
@@ -139,6 +168,30 @@ async fn sessions_token(state: &AppState, token: &str) -> Result<Tenant, ApiErro
             work_id: token.work_id,
             environment_id: token.environment_id,
         },
+    })
+}
+
+/// Resolves an application access token; never cached, so a deleted token stops at once.
+async fn app_token(state: &AppState, token: &str) -> Result<Tenant, ApiError> {
+    let digest = agentd_schema::ids::secret_hash(token);
+    let now = crate::managed::query::now_ms();
+    let resolved = state.backends.store.resolve_app_token(&digest, now).await.map_err(|error| {
+        tracing::warn!(%error, "cannot resolve an application access token");
+        ApiError::Unavailable("cannot resolve the workspace scope: the store is unavailable".to_owned())
+    })?;
+    let Some(token) = resolved else {
+        return Err(ApiError::Unauthenticated("invalid or expired application access token".to_owned()));
+    };
+    Ok(Tenant {
+        organization_id: token.organization_id,
+        workspace_id: token.workspace_id,
+        key_id: token.id.clone(),
+        access: Access::App(AppGrant {
+            token_id: token.id,
+            protocols: token.protocols,
+            operations: token.operations,
+            bindings: token.thread_bindings,
+        }),
     })
 }
 

@@ -16,9 +16,9 @@
 
 use agentd_schema::Store;
 use agentd_schema::ids::{
-    AgentId, ApiKeyId, CredentialId, DeploymentId, DeploymentRunId, DreamId, EnvironmentId, FileId, InboxMessageId,
-    MemoryId, MemoryStoreId, MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId, ThreadId, UserProfileId,
-    VaultId, WorkId,
+    AgentId, ApiKeyId, ApplicationAccessTokenId, CredentialId, DeploymentId, DeploymentRunId, DreamId, EnvironmentId,
+    FileId, InboxMessageId, MemoryId, MemoryStoreId, MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId,
+    ThreadId, UserProfileId, VaultId, WorkId,
 };
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -121,6 +121,7 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "deployment_id" => drop(typed(value, DeploymentId::parse)?),
             "deployment_run_id" => drop(typed(value, DeploymentRunId::parse)?),
             "user_profile_id" => drop(typed(value, UserProfileId::parse)?),
+            "application_access_token_id" => drop(typed(value, ApplicationAccessTokenId::parse)?),
             // A skill version (an epoch-microsecond id or `latest`) and a path inside
             // it: checked by the handler inside the skill it names.
             "version" | "path" => {}
@@ -186,6 +187,33 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             }
             _ => Ok(Reach::Anything),
         },
+        // An application access token: the adapter routes of its protocols and operations;
+        // which threads, `threads::bound` decides from its bindings.
+        Access::App(grant) => {
+            let (protocol, operation) = match segments.as_slice() {
+                ["ai-sdk", "chat"] | ["ai-sdk", "threads", "{thread_id}", "runs"] if post => ("ai-sdk", "thread.run"),
+                ["ai-sdk", "chat", "{chat_id}", "stream"] if get => ("ai-sdk", "thread.run"),
+                ["ai-sdk", "threads", "{thread_id}", "messages"] if get => ("ai-sdk", "thread.messages.read"),
+                ["ag-ui"] if post => ("ag-ui", "thread.run"),
+                ["ag-ui", "threads", "{thread_id}", "messages"] if get => ("ag-ui", "thread.messages.read"),
+                _ => {
+                    return denied(
+                        "an application access token reaches only the AI SDK and AG-UI thread routes of its grant",
+                    );
+                }
+            };
+            if !grant.protocols.iter().any(|p| p == protocol) {
+                return Err(ApiError::PermissionDenied(format!(
+                    "this application access token does not grant {protocol}"
+                )));
+            }
+            if !grant.operations.iter().any(|o| o == operation) {
+                return Err(ApiError::PermissionDenied(format!(
+                    "this application access token does not grant {operation}"
+                )));
+            }
+            Ok(Reach::Anything)
+        }
         // Dreams write memory stores: only an API key may start, read or schedule them.
         Access::Environment(_) | Access::Runner | Access::Session { .. }
             if segments.first() == Some(&"dreams") || segments.starts_with(&["ext", "memory-stores"]) =>
@@ -305,6 +333,18 @@ pub async fn check(store: &dyn Store, tenant: &Tenant, reach: &Reach) -> Result<
         (Access::Environment(_) | Access::Runner, Reach::MemoryStore { id, .. }) => {
             Err(not_found(MemoryStoreId::KIND, id))
         }
+        // A token reaches the sessions its threads are bound to, nothing else.
+        (Access::App(grant), Reach::Session(session)) => {
+            if grant.bindings.iter().any(|b| b.managed_session_id == session.as_str()) {
+                Ok(())
+            } else {
+                Err(not_found("session", session))
+            }
+        }
+        (Access::App(_), Reach::Environment(environment) | Reach::Work(environment, _)) => {
+            Err(not_found(EnvironmentId::KIND, environment))
+        }
+        (Access::App(_), Reach::MemoryStore { id, .. }) => Err(not_found(MemoryStoreId::KIND, id)),
     }
 }
 

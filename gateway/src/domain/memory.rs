@@ -116,7 +116,9 @@ pub fn sha256_hex(field: &str, value: &str) -> DomainResult<String> {
 pub fn actor(tenant: &Tenant) -> MemoryActor {
     match &tenant.access {
         Access::Session { session_id, .. } => MemoryActor::Session(session_id.clone()),
-        Access::Workspace | Access::Environment(_) | Access::Runner => MemoryActor::ApiKey(tenant.key_id.clone()),
+        Access::Workspace | Access::Environment(_) | Access::Runner | Access::App(_) => {
+            MemoryActor::ApiKey(tenant.key_id.clone())
+        }
     }
 }
 

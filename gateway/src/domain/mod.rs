@@ -4,6 +4,7 @@
 //! shape. Nothing here knows HTTP: no axum type appears in this module (a test below
 //! keeps it so), and no service calls a handler. ADR 0013.
 
+pub mod app_tokens;
 pub mod commit;
 pub mod consent_links;
 pub mod cron;

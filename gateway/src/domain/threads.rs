@@ -10,8 +10,8 @@ use super::environments::{self, CreateEnvironment};
 use super::error::{DomainError, DomainResult};
 use super::sessions::{self, AgentRef, CreateSession};
 use crate::AppState;
-use crate::admission::Tenant;
 use crate::admission::scope::{self, Reach};
+use crate::admission::{Access, Tenant};
 use crate::error::ApiError;
 
 /// The binding key of the workspace's adapter environment (reserved: no thread has it).
@@ -21,9 +21,24 @@ pub const MAX_THREAD_CHARS: usize = 256;
 
 /// The session bound to `thread`, or `None` when the thread was never bound.
 /// A binding whose session was deleted is [`DomainError::Deleted`].
+/// For an application access token, the thread must be one it binds, and is the
+/// session the token names: it never binds or creates anything.
 pub async fn bound(state: &AppState, tenant: &Tenant, thread: &str) -> DomainResult<Option<SessionId>> {
     let store = state.backends.store.as_ref();
-    let Some(id) = store.thread_session(&tenant.workspace_id, thread).await? else { return Ok(None) };
+    let id = match &tenant.access {
+        Access::App(grant) => match grant.session_of(thread) {
+            Some(id) => id.to_owned(),
+            None => {
+                return Err(DomainError::NotFound(format!(
+                    "thread {thread:?} is not one of this application access token's threads"
+                )));
+            }
+        },
+        _ => match store.thread_session(&tenant.workspace_id, thread).await? {
+            Some(id) => id,
+            None => return Ok(None),
+        },
+    };
     let id =
         SessionId::parse(&id).map_err(|_| DomainError::Internal(format!("bound session id {id:?} does not parse")))?;
     authorize(state, tenant, &id).await?;

@@ -3,6 +3,7 @@
 
 pub(crate) mod agent_config;
 pub mod agents;
+pub mod app_tokens;
 pub mod body;
 pub(crate) mod content;
 pub mod credentials;
@@ -151,6 +152,10 @@ pub fn router() -> Router<AppState> {
         )
         .route("/user_profiles/{user_profile_id}/enrollment_url", post(user_profiles::enrollment_url))
         .route("/user_profiles/{user_profile_id}/action_urls", post(user_profiles::action_url));
+    // Application access tokens (control plane, no beta selector; problem+json errors).
+    let tokens = Router::new()
+        .route("/application-access-tokens", post(app_tokens::create))
+        .route("/application-access-tokens/{application_access_token_id}", axum::routing::delete(app_tokens::delete));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
     // Extension routes (documented in docs/api/hands.md and docs/api/skills.md); no
@@ -178,6 +183,7 @@ pub fn router() -> Router<AppState> {
         .merge(memory_stores)
         .merge(dream_routes)
         .merge(erasure_routes)
+        .merge(tokens)
         .merge(profiles)
         .merge(models)
         .merge(files)

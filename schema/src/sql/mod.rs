@@ -14,6 +14,7 @@
 //! (ADR 0014).
 
 mod adapters;
+mod app_tokens;
 mod deployments;
 mod dreams;
 mod durable;

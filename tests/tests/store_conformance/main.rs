@@ -11,6 +11,7 @@ use agentd_tests::store_conformance as conformance;
 use serde_json::json;
 
 mod adapters;
+mod app_tokens;
 mod backfill;
 mod capture;
 mod deployments;
