@@ -80,3 +80,43 @@ def test_a_browser_chats_and_restores_history_after_reload(
     assert report["before"] == expected, report
     assert report["after"] == expected, "the reload restored the thread from the messages route"
     assert (shots / "answered.png").stat().st_size > 1000 and (shots / "restored.png").stat().st_size > 1000
+
+
+def test_a_browser_chats_with_an_application_access_token(
+    turns: Deployment, fake_anthropic: FakeAnthropic, page_server: str
+) -> None:
+    """The same page, holding no API key: its backend (here, the test) created the
+    session and issued a token bound to the page's thread (docs/api/app-tokens.md)."""
+    key = unique("browser-token")
+    fake_anthropic.script(key, say(f"Rendered with a token {key}"))
+    client = turns.client()
+    agent = client.beta.agents.create(name=unique("web-agent"), model="claude-sonnet-4-5").id
+    environment = client.beta.environments.create(name=unique("web-env"), config={"type": "cloud"}).id
+    session = client.beta.sessions.create(agent=agent, environment_id=environment).id
+    thread = unique("web-thread")
+    issued = turns.http().post(
+        "/v1/application-access-tokens",
+        json={
+            "authority_id": "web-test",
+            "application_scope": "browser",
+            "protocols": ["ai-sdk"],
+            "operations": ["thread.run", "thread.messages.read"],
+            "thread_bindings": [{"external_thread_id": thread, "managed_session_id": session}],
+        },
+        headers=turns.headers(beta=False),
+    )
+    assert issued.status_code == 201, issued.text
+    token = issued.json()["access_token"]
+    shots = WEB_DIR / "artifacts" / f"{turns.mode}-token"
+    shots.mkdir(parents=True, exist_ok=True)
+    url = f"{page_server}/?key={token}&agent={agent}&thread={thread}"
+    result = subprocess.run(
+        ["node", "browser.mjs", url, CHROMIUM, str(shots), f"hello {key}", f"Rendered with a token {key}"],
+        cwd=WEB_DIR, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    expected = [["user", f"hello {key}"], ["assistant", f"Rendered with a token {key}"]]
+    assert report["before"] == expected and report["after"] == expected, report
+    # The turn ran in the session the token binds.
+    assert "agent.message" in [e.type for e in client.beta.sessions.events.list(session)]
