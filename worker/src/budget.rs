@@ -53,9 +53,24 @@ pub struct Reconcile {
 }
 
 impl Reconcile {
+    /// Where the session stands against its budget once `request` is counted.
+    pub fn standing(&self, request: &Usage) -> Standing {
+        Standing::of(&self.body, &self.usage(request))
+    }
+
     /// The `session.usage` snapshot after a request: cumulative usage including it, and
     /// its list cost when the session froze prices.
     pub fn snapshot(&self, thread_id: &str, request: &Usage) -> NewEvent {
+        let mut usage = self.usage(request);
+        let list_cost = Standing::of(&self.body, &usage).list_cost();
+        if !list_cost.is_null() {
+            usage["list_cost"] = list_cost;
+        }
+        NewEvent::session_usage(thread_id, usage, self.body["budget"].clone())
+    }
+
+    /// The session's cumulative usage including `request` (without its list cost).
+    fn usage(&self, request: &Usage) -> Value {
         let n = |key: &str| self.before[key].as_u64().unwrap_or(0);
         let cache_5m = self.before["cache_creation"]["ephemeral_5m_input_tokens"].as_u64().unwrap_or(0);
         let mut usage = json!({
@@ -69,10 +84,6 @@ impl Reconcile {
         if self.before["server_tool_use"].is_object() {
             usage["server_tool_use"] = self.before["server_tool_use"].clone();
         }
-        let list_cost = Standing::of(&self.body, &usage).list_cost();
-        if !list_cost.is_null() {
-            usage["list_cost"] = list_cost;
-        }
-        NewEvent::session_usage(thread_id, usage, self.body["budget"].clone())
+        usage
     }
 }

@@ -146,8 +146,9 @@ pub enum Permission {
     AlwaysAllow,
     /// `always_ask`: waits for a `user.tool_confirmation`.
     AlwaysAsk,
-    /// `auto`: the worker's permission judge decides each call (`worker/src/run/judge.rs`);
-    /// a call it has not judged asks, reason `indeterminate`.
+    /// `auto`: the worker's permission judge decides each call (`worker/src/run/judge.rs`):
+    /// a call judged safe runs, one judged high-risk is denied; a call it has not judged
+    /// asks, reason `indeterminate`.
     Auto(AutoJudgement),
     /// Refused before any policy applied (the tool is not the agent's).
     Deny,
@@ -163,17 +164,28 @@ pub struct AutoJudgement {
     pub reason: Option<String>,
 }
 
-/// The decision of the permission judge. agentd never evaluates `auto` to `deny`: a call
-/// the judge finds risky is held for the user instead.
+/// The decision on one `auto` call (`evaluation.evaluated_permission`, with the reason
+/// codes the reference lists: `high_risk`, `indeterminate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AutoVerdict {
     /// Judged safe: runs like `always_allow` (`{"type":"allow"}`).
     Allow,
-    /// Judged risky: held for a confirmation (`{"type":"ask","reason_code":"high_risk"}`).
-    AskHighRisk,
+    /// Judged high-risk: does not run, and a synthetic error result answers it
+    /// (`{"type":"deny","reason_code":"high_risk"}`).
+    DenyHighRisk,
+    /// Not judged, and not held for the user either (the session's budget is reached):
+    /// does not run, as `DenyHighRisk` (`{"type":"deny","reason_code":"indeterminate"}`).
+    DenyIndeterminate,
     /// No judgement was reached (the judge failed, or never ran): held for a
     /// confirmation (`{"type":"ask","reason_code":"indeterminate"}`).
     AskIndeterminate,
+}
+
+impl AutoVerdict {
+    /// Whether the call is denied: it does not run.
+    pub const fn denies(self) -> bool {
+        matches!(self, AutoVerdict::DenyHighRisk | AutoVerdict::DenyIndeterminate)
+    }
 }
 
 impl AutoJudgement {
@@ -207,7 +219,10 @@ impl Permission {
             Permission::Auto(AutoJudgement { verdict, reason }) => {
                 let (permission, evaluated) = match verdict {
                     AutoVerdict::Allow => ("allow", json!({ "type": "allow" })),
-                    AutoVerdict::AskHighRisk => ("ask", json!({ "type": "ask", "reason_code": "high_risk" })),
+                    AutoVerdict::DenyHighRisk => ("deny", json!({ "type": "deny", "reason_code": "high_risk" })),
+                    AutoVerdict::DenyIndeterminate => {
+                        ("deny", json!({ "type": "deny", "reason_code": "indeterminate" }))
+                    }
                     AutoVerdict::AskIndeterminate => ("ask", json!({ "type": "ask", "reason_code": "indeterminate" })),
                 };
                 let mut evaluation = json!({ "type": "auto", "evaluated_permission": evaluated });

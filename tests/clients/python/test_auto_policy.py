@@ -1,13 +1,17 @@
 """The `auto` permission policy (docs/api/tools.md, "The `auto` permission policy"): before
-a tool use under `auto` is committed, the worker asks a judge model call whether it may run
-without the user; `allow` runs it like `always_allow`, `ask` holds it like `always_ask`,
-and any failure of the judge asks. The decision is on the committed `agent.mcp_tool_use`
+a tool use under `auto` is committed, the worker asks a judge model call whether it is safe
+or high-risk; `allow` runs it like `always_allow`, `deny` does not run it (a synthetic error
+result tells the model, and the turn goes on), and any failure of the judge asks, holding
+the call like `always_ask`. A response that reaches the session's budget is not judged: its
+`auto` calls are denied. The decision is on the committed `agent.mcp_tool_use`
 (`evaluated_permission`, `evaluation` of type `auto`), and the judge's tokens count in the
 session's usage.
 
 Wire facts: managed-agents-wire.md §4 (`evaluated_permission`, `evaluation`:
 `BetaManagedAgentsAgentToolEvaluationAuto` with `{"type":"allow"}` /
-`{"type":"ask","reason_code"}`), §5.4 (`BetaManagedAgentsAutoPolicy`). The tools are an MCP
+`{"type":"ask","reason_code"}` / `{"type":"deny","reason_code"}`, reason codes `high_risk`
+and `indeterminate`; `deny` ⇒ the call does not execute and a synthetic error tool result is
+appended), §5.4 (`BetaManagedAgentsAutoPolicy`). The tools are an MCP
 server's (remote_servers.py); the model is the fake of fake_models.py. The judge's request
 carries the conversation, so it takes the next reply of the turn's key: each test scripts
 the agent's call, then the judge's answer, then the agent's last reply. Every test runs
@@ -24,7 +28,7 @@ import anthropic
 import pytest
 
 from fake_models import FakeAnthropic, Reply, Usage, call, http_error, say, tool_use
-from harness import RECORDER, Deployment, collect, unique
+from harness import RECORDER, Deployment, collect, list_all, unique
 from remote_servers import McpServer
 
 MODEL = "claude-sonnet-4-6"
@@ -60,7 +64,14 @@ def environment(client: anthropic.Anthropic, deployment: Deployment) -> str:
     return _ENVIRONMENTS[deployment.url]
 
 
-def start(client: anthropic.Anthropic, deployment: Deployment, server: McpServer, text: str) -> Any:
+def start(
+    client: anthropic.Anthropic,
+    deployment: Deployment,
+    server: McpServer,
+    text: str,
+    *,
+    budget: dict[str, Any] | None = None,
+) -> Any:
     """A session of an agent whose `calc` MCP tools are all `auto`, sent `text`."""
     agent = client.beta.agents.create(
         name=unique("auto-agent"),
@@ -79,8 +90,9 @@ def start(client: anthropic.Anthropic, deployment: Deployment, server: McpServer
     client.beta.vaults.credentials.create(
         vault.id, auth={"type": "static_bearer", "token": token, "mcp_server_url": server.url}
     )
+    extra = {"budget": budget} if budget else {}
     session = client.beta.sessions.create(
-        agent=agent.id, environment_id=environment(client, deployment), vault_ids=[vault.id]
+        agent=agent.id, environment_id=environment(client, deployment), vault_ids=[vault.id], **extra
     )
     client.beta.sessions.events.send(
         session.id, events=[{"type": "user.message", "content": [{"type": "text", "text": text}]}]
@@ -148,7 +160,7 @@ def assert_judge_request(request: Any, key: str, tool: str) -> None:
     assert "permission judge" in body["system"], body["system"]
     assert body["tool_choice"] == {"type": "tool", "name": JUDGE_TOOL}
     assert [t["name"] for t in body["tools"]] == [JUDGE_TOOL]
-    assert body["tools"][0]["input_schema"]["properties"]["decision"]["enum"] == ["allow", "ask"]
+    assert body["tools"][0]["input_schema"]["properties"]["decision"]["enum"] == ["allow", "deny"]
     (prompt,) = request.texts()
     assert f"tool: {tool}" in prompt and "the MCP server `calc`" in prompt, prompt
     assert key in prompt, "the judge sees the user's message"
@@ -202,34 +214,76 @@ def test_a_call_the_judge_allows_runs_without_confirmation(
     assert (usage.input_tokens, usage.output_tokens) == (25 + 300 + 25, 7 + 11 + 7)
 
 
-def test_a_call_the_judge_asks_about_waits_for_the_confirmation(
+def test_a_call_the_judge_denies_does_not_run_and_the_turn_goes_on(
     turns: Deployment, client: anthropic.Anthropic, fake_anthropic: FakeAnthropic, mcp_server: McpServer
 ) -> None:
-    key = unique("auto-ask")
+    key = unique("auto-deny")
     fake_anthropic.script(
-        key, call("bump", {}), judge("ask", "It changes a counter the user did not mention."), say("Bumped.")
+        key,
+        call("bump", {}),
+        judge("deny", "It changes a counter the user did not mention."),
+        say("I was not allowed to bump the counter."),
     )
     session = start(client, turns, mcp_server, f"do something {key}")
     events = wait_idle(client, session.id)
+    assert events[-1].stop_reason.type == "end_turn", types_of(events)
+    assert len(of_type(events, "session.status_idle")) == 1, "the turn never waits for the user"
     (use,) = of_type(events, "agent.mcp_tool_use")
-    assert use.name == "bump" and use.evaluated_permission == "ask"
+    assert use.name == "bump" and use.evaluated_permission == "deny"
     assert use.evaluation is not None and use.evaluation.type == "auto"
-    assert use.evaluation.evaluated_permission.type == "ask"
+    assert use.evaluation.evaluated_permission.type == "deny"
     assert use.evaluation.evaluated_permission.reason_code == "high_risk"
     assert evaluation_reason(use) == "It changes a counter the user did not mention."
-    assert events[-1].stop_reason.type == "requires_action"
-    assert events[-1].stop_reason.event_ids == [use.id]
-    assert client.beta.sessions.retrieve(session.id).status == "idle"
-    assert mcp_server.calls == [], "nothing runs before the user allows it"
-    assert_judge_request(fake_anthropic.wait_requests(key, 2)[1], key, "bump")
-
-    confirm(client, session.id, use.id, "allow")
-    events = wait_idle(client, session.id, count=2)
-    assert events[-1].stop_reason.type == "end_turn"
     (result,) = of_type(events, "agent.mcp_tool_result")
-    assert result.mcp_tool_use_id == use.id and result_text(result) == "counter=1"
-    assert mcp_server.calls == [("bump", {})]
-    assert len(fake_anthropic.received(key)) == 3, "the confirmation is not judged again"
+    assert result.mcp_tool_use_id == use.id and result.is_error is True
+    assert "denied by the auto permission policy" in result_text(result), result_text(result)
+    assert "It changes a counter the user did not mention." in result_text(result)
+    assert mcp_server.calls == [] and mcp_server.counter == 0, "a denied call does not run"
+    assert not of_type(events, "user.tool_confirmation")
+    assert client.beta.sessions.retrieve(session.id).status == "idle"
+
+    _, judged, last = fake_anthropic.wait_requests(key, 3)
+    assert_judge_request(judged, key, "bump")
+    (denied,) = last.blocks("tool_result")
+    assert denied["tool_use_id"] == use.id and denied["is_error"] is True, denied
+    assert "denied by the auto permission policy" in str(denied["content"])
+    (message,) = of_type(events, "agent.message")
+    assert "not allowed" in "".join(b.text for b in message.content)
+
+
+def test_a_response_that_reaches_the_budget_is_denied_without_a_judgement(
+    turns: Deployment, client: anthropic.Anthropic, fake_anthropic: FakeAnthropic, mcp_server: McpServer
+) -> None:
+    """With a 1¢ budget, a response of 5,000 input tokens ($3 per million: 1.5¢) reaches it:
+    its `auto` call is denied with reason code `indeterminate`, the judge is not asked, and
+    the turn ends `budget_reached` (raw JSON: the SDK's union lacks `session.budget_reached`)."""
+    key = unique("auto-budget")
+    over = Reply(blocks=[tool_use("bump", {})], stop_reason="tool_use", usage=Usage(input_tokens=5000))
+    fake_anthropic.script(key, over, judge("allow", "never asked"), say("never said"))
+    budget = {"type": "limit", "max_list_cost": {"amount": "1", "currency": "USD"}}
+    session = start(client, turns, mcp_server, f"bump {key}", budget=budget)
+    http = turns.http()
+    deadline = time.monotonic() + TURN_TIMEOUT
+    while True:
+        events = list_all(http, f"/v1/sessions/{session.id}/events", turns.headers(), limit=1000)
+        kinds = [e["type"] for e in events]
+        if "session.status_idle" in kinds:
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"no session.status_idle within {TURN_TIMEOUT:.0f} s; history: {kinds}")
+        time.sleep(0.05)
+    assert events[-1]["stop_reason"]["type"] == "budget_reached", kinds
+    (use,) = [e for e in events if e["type"] == "agent.mcp_tool_use"]
+    assert use["evaluated_permission"] == "deny"
+    assert use["evaluation"]["type"] == "auto"
+    assert use["evaluation"]["evaluated_permission"] == {"type": "deny", "reason_code": "indeterminate"}
+    assert "budget" in use["evaluation"]["reason"], use["evaluation"]
+    (result,) = [e for e in events if e["type"] == "agent.mcp_tool_result"]
+    assert result["mcp_tool_use_id"] == use["id"] and result["is_error"] is True
+    assert "denied by the auto permission policy" in str(result["content"])
+    assert mcp_server.calls == []
+    assert "requires_action" not in str([e.get("stop_reason") for e in events])
+    assert len(fake_anthropic.received(key)) == 1, "neither the judge nor the agent's model is asked past the budget"
 
 
 @pytest.mark.parametrize(
@@ -237,7 +291,7 @@ def test_a_call_the_judge_asks_about_waits_for_the_confirmation(
     [
         (http_error(500, "the judge is down"), "the permission judge failed"),
         (say("Sure, go ahead!"), "could not be read"),
-        (judge("deny", "not an answer it may give"), "could not be read"),
+        (judge("ask", "not an answer it may give"), "could not be read"),
     ],
     ids=["provider-error", "not-json", "unknown-decision"],
 )

@@ -85,8 +85,11 @@ impl Attempt<'_> {
             metrics::histogram!("agentd_model_request_duration_seconds").record(started_at.elapsed().as_secs_f64());
             let mut closing = outputs;
             // `auto` tool uses are judged before they are committed, under this claim; the
-            // judge's tokens count in this request's usage (`judge.rs`).
-            let judged = self.judge_auto_calls(&mut closing, &request, cut.is_none(), start_seq).await?;
+            // judge's tokens count in this request's usage (`judge.rs`). A budget this
+            // response reached leaves them unjudged, and denied.
+            let budget_reached = reconcile.standing(&usage).reached();
+            let judged =
+                self.judge_auto_calls(&mut closing, &request, cut.is_none(), start_seq, budget_reached).await?;
             super::judge::add(&mut usage, &judged);
             let failed = matches!(cut, Some(Cut::Failed(_)));
             let model_usage = ModelUsage {
