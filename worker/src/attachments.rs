@@ -56,6 +56,21 @@ pub async fn resolve(
     Ok(())
 }
 
+/// The text of a file rubric (docs/api/outcomes.md): a text file of the workspace, read
+/// like a text `document` block's file; any other file is refused, saying why.
+pub async fn rubric_text(
+    store: &dyn Store,
+    blobs: &Blobs,
+    workspace_id: &str,
+    file_id: &str,
+) -> Result<String, ProviderError> {
+    let source = source_of(store, blobs, workspace_id, "document", file_id).await?;
+    match (source["type"].as_str(), source["data"].as_str()) {
+        (Some("text"), Some(text)) => Ok(text.to_owned()),
+        _ => Err(refused(format!("file {file_id} is not a text file; a rubric file must be text"))),
+    }
+}
+
 fn refused(message: String) -> ProviderError {
     ProviderError { kind: crate::providers::ErrorKind::RequestFailed, retryable: false, message }
 }

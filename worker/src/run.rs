@@ -6,12 +6,13 @@
 //! An `Attempt` is one claim being driven: `claim` takes it up (session, agent, bus
 //! watchers, cached history), `steps` loops decide → act, `model.rs` streams a model
 //! request (previews on the bus, provider retries), `judge.rs` judges the `auto` tool
-//! uses of its response, `calls.rs` makes remote tool calls, and `commit` / `settle` are
-//! the only writes.
+//! uses of its response, `calls.rs` makes remote tool calls, `outcome.rs` grades an
+//! outcome when a turn ends, and `commit` / `settle` are the only writes.
 
 mod calls;
 mod judge;
 mod model;
+mod outcome;
 
 use std::sync::Arc;
 
@@ -231,6 +232,12 @@ impl<'a> Attempt<'a> {
                 {
                     self.commit_with_inbox(Vec::new()).await?;
                 }
+                // A turn that ends with an outcome not yet done is graded first (`outcome.rs`);
+                // the next decision goes on from the verdict.
+                Decision::Idle { mut events } if ends_turn && let Some(outcome) = self.outcome_pending() => {
+                    events.pop();
+                    self.evaluate_outcome(outcome, events, standing.reached()).await?;
+                }
                 Decision::Idle { events } => return self.settle(events).await,
                 Decision::CallModel { before, mut request } => {
                     let offered = tokio::select! {
@@ -256,6 +263,11 @@ impl<'a> Attempt<'a> {
                 }
             }
         }
+    }
+
+    /// The outcome the thread is working on, if one is defined and not done.
+    fn outcome_pending(&self) -> Option<agentd_schema::events::ActiveOutcome> {
+        agentd_schema::events::active_outcome(&self.history)
     }
 
     /// The sequence number of the last event read.

@@ -400,7 +400,7 @@ pub async fn require_readable(store: &dyn Store, workspace_id: &str, path: &str,
 
 /// A reference at `at` (a field path) to a live file: a missing one is a 400 naming the
 /// field, an expired one a 400 `file_expired`.
-async fn require_live(store: &dyn Store, workspace_id: &str, file_id: &str, at: &str) -> DomainResult<()> {
+pub async fn require_live(store: &dyn Store, workspace_id: &str, file_id: &str, at: &str) -> DomainResult<()> {
     match load(store, workspace_id, file_id).await {
         Ok(_) => Ok(()),
         Err(DomainError::NotFound(_)) => Err(DomainError::invalid(format!("{at}: file not found: {file_id}"))),

@@ -188,17 +188,17 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
             )));
         }
     }
+    for (i, event) in request.initial_events.iter().enumerate() {
+        if event.get("type").and_then(Value::as_str) == Some(EventType::UserDefineOutcome.as_str())
+            && let Some(rubric) = event.get("rubric").filter(|rubric| rubric["type"] == "file")
+        {
+            let file_id = rubric["file_id"].as_str().unwrap_or_default();
+            let path = format!("initial_events[{i}].rubric.file_id");
+            super::files::require_live(store, &tenant.workspace_id, file_id, &path).await?;
+        }
+    }
     let id = request.id.clone().unwrap_or_else(|| agentd_schema::ids::new_id("sesn"));
     let now = agentd_schema::live::rfc3339(crate::managed::query::now_ms());
-    let outcome_evaluations: Vec<Value> = request
-        .initial_events
-        .iter()
-        .filter(|e| e.get("type").and_then(Value::as_str) == Some(EventType::UserDefineOutcome.as_str()))
-        .map(|e| {
-            json!({ "type": "outcome_evaluation", "outcome_id": e["outcome_id"], "description": e["description"],
-                    "iteration": 0, "result": "pending", "explanation": null, "completed_at": null })
-        })
-        .collect();
     let session_body = json!({
         "type": "session",
         "id": id,
@@ -209,7 +209,8 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "vault_ids": request.vault_ids,
         "budget": request.budget,
         "resources": resources,
-        "outcome_evaluations": outcome_evaluations,
+        // Kept by the store from the outcome events (`agentd_schema::events`, outcomes).
+        "outcome_evaluations": [],
         "deployment_id": request.deployment_id,
         "user_profile_id": request.user_profile_id.as_ref().map(UserProfileId::as_str),
         "content_capture": capture.to_json(),
@@ -281,7 +282,7 @@ pub async fn submit_initial_events(
     if events.is_empty() {
         return Ok(());
     }
-    let events = events
+    let mut events: Vec<NewEvent> = events
         .into_iter()
         .enumerate()
         .map(|(i, body)| {
@@ -292,6 +293,7 @@ pub async fn submit_initial_events(
             event
         })
         .collect();
+    super::input::define_outcomes(&mut events);
     match commit::submit_and_publish(state, session_id, events).await {
         Ok(_) => Ok(()),
         Err(DomainError::Conflict(_)) if derived => Ok(()),

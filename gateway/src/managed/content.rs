@@ -147,18 +147,24 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
             );
         }
         Ok(EventType::UserDefineOutcome) => {
+            // The outcome's id and its default `max_iterations` are set by the input
+            // service (`domain::input::define_outcomes`), one rule for every surface.
             body::only_known(map, &["type", "description", "rubric", "max_iterations"], path)?;
-            body::string(map.get("description"), &join(path, "description"), 1, MAX_OUTCOME_CHARS)?;
+            let description = body::string(map.get("description"), &join(path, "description"), 1, MAX_OUTCOME_CHARS)?;
+            out.insert("description".into(), json!(description));
             let rubric_path = join(path, "rubric");
             let rubric = as_object(map.get("rubric").unwrap_or(&Value::Null), &rubric_path)?;
             match tag(rubric, &rubric_path)? {
                 "text" => {
                     body::only_known(rubric, &["type", "content"], &rubric_path)?;
-                    body::string(rubric.get("content"), &join(&rubric_path, "content"), 1, MAX_OUTCOME_CHARS)?;
+                    let content =
+                        body::string(rubric.get("content"), &join(&rubric_path, "content"), 1, MAX_OUTCOME_CHARS)?;
+                    out.insert("rubric".into(), json!({ "type": "text", "content": content }));
                 }
                 "file" => {
                     body::only_known(rubric, &["type", "file_id"], &rubric_path)?;
-                    body::string(rubric.get("file_id"), &join(&rubric_path, "file_id"), 1, 256)?;
+                    let file_id = body::string(rubric.get("file_id"), &join(&rubric_path, "file_id"), 1, 256)?;
+                    out.insert("rubric".into(), json!({ "type": "file", "file_id": file_id }));
                 }
                 other => {
                     return Err(ApiError::invalid(format!("{rubric_path}.type: must be text or file, got {other:?}")));
@@ -166,19 +172,15 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
             }
             match map.get("max_iterations") {
                 None | Some(Value::Null) => {}
-                Some(Value::Number(n)) if n.as_i64().is_some_and(|n| (1..=20).contains(&n)) => {}
+                Some(Value::Number(n)) if n.as_i64().is_some_and(|n| (1..=20).contains(&n)) => {
+                    out.insert("max_iterations".into(), json!(n.as_i64()));
+                }
                 Some(other) => {
                     return Err(ApiError::invalid(format!(
                         "{path}.max_iterations: must be an integer from 1 to 20, got {other}"
                     )));
                 }
             }
-            // A well-formed outcome is still refused: nothing would grade it (issue 22), and
-            // running it as a plain message would silently drop the rubric.
-            return Err(ApiError::invalid(format!(
-                "{path}.type: user.define_outcome (outcomes graded against a rubric) is not available in this agentd \
-                 yet; send the goal as a user.message"
-            )));
         }
         _ => {
             return Err(ApiError::invalid(format!(

@@ -8,9 +8,16 @@ mod body;
 mod calls;
 mod kind;
 mod new;
+mod outcomes;
 #[cfg(test)]
 mod tests;
 
 pub use body::{AutoJudgement, AutoVerdict, ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
 pub use calls::{Confirmation, OpenCall, ToolCalls};
 pub use kind::{EventType, MissingField, UnknownEventType};
+pub use outcomes::{ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome};
+
+/// The session's `outcome_evaluations` projection (`sql/sessions.rs`).
+pub mod outcome_projection {
+    pub use super::outcomes::{project, projected};
+}

@@ -23,6 +23,7 @@ use sqlx::{Any, FromRow, Row, Transaction};
 use super::{JsonText, SqlStore, tool_calls};
 use crate::capture;
 use crate::error::{StoreError, StoreResult};
+use crate::events::outcome_projection;
 use crate::store::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
     memory_store_ids,
@@ -254,6 +255,11 @@ pub(super) async fn append(
         add_usage(&mut usage, &event.body["model_usage"]);
         usage_changed = true;
     }
+    // The outcome grader's tokens (docs/api/outcomes.md) count like a model request's.
+    for event in stored.iter().filter(|event| event.kind == "span.outcome_evaluation_end") {
+        add_usage(&mut usage, &event.body["usage"]);
+        usage_changed = true;
+    }
     // Web tool calls that went out count in `server_tool_use` (`web.rs`).
     for event in stored.iter().filter(|event| event.kind == "agent.tool_result") {
         usage_changed |= crate::web::count_server_tool_use(&mut usage, &event.body);
@@ -266,6 +272,10 @@ pub(super) async fn append(
             .await?;
     }
     tool_calls::record(tx, session_id, &stored).await?;
+    if stored.iter().any(|event| outcome_projection::projected(&event.kind)) {
+        let level = capture_level.as_deref().and_then(capture::Level::parse);
+        project_outcomes(tx, session_id, &stored, level).await?;
+    }
     if let Some(level) = capture_level.as_deref().and_then(capture::Level::parse)
         && let Some(end) =
             stored.iter().rev().find(|e| e.thread_id == session_id && capture::ends_turn(&e.kind, &e.body))
@@ -273,6 +283,46 @@ pub(super) async fn append(
         capture_turn(tx, session_id, captured_through_seq, end.seq, level).await?;
     }
     Ok(stored)
+}
+
+/// Keeps the session's `outcome_evaluations` (in its body) in step with the outcome
+/// events of an append, inside the appending transaction, which holds the session row.
+/// A session below `full` content capture keeps no grader explanation in it (ADR 0019).
+async fn project_outcomes(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    stored: &[StoredEvent],
+    capture: Option<capture::Level>,
+) -> StoreResult<()> {
+    let (body,): (String,) = sqlx::query_as(include_str!("../../queries/sessions/select_session_body.sql"))
+        .bind(session_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    let mut body = JsonText::try_from(body)?.0;
+    if !body["outcome_evaluations"].is_array() {
+        body["outcome_evaluations"] = json!([]);
+    }
+    let mut changed = false;
+    for event in stored {
+        let processed_at = crate::live::rfc3339(event.processed_at_ms);
+        changed |= outcome_projection::project(&mut body["outcome_evaluations"], event, &processed_at);
+    }
+    if let Some(level) = capture.filter(|level| *level < capture::Level::Full) {
+        let kept = if level == capture::Level::Off { Value::Null } else { json!(capture::REDACTED) };
+        for evaluation in body["outcome_evaluations"].as_array_mut().into_iter().flatten() {
+            if evaluation.get("explanation").is_some_and(|e| !e.is_null()) {
+                evaluation["explanation"] = kept.clone();
+            }
+        }
+    }
+    if changed {
+        sqlx::query(include_str!("../../queries/sessions/update_outcome_evaluations.sql"))
+            .bind(session_id)
+            .bind(body.to_string())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Rewrites the events of a session's settled turn (`after` < seq ≤ `through`) to what
@@ -498,8 +548,27 @@ impl SessionStore for SqlStore {
     ) -> StoreResult<(Session, Vec<StoredEvent>)> {
         let now = self.now();
         let mut tx = self.primary.begin().await?;
-        let stored = append(&mut tx, id, events, now).await?;
+        // The row lock first (an append takes it; without events, `lock` does), so the
+        // projection read below is the one this update commits over.
+        let stored = if events.is_empty() {
+            lock(&mut tx, id, now).await?;
+            Vec::new()
+        } else {
+            append(&mut tx, id, events, now).await?
+        };
         let mut body = body;
+        // `outcome_evaluations` is a projection the worker's appends keep in the same row;
+        // the caller's body was read before this transaction, so the stored one wins.
+        let current: Option<(String,)> = sqlx::query_as(include_str!("../../queries/sessions/select_session_body.sql"))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some((current,)) = current {
+            let current = JsonText::try_from(current)?.0;
+            if current["outcome_evaluations"].is_array() {
+                body["outcome_evaluations"] = current["outcome_evaluations"].clone();
+            }
+        }
         let agent = store_agent(&mut tx, &mut body, now).await?;
         // A body without an agent keeps the snapshot the session has.
         let row: Option<SessionRow> = sqlx::query_as(include_str!("../../queries/sessions/update_body.sql"))

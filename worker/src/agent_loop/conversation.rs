@@ -1,5 +1,6 @@
 //! The model conversation built from committed history.
 
+use agentd_schema::events::OutcomeVerdict;
 use agentd_schema::{EventType, StoredEvent};
 use serde_json::{Value, json};
 
@@ -89,6 +90,12 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
                 _ => None,
             }));
         }
+        EventType::UserDefineOutcome => push(Role::User, vec![Block::Text(outcome_text(body))]),
+        EventType::SpanOutcomeEvaluationEnd => {
+            if let Some(feedback) = feedback_text(body) {
+                push(Role::User, vec![Block::Text(feedback)]);
+            }
+        }
         EventType::AgentMessage => push(Role::Assistant, text_blocks(&body["content"])),
         kind if kind.is_tool_use() => match event.str_field("name") {
             Ok(name) => push(
@@ -111,5 +118,38 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
             }
         }
         _ => {}
+    }
+}
+
+/// What the agent reads of a `user.define_outcome` (docs/api/outcomes.md): the task and,
+/// for a text rubric, the rubric it will be graded against.
+fn outcome_text(body: &Value) -> String {
+    let description = body["description"].as_str().unwrap_or_default();
+    let rubric = match (body["rubric"]["type"].as_str(), body["rubric"]["content"].as_str()) {
+        (Some("text"), Some(rubric)) => format!("<rubric>\n{rubric}\n</rubric>"),
+        _ => "(The rubric was given as a file; the grader reads it.)".to_owned(),
+    };
+    format!(
+        "Produce this outcome. When you finish, a grader evaluates your result against the rubric and may \
+         ask for revisions.\n<outcome>\n{description}\n</outcome>\n{rubric}"
+    )
+}
+
+/// The grader's feedback an evaluation gives back to the agent (`needs_revision`, or
+/// `max_iterations_reached` for one final turn); none for the other verdicts.
+fn feedback_text(body: &Value) -> Option<String> {
+    let explanation = body["explanation"].as_str().unwrap_or_default();
+    let iteration = body["iteration"].as_i64().unwrap_or(0);
+    match body["result"].as_str().and_then(OutcomeVerdict::parse)? {
+        OutcomeVerdict::NeedsRevision => Some(format!(
+            "The grader evaluated your result (iteration {iteration}) against the rubric: it needs revision.\n\
+             <grader_feedback>\n{explanation}\n</grader_feedback>\nRevise your work to meet the rubric."
+        )),
+        OutcomeVerdict::MaxIterationsReached => Some(format!(
+            "The grader evaluated your result (iteration {iteration}) against the rubric: it still does not meet \
+             it, and no evaluation cycles remain.\n<grader_feedback>\n{explanation}\n</grader_feedback>\n\
+             Briefly tell the user what is still missing; this answer is not graded."
+        )),
+        _ => None,
     }
 }

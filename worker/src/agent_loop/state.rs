@@ -2,7 +2,7 @@
 //! the open tool calls and where the last input, interrupt, request and status are.
 //! Positions are indexes into the history.
 
-use agentd_schema::events::ToolCalls;
+use agentd_schema::events::{OutcomeVerdict, ToolCalls};
 use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
 
 /// The fold of a thread's committed history.
@@ -73,6 +73,16 @@ impl Thread {
                 self.running = false;
             }
             EventType::SessionStatusRunning => self.running = true,
+            // The grader's feedback on an outcome is input for the agent's next request
+            // (not the client's: it does not resume an interrupted turn).
+            EventType::SpanOutcomeEvaluationEnd
+                if event.body["result"]
+                    .as_str()
+                    .and_then(OutcomeVerdict::parse)
+                    .is_some_and(OutcomeVerdict::revises) =>
+            {
+                self.last_input = Some(at);
+            }
             EventType::SessionError if RetryStatus::of(&event.body) == Some(RetryStatus::Exhausted) => {
                 self.last_given_up = Some(at);
             }

@@ -1,0 +1,323 @@
+//! Outcomes (docs/api/outcomes.md): a `user.define_outcome` names what the agent should
+//! produce and the rubric it is graded against; each time the agent's turn ends, the
+//! worker grades the result and commits one evaluation cycle, `span.outcome_evaluation_start`
+//! then `span.outcome_evaluation_end`. Here: the verdicts, the two span constructors
+//! (with ids derived from the outcome and the iteration, so a retried attempt finds what an
+//! earlier one committed), the fold that says which outcome is being worked on, and the
+//! session's `outcome_evaluations` projection the store keeps from the same events.
+
+use serde_json::{Value, json};
+
+use super::body::ModelUsage;
+use super::kind::EventType;
+use crate::store::{NewEvent, StoredEvent};
+
+/// `max_iterations` when the outcome does not say.
+pub const DEFAULT_MAX_ITERATIONS: i64 = 3;
+
+/// The verdict of one evaluation cycle (`span.outcome_evaluation_end.result`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeVerdict {
+    /// The rubric is met: the outcome is done.
+    Satisfied,
+    /// Not met; the grader's explanation goes back to the agent for another cycle.
+    NeedsRevision,
+    /// Not met at the last cycle `max_iterations` allows: the agent is told, and gets one
+    /// final turn, which is not graded.
+    MaxIterationsReached,
+    /// The evaluation could not be made (the grader failed, the rubric file could not be
+    /// read, the budget is reached).
+    Failed,
+    /// The user interrupted the turn or the evaluation.
+    Interrupted,
+}
+
+impl OutcomeVerdict {
+    /// The wire value.
+    pub const fn wire(self) -> &'static str {
+        match self {
+            OutcomeVerdict::Satisfied => "satisfied",
+            OutcomeVerdict::NeedsRevision => "needs_revision",
+            OutcomeVerdict::MaxIterationsReached => "max_iterations_reached",
+            OutcomeVerdict::Failed => "failed",
+            OutcomeVerdict::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses a wire value.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            OutcomeVerdict::Satisfied,
+            OutcomeVerdict::NeedsRevision,
+            OutcomeVerdict::MaxIterationsReached,
+            OutcomeVerdict::Failed,
+            OutcomeVerdict::Interrupted,
+        ]
+        .into_iter()
+        .find(|verdict| verdict.wire() == text)
+    }
+
+    /// No further evaluation cycle follows.
+    pub const fn terminal(self) -> bool {
+        !matches!(self, OutcomeVerdict::NeedsRevision)
+    }
+
+    /// The grader's explanation goes back to the agent as input for another turn.
+    pub const fn revises(self) -> bool {
+        matches!(self, OutcomeVerdict::NeedsRevision | OutcomeVerdict::MaxIterationsReached)
+    }
+}
+
+/// The id of the evaluation span event `kind` (`start` or `end`) of `outcome_id`'s cycle
+/// `iteration`: derived, so a retried attempt commits the same event, never a second one.
+fn span_id(kind: &str, outcome_id: &str, iteration: i64) -> String {
+    let suffix = outcome_id.split_once('_').map_or(outcome_id, |(_, suffix)| suffix);
+    format!("sevt_outc{kind}_{suffix}_{iteration}")
+}
+
+impl NewEvent {
+    /// `span.outcome_evaluation_start` of `outcome_id`'s cycle `iteration`.
+    pub fn outcome_evaluation_start(thread_id: &str, outcome_id: &str, iteration: i64) -> Self {
+        NewEvent {
+            event_id: span_id("start", outcome_id, iteration),
+            thread_id: thread_id.to_owned(),
+            kind: EventType::SpanOutcomeEvaluationStart.to_string(),
+            body: json!({
+                "type": EventType::SpanOutcomeEvaluationStart.as_str(),
+                "outcome_id": outcome_id,
+                "iteration": iteration,
+            }),
+        }
+    }
+
+    /// `span.outcome_evaluation_end` of `outcome_id`'s cycle `iteration`, with the
+    /// grader's usage over the cycle.
+    pub fn outcome_evaluation_end(
+        thread_id: &str,
+        outcome_id: &str,
+        iteration: i64,
+        verdict: OutcomeVerdict,
+        explanation: &str,
+        usage: ModelUsage,
+    ) -> Self {
+        NewEvent {
+            event_id: span_id("end", outcome_id, iteration),
+            thread_id: thread_id.to_owned(),
+            kind: EventType::SpanOutcomeEvaluationEnd.to_string(),
+            body: json!({
+                "type": EventType::SpanOutcomeEvaluationEnd.as_str(),
+                "outcome_id": outcome_id,
+                "iteration": iteration,
+                "outcome_evaluation_start_id": span_id("start", outcome_id, iteration),
+                "result": verdict.wire(),
+                "explanation": explanation,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "cache_read_input_tokens": usage.cache_read_input_tokens,
+                    "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                },
+            }),
+        }
+    }
+}
+
+/// The outcome a thread is working on: the oldest one defined that has no terminal
+/// verdict, and the cycle it is on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveOutcome {
+    /// `outc_…`
+    pub outcome_id: String,
+    /// The `user.define_outcome` body (description, rubric, max_iterations).
+    pub definition: Value,
+    /// The cycle to evaluate next (0-indexed).
+    pub iteration: i64,
+    /// Cycle `iteration`'s start is committed (an earlier attempt started it).
+    pub started: bool,
+    /// The index in the history of its `user.define_outcome`.
+    pub defined_at: usize,
+}
+
+impl ActiveOutcome {
+    /// The outcome's `max_iterations` (its default when it says none).
+    pub fn max_iterations(&self) -> i64 {
+        self.definition["max_iterations"].as_i64().unwrap_or(DEFAULT_MAX_ITERATIONS)
+    }
+}
+
+/// The outcome `history` (one thread's) is working on, if any.
+pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
+    let mut outcomes: Vec<ActiveOutcome> = Vec::new();
+    let mut done: Vec<String> = Vec::new();
+    for (at, event) in history.iter().enumerate() {
+        let outcome_id = event.body["outcome_id"].as_str().unwrap_or_default();
+        match event.event_type() {
+            Some(EventType::UserDefineOutcome) if !outcome_id.is_empty() => outcomes.push(ActiveOutcome {
+                outcome_id: outcome_id.to_owned(),
+                definition: event.body.clone(),
+                iteration: 0,
+                started: false,
+                defined_at: at,
+            }),
+            Some(EventType::SpanOutcomeEvaluationStart) => {
+                if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id) {
+                    outcome.started = true;
+                }
+            }
+            Some(EventType::SpanOutcomeEvaluationEnd) => {
+                let verdict = event.body["result"].as_str().and_then(OutcomeVerdict::parse);
+                if verdict.is_none_or(OutcomeVerdict::terminal) {
+                    done.push(outcome_id.to_owned());
+                } else if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id) {
+                    outcome.iteration = event.body["iteration"].as_i64().unwrap_or(outcome.iteration) + 1;
+                    outcome.started = false;
+                }
+            }
+            _ => {}
+        }
+    }
+    outcomes.into_iter().find(|outcome| !done.contains(&outcome.outcome_id))
+}
+
+/// Applies `event` to a session's `outcome_evaluations` (an array); whether it changed.
+/// A define adds a `pending` entry (once per outcome); a cycle's start makes it
+/// `evaluating` at that iteration; its end records the verdict and explanation — a
+/// `needs_revision` is `running` at the next iteration, a terminal verdict is the result
+/// with `completed_at`.
+pub fn project(evaluations: &mut Value, event: &StoredEvent, processed_at: &str) -> bool {
+    let Some(list) = evaluations.as_array_mut() else { return false };
+    let body = &event.body;
+    let outcome_id = body["outcome_id"].as_str().unwrap_or_default();
+    if outcome_id.is_empty() {
+        return false;
+    }
+    let entry = list.iter().position(|e| e["outcome_id"] == outcome_id);
+    match (event.event_type(), entry) {
+        (Some(EventType::UserDefineOutcome), None) => {
+            list.push(json!({
+                "type": "outcome_evaluation",
+                "outcome_id": outcome_id,
+                "description": body["description"],
+                "iteration": 0,
+                "result": "pending",
+                "explanation": null,
+                "completed_at": null,
+            }));
+            true
+        }
+        (Some(EventType::SpanOutcomeEvaluationStart), Some(at)) => {
+            list[at]["result"] = json!("evaluating");
+            list[at]["iteration"] = body["iteration"].clone();
+            true
+        }
+        (Some(EventType::SpanOutcomeEvaluationEnd), Some(at)) => {
+            let verdict = body["result"].as_str().and_then(OutcomeVerdict::parse).unwrap_or(OutcomeVerdict::Failed);
+            let iteration = body["iteration"].as_i64().unwrap_or(0);
+            let entry = &mut list[at];
+            entry["explanation"] = body["explanation"].clone();
+            if verdict.terminal() {
+                entry["result"] = json!(verdict.wire());
+                entry["iteration"] = json!(iteration);
+                entry["completed_at"] = json!(processed_at);
+            } else {
+                entry["result"] = json!("running");
+                entry["iteration"] = json!(iteration + 1);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether an event of `kind` changes `outcome_evaluations` (the store reads the session's
+/// body in an append only when one is among its events).
+pub fn projected(kind: &str) -> bool {
+    [EventType::UserDefineOutcome, EventType::SpanOutcomeEvaluationStart, EventType::SpanOutcomeEvaluationEnd]
+        .iter()
+        .any(|k| k.as_str() == kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(seq: i64, body: Value) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq,
+            event_id: format!("sevt_{seq}"),
+            thread_id: "sesn_1".into(),
+            kind: body["type"].as_str().unwrap().to_owned(),
+            body,
+            processed_at_ms: 0,
+        }
+    }
+
+    fn committed(seq: i64, event: NewEvent) -> StoredEvent {
+        stored(seq, event.body)
+    }
+
+    fn define(seq: i64, id: &str) -> StoredEvent {
+        stored(
+            seq,
+            json!({ "type": "user.define_outcome", "outcome_id": id, "description": "a poem",
+                    "rubric": { "type": "text", "content": "rhymes" }, "max_iterations": 2 }),
+        )
+    }
+
+    fn end(seq: i64, id: &str, iteration: i64, verdict: OutcomeVerdict) -> StoredEvent {
+        committed(seq, NewEvent::outcome_evaluation_end("sesn_1", id, iteration, verdict, "why", ModelUsage::default()))
+    }
+
+    #[test]
+    fn the_active_outcome_follows_the_cycles() {
+        let mut history = vec![define(1, "outc_a")];
+        let active = active_outcome(&history).unwrap();
+        assert_eq!((active.outcome_id.as_str(), active.iteration, active.started), ("outc_a", 0, false));
+        assert_eq!(active.max_iterations(), 2);
+        history.push(committed(2, NewEvent::outcome_evaluation_start("sesn_1", "outc_a", 0)));
+        assert!(active_outcome(&history).unwrap().started, "a started cycle is finished, not started again");
+        history.push(end(3, "outc_a", 0, OutcomeVerdict::NeedsRevision));
+        let active = active_outcome(&history).unwrap();
+        assert_eq!((active.iteration, active.started), (1, false));
+        history.push(define(4, "outc_b"));
+        history.push(end(5, "outc_a", 1, OutcomeVerdict::Satisfied));
+        assert_eq!(active_outcome(&history).unwrap().outcome_id, "outc_b", "the next outcome once one is done");
+        history.push(end(6, "outc_b", 0, OutcomeVerdict::Failed));
+        assert_eq!(active_outcome(&history), None);
+    }
+
+    #[test]
+    fn span_ids_are_derived_from_the_outcome_and_the_cycle() {
+        let start = NewEvent::outcome_evaluation_start("sesn_1", "outc_abc", 1);
+        assert_eq!(start.event_id, NewEvent::outcome_evaluation_start("sesn_1", "outc_abc", 1).event_id);
+        assert_ne!(start.event_id, NewEvent::outcome_evaluation_start("sesn_1", "outc_abc", 2).event_id);
+        let end = NewEvent::outcome_evaluation_end(
+            "sesn_1",
+            "outc_abc",
+            1,
+            OutcomeVerdict::Satisfied,
+            "ok",
+            ModelUsage::default(),
+        );
+        assert_eq!(end.body["outcome_evaluation_start_id"], json!(start.event_id));
+        assert_ne!(end.event_id, start.event_id);
+    }
+
+    #[test]
+    fn the_projection_records_each_cycle() {
+        let mut list = json!([]);
+        assert!(project(&mut list, &define(1, "outc_a"), "t0"));
+        assert!(!project(&mut list, &define(1, "outc_a"), "t0"), "one entry per outcome");
+        assert_eq!(list[0]["result"], "pending");
+        project(&mut list, &committed(2, NewEvent::outcome_evaluation_start("sesn_1", "outc_a", 0)), "t1");
+        assert_eq!((list[0]["result"].as_str(), list[0]["iteration"].as_i64()), (Some("evaluating"), Some(0)));
+        project(&mut list, &end(3, "outc_a", 0, OutcomeVerdict::NeedsRevision), "t2");
+        assert_eq!((list[0]["result"].as_str(), list[0]["iteration"].as_i64()), (Some("running"), Some(1)));
+        assert_eq!(list[0]["completed_at"], Value::Null);
+        project(&mut list, &end(4, "outc_a", 1, OutcomeVerdict::Satisfied), "t3");
+        assert_eq!(list[0]["result"], "satisfied");
+        assert_eq!((list[0]["iteration"].as_i64(), list[0]["completed_at"].as_str()), (Some(1), Some("t3")));
+        assert_eq!(list[0]["explanation"], "why");
+    }
+}
