@@ -223,8 +223,19 @@ pub const CONTENT_EVENTS: &[&str] = &[
 ];
 
 /// Fields of a content event that describe its structure, kept under `structured`.
-const STRUCTURE_FIELDS: &[&str] =
-    &["type", "name", "server_name", "mcp_server_name", "is_error", "evaluated_permission", "result", "stop_reason"];
+const STRUCTURE_FIELDS: &[&str] = &[
+    "type",
+    "name",
+    "server_name",
+    "mcp_server_name",
+    "is_error",
+    "evaluated_permission",
+    "result",
+    "stop_reason",
+    "usage",
+    "iteration",
+    "max_iterations",
+];
 
 /// Whether `key` links an event to another (`tool_use_id`, `session_thread_id`, …):
 /// kept at every level, so history still reads as a whole.
@@ -265,9 +276,11 @@ pub fn redact(kind: &str, body: &Value, level: Level) -> Option<Value> {
 }
 
 /// Whether an event ends a turn: an idle that does not wait for the caller to act
-/// (`requires_action` waits; the turn goes on once the caller answers).
+/// (`requires_action` waits; the turn goes on once the caller answers), or the
+/// session's termination.
 pub fn ends_turn(kind: &str, body: &Value) -> bool {
-    kind == "session.status_idle" && body["stop_reason"]["type"].as_str() != Some("requires_action")
+    (kind == "session.status_idle" && body["stop_reason"]["type"].as_str() != Some("requires_action"))
+        || kind == "session.status_terminated"
 }
 
 #[cfg(test)]
@@ -349,5 +362,6 @@ mod tests {
         assert!(ends_turn("session.status_idle", &json!({"stop_reason":{"type":"retries_exhausted"}})));
         assert!(!ends_turn("session.status_idle", &json!({"stop_reason":{"type":"requires_action","event_ids":[]}})));
         assert!(!ends_turn("session.status_running", &json!({})));
+        assert!(ends_turn("session.status_terminated", &json!({})));
     }
 }

@@ -76,6 +76,15 @@ async fn start(
         Ok(bound) => bound,
         Err(error) => return refused(error),
     };
+    // Frontend tools change the session's agent for every later turn: that takes an API
+    // key, never a browser's application access token (docs/api/app-tokens.md).
+    let sends_tools = input.get("tools").and_then(Value::as_array).is_some_and(|tools| !tools.is_empty());
+    if matches!(tenant.access, crate::admission::Access::App(_)) && sends_tools {
+        return Err(ApiError::PermissionDenied(
+            "tools: an application access token cannot change the agent's tools; send frontend tools with an API key"
+                .to_owned(),
+        ));
+    }
     // Admitted before the run's frontend tools change the session's agent.
     if let Err(error) = turns::admit(state, tenant, &bound.session, last["role"] == "user").await {
         return refused(error);

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use agentd_schema::ids::{UserProfileId, new_id};
-use agentd_schema::{ErasureRow, EventType, FileQuery, SessionErasure, StoreError};
+use agentd_schema::{ErasureRow, EventType, SessionErasure, StoreError};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -67,17 +67,23 @@ async fn carry_on(state: &AppState, job: &ErasureRow) -> DomainResult<ErasureRow
 async fn erase_session(state: &AppState, job: &ErasureRow, session_id: &str) -> DomainResult<()> {
     let store = state.backends.store.as_ref();
     let mut removed_before = 0;
+    // Every file scoped to the session, in any state (an upload under way, an expired
+    // file not swept yet): its object first, then its row.
     loop {
-        let query = FileQuery { scope_id: Some(session_id.to_owned()), limit: PAGE, ..FileQuery::default() };
-        let files = store.list_files(&job.workspace_id, &query).await?;
+        let files = store.scoped_files(&job.workspace_id, session_id, PAGE).await?;
         if files.is_empty() {
             break;
         }
         for file in files {
-            match super::files::delete(store, &state.backends.blobs, &job.workspace_id, &file.id).await {
-                Ok(()) => removed_before += 1,
-                Err(DomainError::NotFound(_)) => {}
-                Err(error) => return Err(error),
+            let key = agentd_schema::blobs::BlobKey::from_stored(&file.blob_key);
+            state
+                .backends
+                .blobs
+                .delete(&key)
+                .await
+                .map_err(|e| DomainError::Unavailable(format!("blob store: {e}")))?;
+            if store.remove_file(&file.id, file.state).await? {
+                removed_before += 1;
             }
         }
     }

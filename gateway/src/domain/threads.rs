@@ -25,6 +25,9 @@ pub const MAX_THREAD_CHARS: usize = 256;
 /// session the token names: it never binds or creates anything.
 pub async fn bound(state: &AppState, tenant: &Tenant, thread: &str) -> DomainResult<Option<SessionId>> {
     let store = state.backends.store.as_ref();
+    if thread == ENVIRONMENT_KEY {
+        return Err(DomainError::NotFound(format!("thread not found: {thread}")));
+    }
     let id = match &tenant.access {
         Access::App(grant) => match grant.session_of(thread) {
             Some(id) => id.to_owned(),

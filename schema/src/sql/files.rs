@@ -95,6 +95,13 @@ impl FileStore for SqlStore {
         row.map(FileRow::try_from).transpose()
     }
 
+    async fn scoped_files(&self, workspace_id: &str, scope_id: &str, limit: i64) -> StoreResult<Vec<FileRow>> {
+        let sql = format!("SELECT {COLUMNS} FROM files WHERE workspace_id = $1 AND scope_id = $2 ORDER BY id LIMIT $3");
+        let rows: Vec<Row> =
+            sqlx::query_as(&sql).bind(workspace_id).bind(scope_id).bind(limit.max(1)).fetch_all(&self.primary).await?;
+        rows.into_iter().map(FileRow::try_from).collect()
+    }
+
     async fn list_files(&self, workspace_id: &str, query: &FileQuery) -> StoreResult<Vec<FileRow>> {
         // $1 workspace, $2 now, $3 limit, then the optional filters in order.
         let mut sql = format!(

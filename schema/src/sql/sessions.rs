@@ -280,7 +280,9 @@ pub(super) async fn append(
         && let Some(end) =
             stored.iter().rev().find(|e| e.thread_id == session_id && capture::ends_turn(&e.kind, &e.body))
     {
-        capture_turn(tx, session_id, captured_through_seq, end.seq, level).await?;
+        // Through the append's last event: whatever it commits with the turn's end is over too.
+        let through = stored.last().map_or(end.seq, |last| last.seq);
+        capture_turn(tx, session_id, captured_through_seq, through, level).await?;
     }
     Ok(stored)
 }
@@ -310,8 +312,10 @@ async fn project_outcomes(
     if let Some(level) = capture.filter(|level| *level < capture::Level::Full) {
         let kept = if level == capture::Level::Off { Value::Null } else { json!(capture::REDACTED) };
         for evaluation in body["outcome_evaluations"].as_array_mut().into_iter().flatten() {
-            if evaluation.get("explanation").is_some_and(|e| !e.is_null()) {
-                evaluation["explanation"] = kept.clone();
+            for field in ["explanation", "description"] {
+                if evaluation.get(field).is_some_and(|e| !e.is_null()) {
+                    evaluation[field] = kept.clone();
+                }
             }
         }
     }

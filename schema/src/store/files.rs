@@ -130,6 +130,10 @@ pub trait FileStore: Send + Sync {
     /// A file of the workspace in any state.
     async fn get_file(&self, workspace_id: &str, id: &str) -> StoreResult<Option<FileRow>>;
 
+    /// Up to `limit` files of the workspace scoped to `scope_id`, in any state (erasure
+    /// removes uploading, expired and deleting ones too).
+    async fn scoped_files(&self, workspace_id: &str, scope_id: &str, limit: i64) -> StoreResult<Vec<FileRow>>;
+
     /// Ready, unexpired files of the workspace, newest first.
     async fn list_files(&self, workspace_id: &str, query: &FileQuery) -> StoreResult<Vec<FileRow>>;
 

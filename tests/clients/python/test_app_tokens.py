@@ -172,3 +172,14 @@ def test_the_ag_ui_protocol_with_a_token(turns: Deployment, fake_anthropic: Fake
     assert history.status_code == 200 and history.json()["session_id"] == session
     assert f"ag-ui via a token {key}" in str(history.json()["data"]), history.json()
     assert turns.http().get(f"/v1/ai-sdk/threads/{thread}/messages", headers=bearer(token)).status_code == 403
+    # Frontend tools would change the session's agent for every later turn: not with a token.
+    tools = [{"name": "pick", "description": "d", "parameters": {"type": "object", "properties": {}}}]
+    with_tools = {**run, "runId": unique("run"), "tools": tools}
+    refused = turns.http().post("/v1/ag-ui", json=with_tools, headers={**bearer(token), "accept": "text/event-stream"})
+    assert refused.status_code == 403 and "tools" in refused.text, refused.text
+    assert "pick" not in str(client.beta.sessions.retrieve(session).agent.model_dump()), "the agent is unchanged"
+
+
+def test_the_adapter_environment_key_is_no_thread(agentd: Deployment) -> None:
+    reserved = agentd.http().get("/v1/ai-sdk/threads/agentd:adapter-environment/messages", headers=agentd.headers())
+    assert reserved.status_code == 404, reserved.text

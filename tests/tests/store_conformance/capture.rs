@@ -108,3 +108,13 @@ conformance!(a_full_session_and_a_session_without_a_decision_keep_everything, |s
         assert_eq!(kept.iter().filter(|e| e.body.to_string().contains("CANARY")).count(), 3, "{kept:#?}");
     }
 });
+
+conformance!(a_terminated_session_keeps_no_content_of_its_last_turn, |store, _clock| async move {
+    let session = captured_session(store.as_ref(), Level::Structured).await;
+    let submitted = submit(store.as_ref(), &session, "user CANARY").await;
+    let held = claim(store.as_ref(), &submitted.run_id, "w").await;
+    let end = vec![agent_event(&session, "agent CANARY"), status_event(&session, "session.status_terminated")];
+    store.settle(&held, end, Settlement::Awaiting).await.unwrap();
+    let kept = history(store.as_ref(), &session).await;
+    assert!(kept.iter().all(|e| !e.body.to_string().contains("CANARY")), "{kept:#?}");
+});
