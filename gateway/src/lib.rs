@@ -173,7 +173,7 @@ fn layered(router: Router) -> Router {
         .layer(middleware::from_fn(request_id::layer))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             // The path only (a query may hold a credential), and no consent token.
-            let path = consent_page::loggable_path(request.uri().path());
+            let path = request_id::loggable_path(request.uri().path());
             tracing::debug_span!("http", method = %request.method(), path = %path, version = ?request.version())
         }))
 }

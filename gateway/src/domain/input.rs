@@ -134,20 +134,6 @@ pub fn rubric_file(event: &NewEvent) -> Option<&str> {
     event.body["rubric"]["file_id"].as_str()
 }
 
-/// Makes each `user.define_outcome` among `events` an outcome (docs/api/outcomes.md): its
-/// `outcome_id` (`outc_…`) is derived from its event's id, so an idempotent repeat of the
-/// request names the same outcome, and `max_iterations` is filled in when absent. The
-/// store adds it to the session's `outcome_evaluations` in the same commit; the worker
-/// grades it when the agent's turn ends.
-pub fn define_outcomes(events: &mut [NewEvent]) {
-    for event in events.iter_mut().filter(|e| e.is(EventType::UserDefineOutcome)) {
-        event.body["outcome_id"] = json!(agentd_schema::ids::derived_id(&event.event_id, "outc"));
-        if event.body["max_iterations"].as_i64().is_none() {
-            event.body["max_iterations"] = json!(agentd_schema::events::DEFAULT_MAX_ITERATIONS);
-        }
-    }
-}
-
 /// Submits `events` (bodies already validated as client events, each with its id) to
 /// the session's primary thread: admission, tool-call checks, commit, publish, hands.
 /// Input that drives no run (`user.interrupt`) is appended and published only.
@@ -189,7 +175,7 @@ pub async fn submit(
         }
     }
     let mut events = events;
-    define_outcomes(&mut events);
+    agentd_schema::events::define_outcomes(&mut events);
     let answers = events.iter().any(|e| {
         one_of(e, &[EventType::UserCustomToolResult, EventType::UserToolResult, EventType::UserToolConfirmation])
     });

@@ -293,7 +293,7 @@ pub async fn submit_initial_events(
             event
         })
         .collect();
-    super::input::define_outcomes(&mut events);
+    agentd_schema::events::define_outcomes(&mut events);
     match commit::submit_and_publish(state, session_id, events).await {
         Ok(_) => Ok(()),
         Err(DomainError::Conflict(_)) if derived => Ok(()),

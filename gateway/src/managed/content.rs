@@ -148,7 +148,7 @@ pub fn client_event(value: &Value, path: &str) -> ApiResult<Map<String, Value>> 
         }
         Ok(EventType::UserDefineOutcome) => {
             // The outcome's id and its default `max_iterations` are set by the input
-            // service (`domain::input::define_outcomes`), one rule for every surface.
+            // service (`agentd_schema::events::define_outcomes`, called by `domain::input` and `domain::sessions`), one rule for every surface.
             body::only_known(map, &["type", "description", "rubric", "max_iterations"], path)?;
             let description = body::string(map.get("description"), &join(path, "description"), 1, MAX_OUTCOME_CHARS)?;
             out.insert("description".into(), json!(description));

@@ -15,7 +15,7 @@ mod tests;
 pub use body::{AutoJudgement, AutoVerdict, ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
 pub use calls::{Confirmation, OpenCall, ToolCalls};
 pub use kind::{EventType, MissingField, UnknownEventType};
-pub use outcomes::{ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome};
+pub use outcomes::{ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome, define_outcomes};
 
 /// The session's `outcome_evaluations` projection (`sql/sessions.rs`).
 pub mod outcome_projection {

@@ -237,6 +237,20 @@ pub fn projected(kind: &str) -> bool {
         .any(|k| k.as_str() == kind)
 }
 
+/// Makes each `user.define_outcome` among `events` an outcome (docs/api/outcomes.md): its
+/// `outcome_id` (`outc_…`) is derived from its event's id, so an idempotent repeat of the
+/// request names the same outcome, and `max_iterations` is filled in when absent. The
+/// store adds it to the session's `outcome_evaluations` in the same commit; the worker
+/// grades it when the agent's turn ends.
+pub fn define_outcomes(events: &mut [NewEvent]) {
+    for event in events.iter_mut().filter(|e| e.kind == EventType::UserDefineOutcome.as_str()) {
+        event.body["outcome_id"] = json!(crate::ids::derived_id(&event.event_id, "outc"));
+        if event.body["max_iterations"].as_i64().is_none() {
+            event.body["max_iterations"] = json!(DEFAULT_MAX_ITERATIONS);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
