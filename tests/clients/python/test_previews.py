@@ -160,6 +160,19 @@ def a2a_http(deployment: Deployment) -> Any:
     return httpx.AsyncClient(headers={"Authorization": f"Bearer {deployment.bootstrap_key}"}, timeout=60)
 
 
+async def tool_titled(mcp: Any, title: str) -> str:
+    """The name of the agent tool titled `title`, through every page of `tools/list` (a
+    workspace that has served many tests holds more than one page of agents)."""
+    cursor = None
+    while True:
+        page = await mcp.list_tools(cursor=cursor)
+        for tool in page.tools:
+            if tool.title == title:
+                return tool.name
+        cursor = page.next_cursor
+        assert cursor is not None, f"no tool titled {title!r} on any page"
+
+
 def test_mcp_progress_carries_the_partial_text(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
     client = turns.client()
     key = unique("pv-mcp")
@@ -177,8 +190,7 @@ def test_mcp_progress_carries_the_partial_text(turns: Deployment, fake_anthropic
             headers={"authorization": f"Bearer {turns.bootstrap_key}"}, timeout=httpx2.Timeout(30.0, read=120.0)
         )
         async with Client(streamable_http_client(f"{turns.url}/v1/mcp", http_client=http)) as mcp:
-            tools = await mcp.list_tools()
-            tool = next(t.name for t in tools.tools if t.title == name)
+            tool = await tool_titled(mcp, name)
             return await mcp.call_tool(tool, {"prompt": f"hi {key}"}, progress_callback=on_progress)
 
     result = asyncio.run(scenario())
@@ -310,8 +322,7 @@ def test_worker_killed_mid_message_in_ag_ui_a2a_and_mcp(
             headers={"authorization": f"Bearer {deployment.bootstrap_key}"}, timeout=httpx2.Timeout(30.0, read=120.0)
         )
         async with Client(streamable_http_client(f"{deployment.url}/v1/mcp", http_client=http)) as mcp:
-            tools = await mcp.list_tools()
-            tool = next(t.name for t in tools.tools if t.title == tool_title)
+            tool = await tool_titled(mcp, tool_title)
             result = await mcp.call_tool(tool, {"prompt": f"hi {keys['mcp']}"}, progress_callback=on_progress)
         return result, messages
 
