@@ -10,6 +10,7 @@
 //! outcome when a turn ends, and `commit` / `settle` are the only writes.
 
 mod calls;
+mod forced;
 mod judge;
 mod model;
 mod outcome;

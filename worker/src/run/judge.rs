@@ -21,13 +21,11 @@ use std::time::Duration;
 
 use agentd_schema::events::{AutoJudgement, AutoVerdict};
 use agentd_schema::{EventType, NewEvent, Permission};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::forced::{self, Answer};
 use super::{Attempt, Stop};
-use crate::providers::{
-    Block, BlockKind, Message, ModelEvent, ModelRequest, ProviderError, Registry, Role, ToolSpec, Usage,
-};
+use crate::providers::{Block, Message, ModelRequest, Registry, Role, ToolSpec, Usage};
 
 /// How long the judge has for one call, connection and answer together.
 pub const JUDGE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -319,18 +317,11 @@ fn judge_request(model: &str, transcript: &str, call: &NewEvent, tools: &[ToolSp
     }
 }
 
-/// What the judge answered: its text, and the input of its first decision call.
-#[derive(Debug, Default)]
-struct Answer {
-    text: String,
-    decision: Option<String>,
-}
-
 /// Asks the judge about one call. Never fails: every failure is an `ask` that says why.
 /// Returns the judgement and the tokens the judge used (as far as it reported them).
 async fn judge(providers: &Registry, request: ModelRequest, limit: Duration) -> (AutoJudgement, Usage) {
     let mut usage = Usage::default();
-    let asked = tokio::time::timeout(limit, ask(providers, request, &mut usage)).await;
+    let asked = tokio::time::timeout(limit, forced::ask(providers, request, DECISION_TOOL, &mut usage)).await;
     let judgement = match asked {
         Err(_) => AutoJudgement::indeterminate(format!("the permission judge did not answer within {limit:?}")),
         Ok(Err(error)) => AutoJudgement::indeterminate(format!("the permission judge failed: {error}")),
@@ -342,37 +333,10 @@ async fn judge(providers: &Registry, request: ModelRequest, limit: Duration) -> 
     (judgement, usage)
 }
 
-/// Streams the judge's answer, keeping the usage it reports in `usage`.
-async fn ask(providers: &Registry, mut request: ModelRequest, usage: &mut Usage) -> Result<Answer, ProviderError> {
-    let (provider, model) = providers.route(&request.model)?;
-    request.model = model;
-    let mut stream = provider.stream(request).await?;
-    let mut answer = Answer::default();
-    let mut decision_block = None;
-    while let Some(event) = stream.next().await {
-        match event? {
-            ModelEvent::BlockStart { index, kind: BlockKind::ToolUse { name, .. } }
-                if name == DECISION_TOOL && decision_block.is_none() =>
-            {
-                decision_block = Some(index);
-                answer.decision = Some(String::new());
-            }
-            ModelEvent::InputDelta { index, json } if decision_block == Some(index) => {
-                answer.decision.get_or_insert_default().push_str(&json);
-            }
-            ModelEvent::TextDelta { text, .. } => answer.text.push_str(&text),
-            ModelEvent::Usage(latest) => *usage = latest,
-            ModelEvent::Done { .. } => return Ok(answer),
-            _ => {}
-        }
-    }
-    Err(ProviderError::transport("the response ended before it was complete"))
-}
-
 /// The judge's decision and reason: from its decision call, or else from a text that is
 /// only the JSON object. Strict: `decision` must be exactly `allow` or `deny`.
 fn parse(answer: &Answer) -> Result<(AutoVerdict, Option<String>), String> {
-    let json = match &answer.decision {
+    let json = match &answer.call {
         Some(input) => input.trim(),
         None => {
             let text = answer.text.trim();
@@ -397,17 +361,18 @@ fn parse(answer: &Answer) -> Result<(AutoVerdict, Option<String>), String> {
 #[cfg(test)]
 mod tests {
     use async_trait::async_trait;
-    use futures::stream;
+    use futures::{StreamExt, stream};
 
     use super::*;
+    use crate::providers::{BlockKind, ModelEvent, ProviderError};
     use crate::providers::{ErrorKind, ModelStream, Provider};
 
     fn text(text: &str) -> Answer {
-        Answer { text: text.to_owned(), decision: None }
+        Answer { text: text.to_owned(), call: None }
     }
 
     fn decided(input: &str) -> Answer {
-        Answer { text: String::new(), decision: Some(input.to_owned()) }
+        Answer { text: String::new(), call: Some(input.to_owned()) }
     }
 
     #[test]
@@ -421,8 +386,7 @@ mod tests {
             "a judged deny is high_risk; a blank reason is none"
         );
         // The call wins over any text around it.
-        let answer =
-            Answer { text: "I think it is fine".to_owned(), decision: Some(r#"{"decision":"deny"}"#.to_owned()) };
+        let answer = Answer { text: "I think it is fine".to_owned(), call: Some(r#"{"decision":"deny"}"#.to_owned()) };
         assert_eq!(parse(&answer).unwrap().0, AutoVerdict::DenyHighRisk);
     }
 

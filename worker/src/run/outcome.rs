@@ -21,13 +21,11 @@ use std::time::Duration;
 
 use agentd_schema::events::{ActiveOutcome, ModelUsage, OutcomeVerdict};
 use agentd_schema::{EventType, NewEvent, StoredEvent};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::forced::{self, Answer};
 use super::{Attempt, Stop};
-use crate::providers::{
-    Block, BlockKind, Message, ModelEvent, ModelRequest, ProviderError, Registry, Role, ToolSpec, Usage,
-};
+use crate::providers::{Block, Message, ModelRequest, Registry, Role, ToolSpec, Usage};
 
 /// How long the grader has for one call, connection and answer together.
 pub const GRADER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -272,18 +270,11 @@ struct Grade {
     explanation: String,
 }
 
-/// What the grader answered: its text, and the input of its first verdict call.
-#[derive(Debug, Default)]
-struct Answer {
-    text: String,
-    verdict: Option<String>,
-}
-
 /// Asks the grader. Returns its verdict or why there is none, and the tokens it used (as
 /// far as it reported them).
 async fn grade(providers: &Registry, request: ModelRequest, limit: Duration) -> (Result<Grade, String>, Usage) {
     let mut usage = Usage::default();
-    let asked = tokio::time::timeout(limit, ask(providers, request, &mut usage)).await;
+    let asked = tokio::time::timeout(limit, forced::ask(providers, request, VERDICT_TOOL, &mut usage)).await;
     let graded = match asked {
         Err(_) => Err(format!("the grader did not answer within {limit:?}")),
         Ok(Err(error)) => Err(format!("the grader failed: {error}")),
@@ -292,38 +283,11 @@ async fn grade(providers: &Registry, request: ModelRequest, limit: Duration) -> 
     (graded, usage)
 }
 
-/// Streams the grader's answer, keeping the usage it reports in `usage`.
-async fn ask(providers: &Registry, mut request: ModelRequest, usage: &mut Usage) -> Result<Answer, ProviderError> {
-    let (provider, model) = providers.route(&request.model)?;
-    request.model = model;
-    let mut stream = provider.stream(request).await?;
-    let mut answer = Answer::default();
-    let mut verdict_block = None;
-    while let Some(event) = stream.next().await {
-        match event? {
-            ModelEvent::BlockStart { index, kind: BlockKind::ToolUse { name, .. } }
-                if name == VERDICT_TOOL && verdict_block.is_none() =>
-            {
-                verdict_block = Some(index);
-                answer.verdict = Some(String::new());
-            }
-            ModelEvent::InputDelta { index, json } if verdict_block == Some(index) => {
-                answer.verdict.get_or_insert_default().push_str(&json);
-            }
-            ModelEvent::TextDelta { text, .. } => answer.text.push_str(&text),
-            ModelEvent::Usage(latest) => *usage = latest,
-            ModelEvent::Done { .. } => return Ok(answer),
-            _ => {}
-        }
-    }
-    Err(ProviderError::transport("the response ended before it was complete"))
-}
-
 /// The grader's verdict: from its verdict call, or else from a text that is only the JSON
 /// object. Strict: `result` must be exactly `satisfied` or `needs_revision`, and the
 /// explanation must not be blank.
 fn parse(answer: &Answer) -> Result<Grade, String> {
-    let json = match &answer.verdict {
+    let json = match &answer.call {
         Some(input) => input.trim(),
         None => {
             let text = answer.text.trim();
@@ -358,11 +322,11 @@ mod tests {
     use super::*;
 
     fn text(text: &str) -> Answer {
-        Answer { text: text.to_owned(), verdict: None }
+        Answer { text: text.to_owned(), call: None }
     }
 
     fn called(input: &str) -> Answer {
-        Answer { text: String::new(), verdict: Some(input.to_owned()) }
+        Answer { text: String::new(), call: Some(input.to_owned()) }
     }
 
     #[test]
@@ -374,7 +338,7 @@ mod tests {
         // The call wins over any text around it.
         let answer = Answer {
             text: "Looks great!".into(),
-            verdict: Some(r#"{"result":"needs_revision","explanation":"It is too short."}"#.into()),
+            call: Some(r#"{"result":"needs_revision","explanation":"It is too short."}"#.into()),
         };
         assert!(!parse(&answer).unwrap().satisfied);
     }
