@@ -174,6 +174,16 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_A2A_PUSH_ALLOW_PRIVATE")]
     pub a2a_push_allow_private: bool,
 
+    /// Let webhook subscriptions target private and loopback addresses and plain
+    /// http:// URLs. For tests and closed networks only; never on the open internet.
+    #[arg(long, global = true, env = "AGENTD_WEBHOOKS_ALLOW_PRIVATE")]
+    pub webhooks_allow_private: bool,
+
+    /// The delay before a webhook delivery's first retry; each later one is 6 times
+    /// longer, up to an hour [default: 5s].
+    #[arg(long, global = true, env = "AGENTD_WEBHOOK_RETRY_BASE", value_name = "DURATION")]
+    pub webhook_retry_base: Option<String>,
+
     /// Let remote tools (MCP servers, `a2a_agent` agents and the endpoints their cards
     /// name, `web_fetch`) reach private, loopback and link-local addresses [default: dev: true (a
     /// laptop's MCP servers are local); worker: false].
@@ -261,6 +271,8 @@ impl Settings {
 
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
             a2a_push_allow_private: self.a2a_push_allow_private || file.a2a_push_allow_private,
+            webhooks_allow_private: self.webhooks_allow_private || file.webhooks_allow_private,
+            webhook_retry_base: self.webhook_retry_base.or(file.webhook_retry_base),
             remote_tools_allow_private: self.remote_tools_allow_private.or(file.remote_tools_allow_private),
             web_search_url: self.web_search_url.or(file.web_search_url),
             runner_key: self.runner_key.or(file.runner_key),
@@ -464,6 +476,18 @@ impl Settings {
     /// See `AGENTD_RUNNER_IDLE_STOP`.
     pub fn runner_idle_stop(&self) -> Result<Duration> {
         duration("AGENTD_RUNNER_IDLE_STOP", self.runner_idle_stop.as_deref(), Duration::from_secs(10))
+    }
+
+    /// Webhook delivery settings.
+    pub fn webhooks(&self) -> Result<agentd_gateway::domain::webhooks::Settings> {
+        Ok(agentd_gateway::domain::webhooks::Settings {
+            allow_private: self.webhooks_allow_private,
+            retry_base: duration(
+                "AGENTD_WEBHOOK_RETRY_BASE",
+                self.webhook_retry_base.as_deref(),
+                Duration::from_secs(5),
+            )?,
+        })
     }
 
     /// The drain deadline.

@@ -17,6 +17,7 @@ use agentd_proto::queue::jetstream::JetStreamQueue;
 use agentd_proto::queue::memory::MemoryQueue;
 use agentd_proto::{Bus, Lifecycle, Queue};
 use agentd_schema::blobs::Blobs;
+use agentd_schema::catalogs::Catalogs;
 use agentd_schema::outbox::{RelayConfig, run_relay};
 use agentd_schema::secrets::SecretBox;
 use agentd_schema::sql::redact_url;
@@ -77,6 +78,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(limiter));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
+    process.start_catalogs();
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
     process.start_consumer(Registry::from_env(true), true)?;
     let mcp = mcp_settings(&process.settings, true, None)?;
@@ -216,6 +218,7 @@ pub async fn gateway(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(Arc::new(limiter)));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
+    process.start_catalogs();
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
     process.serve_api(mcp, false).await?;
     process.run_until_signal().await
@@ -234,6 +237,7 @@ pub async fn worker(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, None);
     process.secrets = secrets;
     process.start_relay();
+    process.start_catalogs();
     process.start_consumer(Registry::from_env(false), false)?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations listener.
@@ -379,6 +383,8 @@ struct Process {
     lifecycle: Arc<Lifecycle>,
     limiter: Option<Arc<dyn Limiter>>,
     secrets: Option<Arc<SecretBox>>,
+    /// The effective model catalog of each workspace, shared by the role's API and runs.
+    catalogs: Arc<Catalogs>,
     clock: Arc<dyn Clock>,
     /// Fires after draining, when listeners and background tasks must stop.
     stop: CancellationToken,
@@ -408,6 +414,7 @@ impl Process {
             lifecycle: Lifecycle::new(),
             limiter,
             secrets: None,
+            catalogs: Arc::new(Catalogs::new(agentd_schema::catalog::current().clone())),
             clock: Arc::new(SystemClock),
             stop: CancellationToken::new(),
             relinquish: CancellationToken::new(),
@@ -429,6 +436,14 @@ impl Process {
         self.track(task);
     }
 
+    /// Keeps the workspaces' effective model catalogs current: a reload for each change
+    /// announced on the bus, a poll of the revisions as the safety net.
+    fn start_catalogs(&self) {
+        let store: Arc<dyn ProviderStore> = self.store.clone();
+        let task = self.catalogs.clone().spawn(store, self.backends.bus.clone(), self.stop.clone());
+        self.track(task);
+    }
+
     /// Starts pulling submissions and driving runs (dev and worker roles).
     fn start_consumer(&self, providers: Registry, dev: bool) -> Result<()> {
         let (Some(queue), Some(bus)) = (self.backends.queue.clone(), self.backends.bus.clone()) else { return Ok(()) };
@@ -436,8 +451,9 @@ impl Process {
         let ctx = RunContext {
             store,
             bus,
-            providers,
+            providers: providers.configured(self.secrets.clone(), self.settings.remote_tools_allow_private(dev)),
             histories: Arc::new(HistoryCache::new(10_000)),
+            catalogs: self.catalogs.clone(),
             blobs: self.backends.blobs.clone(),
             secrets: self.secrets.clone(),
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
@@ -493,6 +509,8 @@ impl Process {
                 push_allow_private: self.settings.a2a_push_allow_private,
             }),
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
+            catalogs: self.catalogs.clone(),
+            webhooks: Arc::new(self.settings.webhooks()?),
         });
         // A2A push notifications: every gateway watches and delivers (rows are claimed
         // under a lease, so each notification goes out from one of them).
@@ -513,6 +531,8 @@ impl Process {
         self.track(agentd_gateway::domain::erasure::spawn_sweeper(state.clone(), self.stop.clone()));
         // Expired application access tokens are removed (they never resolve anyway).
         self.track(agentd_gateway::domain::app_tokens::spawn_sweeper(state.clone(), self.stop.clone()));
+        // Webhook deliveries: every gateway delivers (rows are claimed under a lease).
+        self.track(agentd_gateway::domain::webhooks::spawn_deliverer(state.clone(), self.stop.clone()));
         // CORS answers preflights before admission, so it wraps the whole router.
         let cors = agentd_gateway::admission::cors::layer(&self.settings.cors_origins()).map_err(anyhow::Error::msg)?;
         let with_cors = |router: Router| match &cors {

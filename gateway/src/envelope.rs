@@ -5,6 +5,12 @@
 //! and AG-UI adapters answer errors in it too), JSON-RPC error objects on the A2A
 //! JSON-RPC endpoints and the MCP endpoint, and the A2A REST binding's status body.
 //! One layer, so no handler (present or future) can leak a bare rejection.
+//!
+//! The control plane (`/v1/config/…`, `/v1/application-access-tokens`) answers every
+//! error as an RFC 9457 problem (`control::problem`): besides axum's rejections, the
+//! managed-envelope errors admission answers before a handler runs (401, 403, the scope's
+//! 404, 429 with its `retry-after`, 503) are rendered as problems here too. The path is
+//! the flat one: `/v1/workspaces/{workspace}/config/…` was rewritten before this layer.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -27,12 +33,17 @@ enum Surface {
     A2aRest,
     /// The MCP endpoint (JSON-RPC).
     Mcp,
+    /// The control plane: RFC 9457 problems.
+    Control,
 }
 
 impl Surface {
     fn of(path: &str, mcp_path: &str) -> Self {
         if path == mcp_path {
             return Surface::Mcp;
+        }
+        if is_control(path) {
+            return Surface::Control;
         }
         let Some(rest) = path.strip_prefix("/v1/a2a") else { return Surface::Managed };
         match rest {
@@ -56,6 +67,9 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     let method = request.method().clone();
     let uri = request.uri().clone();
     let response = next.run(request).await;
+    if Surface::of(uri.path(), &state.mcp.path) == Surface::Control {
+        return problem(response, &method, uri.path()).await;
+    }
     if !is_bare_rejection(&response) {
         return response;
     }
@@ -72,7 +86,51 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         Surface::A2aJsonRpc => with_allow(crate::adapters::a2a::rejection(parts.status, message, true), allow),
         Surface::A2aRest => with_allow(crate::adapters::a2a::rejection(parts.status, message, false), allow),
         Surface::Mcp => with_allow(jsonrpc(parts.status, message), allow),
+        // Answered above.
+        Surface::Control => problem_of(parts.status, message, &parts.headers),
     }
+}
+
+/// Whether a (flat) path is the control plane's.
+fn is_control(path: &str) -> bool {
+    ["/v1/config", "/v1/application-access-tokens"]
+        .iter()
+        .any(|root| path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+}
+
+/// A control-plane answer: an error that is not a problem yet becomes one — a bare
+/// rejection with the message [`message`] writes, a managed-envelope error with its own
+/// message — with its status and its `retry-after` and `allow` headers.
+async fn problem(response: Response, method: &Method, path: &str) -> Response {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(crate::control::problem::CONTENT_TYPE));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_REJECTION).await.unwrap_or_default();
+    let managed = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|body| body["error"]["message"].as_str().map(str::to_owned));
+    let detail = managed.unwrap_or_else(|| {
+        let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+        message(status, method, path, &text, parts.headers.get(header::ALLOW))
+    });
+    problem_of(status, detail, &parts.headers)
+}
+
+fn problem_of(status: StatusCode, detail: String, headers: &axum::http::HeaderMap) -> Response {
+    let mut response = crate::control::problem::Problem::from_status(status, detail).into_response();
+    for name in [header::RETRY_AFTER, header::ALLOW] {
+        if let Some(value) = headers.get(&name) {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
 }
 
 /// A 4xx whose body is empty or plain text: ours are always JSON (or an SSE stream).
@@ -292,6 +350,97 @@ mod tests {
         // A body-less POST passes whatever its label.
         let answer = rig.send(labelled("POST", "/v1/agents/agent_missing/archive", "", "text/plain")).await;
         assert_managed(&answer, StatusCode::NOT_FOUND, "not_found_error");
+    }
+
+    /// An RFC 9457 problem of the control plane, with its request id.
+    fn assert_problem(answer: &crate::test_rig::Answer, status: StatusCode, code: &str) {
+        assert_eq!(answer.status, status, "{}", answer.text);
+        assert!(
+            answer.headers["content-type"].to_str().unwrap().starts_with("application/problem+json"),
+            "{:?}: {}",
+            answer.headers,
+            answer.text
+        );
+        assert_eq!(answer.body["type"], "about:blank", "{}", answer.text);
+        assert_eq!(answer.body["status"], status.as_u16(), "{}", answer.text);
+        assert_eq!(answer.body["code"], code, "{}", answer.text);
+        assert!(answer.body["title"].as_str().is_some_and(|t| !t.is_empty()), "{}", answer.text);
+        assert!(answer.body["detail"].as_str().is_some_and(|d| !d.is_empty()), "{}", answer.text);
+        assert!(answer.body["request_id"].as_str().is_some_and(|id| id.starts_with("req_")), "{}", answer.text);
+    }
+
+    #[tokio::test]
+    async fn every_refusal_on_the_control_plane_is_a_problem() {
+        let rig = Rig::new().await;
+        let agent = agentd_schema::ids::new_id("agent");
+        let draft = format!("/v1/config/agents/{agent}");
+        // No route, flat and through the workspace projection.
+        for path in ["/v1/config/nothing", "/v1/config", "/v1/workspaces/default/config/nothing"] {
+            assert_problem(
+                &rig.send(rig.request("GET", path, Body::empty())).await,
+                StatusCode::NOT_FOUND,
+                "not_found",
+            );
+        }
+        // An id that does not parse (the scope layer's 404).
+        for path in ["/v1/config/agents/nope", "/v1/config/publications/NOPE", "/v1/application-access-tokens/x"] {
+            let method = if path.contains("tokens") { "DELETE" } else { "GET" };
+            assert_problem(
+                &rig.send(rig.request(method, path, Body::empty())).await,
+                StatusCode::NOT_FOUND,
+                "not_found",
+            );
+        }
+        // 405 with the allowed methods.
+        for path in ["/v1/config/agents", &draft, "/v1/workspaces/default/config/agents"] {
+            let answer = rig.send(rig.request("PATCH", path, Body::empty())).await;
+            assert_problem(&answer, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+        }
+        let answer = rig.send(rig.request("GET", "/v1/application-access-tokens", Body::empty())).await;
+        assert_problem(&answer, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+        // 413 and 415.
+        let answer = rig.send(rig.request("PUT", &draft, oversized())).await;
+        assert_problem(&answer, StatusCode::PAYLOAD_TOO_LARGE, "too_large");
+        let mut request = rig.request("PUT", &draft, "{}".to_owned());
+        request.headers_mut().insert("content-type", "text/plain".parse().unwrap());
+        request.headers_mut().insert("content-length", "2".parse().unwrap());
+        assert_problem(&rig.send(request).await, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+        // 400 for a body that is not a JSON object.
+        let answer = rig.send(rig.request("PUT", &draft, "[1]".to_owned())).await;
+        assert_problem(&answer, StatusCode::BAD_REQUEST, "invalid_request");
+        // 401 before any route: no key, a wrong key.
+        for key in [None, Some("sk-agentd-wrong")] {
+            let mut request = rig.request("GET", "/v1/config/agents", Body::empty());
+            request.headers_mut().remove("x-api-key");
+            if let Some(key) = key {
+                request.headers_mut().insert("x-api-key", key.parse().unwrap());
+            }
+            assert_problem(&rig.send(request).await, StatusCode::UNAUTHORIZED, "unauthenticated");
+        }
+        // 403: a workspace the key may not use.
+        let answer = rig.send(rig.request("GET", "/v1/workspaces/elsewhere/config/agents", Body::empty())).await;
+        assert_problem(&answer, StatusCode::FORBIDDEN, "permission_denied");
+        // Managed paths keep the managed envelope.
+        let answer = rig.send(rig.request("GET", "/v1/configs", Body::empty())).await;
+        assert_managed(&answer, StatusCode::NOT_FOUND, "not_found_error");
+    }
+
+    #[tokio::test]
+    async fn a_rate_limited_control_request_keeps_its_retry_after() {
+        use axum::response::IntoResponse;
+        let limited = crate::error::ApiError::RateLimited { message: "slow down".into(), retry_after_secs: 3 };
+        let response =
+            super::problem(limited.into_response(), &axum::http::Method::PUT, "/v1/config/agents/agent_x").await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()["retry-after"], "3");
+        assert_eq!(response.headers()["content-type"], "application/problem+json");
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!((body["code"].as_str(), body["detail"].as_str()), (Some("rate_limited"), Some("slow down")));
+        let draining = crate::error::ApiError::Unavailable("this gateway is draining".into());
+        let response = super::problem(draining.into_response(), &axum::http::Method::GET, "/v1/config/agents").await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()["content-type"], "application/problem+json");
     }
 
     #[tokio::test]

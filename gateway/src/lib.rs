@@ -5,6 +5,7 @@
 pub mod adapters;
 pub mod admission;
 pub mod consent_page;
+pub mod control;
 pub mod domain;
 pub mod durable;
 pub mod envelope;
@@ -77,6 +78,10 @@ pub struct Shared {
     /// Credential validation may probe MCP servers and token endpoints on private
     /// addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`, as for workers).
     pub remote_allow_private: bool,
+    /// The effective model catalog of each workspace (`agentd_schema::catalogs`).
+    pub catalogs: Arc<agentd_schema::catalogs::Catalogs>,
+    /// Webhook delivery settings (docs/api/webhooks.md).
+    pub webhooks: Arc<domain::webhooks::Settings>,
 }
 
 impl AppState {
@@ -91,6 +96,7 @@ impl AppState {
 /// served by the same routes (see [`workspace_path`]).
 pub fn api(state: AppState) -> Router {
     let managed = managed::router()
+        .merge(control::router())
         .merge(durable::router())
         .merge(adapters_router())
         .layer(middleware::from_fn(envelope::json_bodies))

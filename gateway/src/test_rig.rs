@@ -67,6 +67,8 @@ impl Rig {
             mcp: Default::default(),
             a2a: Default::default(),
             remote_allow_private: true,
+            webhooks: Arc::new(crate::domain::webhooks::Settings { allow_private: true, ..Default::default() }),
+            catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         });
         Self { app: crate::app(state), key, _dir: dir }
     }

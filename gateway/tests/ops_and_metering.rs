@@ -59,6 +59,8 @@ impl Gateway {
             mcp: Default::default(),
             a2a: Default::default(),
             remote_allow_private: false,
+            webhooks: Default::default(),
+            catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         });
         Self { state, key, organization: workspace.organization_id, _blobs_dir: blobs_dir }
     }

@@ -106,7 +106,7 @@ mod tests {
     fn standing_adds_the_server_tools_to_the_tokens() {
         let body = json!({
             "budget": { "type": "limit", "max_list_cost": { "amount": "5", "currency": "USD" } },
-            "_price_snapshot": snapshot("claude-sonnet-4-6"),
+            "_price_snapshot": snapshot(crate::catalog::current(), "claude-sonnet-4-6"),
         });
         let usage = json!({ "input_tokens": 1_000_000, "server_tool_use": { "web_search_requests": 2 } });
         let standing = Standing::of(&body, &usage);
@@ -185,9 +185,10 @@ mod tests {
     }
 }
 
-/// The price snapshot frozen into a session at creation (`None` for unpriced models).
-pub fn snapshot(model: &str) -> Value {
-    match crate::catalog::current().find(model).and_then(|m| m.prices) {
+/// The price snapshot frozen into a session at creation from its workspace's effective
+/// catalog (`Null` for unpriced models). Later price changes never reach it.
+pub fn snapshot(catalog: &crate::catalog::Catalog, model: &str) -> Value {
+    match catalog.find(model).and_then(|m| m.prices) {
         Some(p) => json!({
             "model": model,
             "prices": {

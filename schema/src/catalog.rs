@@ -6,12 +6,12 @@
 
 use std::sync::OnceLock;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// List prices of one model: tokens in micro-USD per million tokens, server tool
 /// requests (`web_search`, `web_fetch`) in micro-USD per request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Prices {
     /// Input tokens.
     pub input: u64,
@@ -34,6 +34,77 @@ pub struct Prices {
 /// Anthropic's list price of a web search: $10 per 1,000 searches.
 const WEB_SEARCH_PER_REQUEST: u64 = 10_000;
 
+/// Which wire protocol a configured provider speaks (`/v1/config/providers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// The Anthropic Messages API (`x-api-key`).
+    Anthropic,
+    /// OpenAI-compatible Chat Completions (bearer token).
+    OpenAiCompatible,
+}
+
+impl ProviderKind {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAiCompatible => "openai_compatible",
+        }
+    }
+
+    /// From the stored or wire name.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "anthropic" => Some(ProviderKind::Anthropic),
+            "openai_compatible" => Some(ProviderKind::OpenAiCompatible),
+            _ => None,
+        }
+    }
+}
+
+/// A provider credential as a route carries it: still sealed (for owner `id`), opened
+/// by the worker that uses it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SealedCredential {
+    /// `pcrd_…`
+    pub id: String,
+    /// `SecretBox::seal(id, {"api_key": …})`.
+    pub sealed: String,
+}
+
+/// The endpoint a configured model is sent to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RouteEndpoint {
+    /// The endpoint's id.
+    pub id: String,
+    /// Base URL (`…/v1/messages` or `…/chat/completions` is appended).
+    pub base_url: String,
+    /// Connection timeout, ms.
+    pub connect_timeout_ms: Option<i64>,
+    /// Whole-request timeout, ms.
+    pub request_timeout_ms: Option<i64>,
+    /// Whether the endpoint names a credential (or pool) at all.
+    pub authenticated: bool,
+    /// The usable (unarchived) credentials, in the order they are tried.
+    pub credentials: Vec<SealedCredential>,
+    /// How long a refused credential of a pool is passed over, ms (0: never).
+    pub cooldown_ms: i64,
+}
+
+/// Where a configured model is served: set only for models a workspace's
+/// configuration offers (`POST /v1/config/offerings`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Route {
+    /// The provider's id.
+    pub provider_id: String,
+    /// Its protocol.
+    pub kind: ProviderKind,
+    /// The model's name at the provider.
+    pub provider_model: String,
+    /// Its serving endpoint; `None` while the provider has none.
+    pub endpoint: Option<RouteEndpoint>,
+}
+
 /// One model of the catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
@@ -55,6 +126,9 @@ pub struct Model {
     pub default_effort: String,
     /// List prices; `None` makes the model unbudgetable.
     pub prices: Option<Prices>,
+    /// Where a workspace's configuration sends it (`None`: by `provider`, as configured
+    /// by the environment).
+    pub route: Option<Route>,
 }
 
 impl Model {
@@ -110,10 +184,13 @@ struct FileEntry {
     prices: Option<Prices>,
 }
 
-/// The catalog in use by this process.
+/// A model catalog: the process's bootstrap one (built in, `AGENTD_MODEL_CATALOG`), or
+/// a workspace's effective one (`crate::catalogs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Catalog {
     models: Vec<Model>,
+    /// The workspace's `config_revision` it reflects (0: the bootstrap catalog).
+    revision: i64,
 }
 
 fn claude(id: &str, name: &str, line: &str, created: &str, max_tokens: u64, input: u64, output: u64) -> Model {
@@ -135,10 +212,21 @@ fn claude(id: &str, name: &str, line: &str, created: &str, max_tokens: u64, inpu
             web_search_per_request: WEB_SEARCH_PER_REQUEST,
             web_fetch_per_request: 0,
         }),
+        route: None,
     }
 }
 
 impl Catalog {
+    /// A catalog of `models` (newest first) at a configuration revision.
+    pub fn from_models(models: Vec<Model>, revision: i64) -> Self {
+        Self { models, revision }
+    }
+
+    /// The workspace configuration revision this catalog reflects (0: bootstrap only).
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
     /// The built-in catalog, newest first (the Models API lists newest first).
     pub fn builtin() -> Self {
         Self {
@@ -180,6 +268,7 @@ impl Catalog {
                     15_000_000,
                 ),
             ],
+            revision: 0,
         }
     }
 
@@ -206,6 +295,7 @@ impl Catalog {
                 max_tokens: entry.max_tokens.unwrap_or(8_192),
                 default_effort: entry.default_effort.unwrap_or_else(|| "high".to_owned()),
                 prices: entry.prices,
+                route: None,
             };
             catalog.models.retain(|m| m.id != model.id);
             catalog.models.insert(0, model);
@@ -223,10 +313,12 @@ impl Catalog {
         self.models.iter().find(|model| model.id == id)
     }
 
-    /// The provider for `id`: the catalog's, else by naming convention (`claude-*` →
-    /// anthropic, `openai/<model>` → openai). `None` for ids nothing can serve.
+    /// The provider for `id`: the catalog's (a configured route's provider id), else by
+    /// naming convention (`claude-*` → anthropic, `openai/<model>` → openai). `None` for
+    /// ids nothing can serve.
     pub fn provider_of(&self, id: &str) -> Option<&str> {
         match self.find(id) {
+            Some(Model { route: Some(route), .. }) => Some(route.provider_id.as_str()),
             Some(model) => Some(model.provider.as_str()),
             None if id.starts_with("openai/") => Some("openai"),
             None if id.starts_with("claude-") => Some("anthropic"),

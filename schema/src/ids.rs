@@ -197,6 +197,41 @@ typed_ids! {
     UserProfileId = "user profile", "uprof";
     /// `aat_…`
     ApplicationAccessTokenId = "application access token", "aat";
+    /// `pcrd_…`: a model provider's credential (`/v1/config/credentials`).
+    ProviderCredentialId = "provider credential", "pcrd";
+}
+
+/// A webhook subscription: a name its creator chose on the control plane, or `whep_…`
+/// minted by the organization endpoint API; 1 to 64 letters, digits, `_` and `-`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct WebhookSubscriptionId(String);
+
+impl WebhookSubscriptionId {
+    /// What the id names, for messages.
+    pub const KIND: &'static str = "webhook subscription";
+
+    /// Parses `value`: 1 to 64 ASCII letters, digits, `_` and `-`.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        if (1..=64).contains(&value.len()) && value.bytes().all(allowed) {
+            Ok(Self(value.to_owned()))
+        } else {
+            Err(InvalidId { kind: Self::KIND })
+        }
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for WebhookSubscriptionId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Self::parse(&value).map_err(serde::de::Error::custom)
+    }
 }
 
 /// The id of kind `prefix` that shares `id`'s suffix: an id derived from another one,

@@ -5,6 +5,7 @@ pub mod blobs;
 pub mod budget;
 pub mod capture;
 pub mod catalog;
+pub mod catalogs;
 pub mod clock;
 pub mod egress;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod secrets;
 pub mod sql;
 pub mod store;
 pub mod web;
+pub mod webhooks;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{StoreError, StoreResult};

@@ -158,6 +158,7 @@ fn resealed_text(secrets: &SecretBox, row: &SealedRow) -> Result<Resealed, crate
             let owner = format!("a2a-push:{}:{}", row.id, row.sub_id);
             reseal(&owner, &row.text)?.unwrap_or_else(|| row.text.clone())
         }
+        SealedTable::ProviderCredentials => reseal(&row.id, &row.text)?.unwrap_or_else(|| row.text.clone()),
         SealedTable::VaultCredentials => {
             let Ok(mut body) = serde_json::from_str::<Value>(&row.text) else { return Ok(None) };
             let Some(sealed) = body["_sealed"].as_str().map(str::to_owned) else { return Ok(None) };

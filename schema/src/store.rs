@@ -9,6 +9,7 @@
 //! `use agentd_schema::store::prelude::*`.
 
 mod adapters;
+mod agent_drafts;
 mod app_tokens;
 mod deployments;
 mod dreams;
@@ -19,6 +20,7 @@ mod idempotency;
 mod inbox;
 mod memory;
 mod outbox;
+mod providers;
 mod resources;
 mod runs;
 mod sealed;
@@ -27,11 +29,13 @@ mod skills;
 mod tenancy;
 mod tool_calls;
 mod user_profiles;
+mod webhooks;
 mod work;
 
 use async_trait::async_trait;
 
 pub use adapters::{A2aDelivery, A2aPushConfig, A2aTask, A2aWatch, AdapterStore};
+pub use agent_drafts::{AgentDraftRow, AgentDraftStore, AgentPublicationRow};
 pub use app_tokens::{AppTokenRow, AppTokenStore, NewAppToken, ThreadBinding};
 pub use deployments::{
     DeploymentConfig, DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, DeploymentStore,
@@ -49,6 +53,10 @@ pub use memory::{
     MemoryVersionQuery, MemoryVersionRow, MemoryWrite, NewMemory, NewMemoryStore,
 };
 pub use outbox::{OutboxMessage, OutboxStore};
+pub use providers::{
+    CredentialPoolRow, CredentialRef, EndpointRow, InferenceProfileRow, ModelAttributesRow, OfferingRow,
+    ProviderConfig, ProviderCredentialRow, ProviderKind, ProviderRow, ProviderStore, Written,
+};
 pub use resources::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
 pub use runs::{
     Claim, ClaimOutcome, Run, RunStatus, RunStore, Settled, Settlement, StrandedRun, Submission, Submitted,
@@ -65,6 +73,10 @@ pub use user_profiles::{
     AccessType, AccountStatus, ConsentTimes, EntityType, ExternalUserDetails, NewUserProfile, UserProfileCursor,
     UserProfileFields, UserProfileOrder, UserProfileQuery, UserProfileRow, UserProfileStore, profile_name_key,
 };
+pub use webhooks::{
+    WebhookAttempt, WebhookDelivery, WebhookPut, WebhookPutOutcome, WebhookPutRequest, WebhookStore,
+    WebhookSubscriptionRow,
+};
 pub use work::{Heartbeat, LostHands, SessionsToken, WorkConflict, WorkItem, WorkSource, WorkStats, WorkStore};
 
 use crate::error::StoreResult;
@@ -72,9 +84,10 @@ use crate::error::StoreResult;
 /// Every store trait in scope with one `use agentd_schema::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AdapterStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore, ErasureStore,
-        FileStore, IdempotencyStore, InboxStore, OutboxStore, ResourceStore, RunStore, SealedStore, SessionStore,
-        SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WorkStore,
+        AdapterStore, AgentDraftStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore,
+        ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProviderStore, ResourceStore, RunStore,
+        SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, UserProfileStore,
+        WebhookStore, WorkStore,
     };
 }
 
@@ -131,6 +144,9 @@ pub trait Store:
     + UserProfileStore
     + ErasureStore
     + AppTokenStore
+    + ProviderStore
+    + AgentDraftStore
+    + WebhookStore
     + 'static
 {
 }
@@ -157,6 +173,9 @@ impl<T> Store for T where
         + UserProfileStore
         + ErasureStore
         + AppTokenStore
+        + ProviderStore
+        + AgentDraftStore
+        + WebhookStore
         + 'static
 {
 }

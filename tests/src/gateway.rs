@@ -70,6 +70,11 @@ impl TestGateway {
                 push_allow_private: false,
             }),
             remote_allow_private: false,
+            webhooks: std::sync::Arc::new(agentd_gateway::domain::webhooks::Settings {
+                allow_private: true,
+                ..Default::default()
+            }),
+            catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         });
         let router = agentd_gateway::app(state.clone());
         Self { store, state, router, _blobs_dir: blobs_dir }

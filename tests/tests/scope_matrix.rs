@@ -35,6 +35,12 @@ enum Subject {
     DeploymentRun,
     /// A user profile (of the workspace).
     UserProfile,
+    /// A model provider's credential (of the workspace; control plane, API keys only).
+    ProviderCredential,
+    /// A publication of the control plane (of the workspace), named by its fingerprint.
+    Publication,
+    /// A webhook subscription (of the workspace; control plane, API keys only).
+    WebhookSubscription,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
 }
@@ -150,6 +156,8 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("DELETE", "/user_profiles/{uprof}", Subject::UserProfile, true),
     ("POST", "/user_profiles/{uprof}/enrollment_url", Subject::UserProfile, false),
     ("POST", "/user_profiles/{uprof}/action_urls", Subject::UserProfile, false),
+    ("GET", "/config/credentials/{pcrd}", Subject::ProviderCredential, false),
+    ("POST", "/config/credentials/{pcrd}/archive", Subject::ProviderCredential, true),
     ("GET", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("PUT", "/ext/memory-stores/{memstore}/dream-policy", Subject::MemoryStore, false),
     ("POST", "/durable/threads/{session}/cancel", Subject::Session, false),
@@ -165,6 +173,17 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/a2a/tasks/{task}", Subject::Text, false),
     ("POST", "/a2a/tasks/{task}/pushNotificationConfigs", Subject::Text, false),
     ("GET", "/ai-sdk/threads/{chat}/messages", Subject::Text, false),
+    // Agent authoring (an API key only). PUT first, so the draft the others read exists.
+    ("PUT", "/config/agents/{agent}", Subject::Agent, false),
+    ("GET", "/config/agents/{agent}", Subject::Agent, false),
+    ("POST", "/config/agents/{agent}/validate", Subject::Agent, false),
+    ("POST", "/config/agents/{agent}/publish", Subject::Agent, false),
+    ("DELETE", "/config/agents/{agent}", Subject::Agent, true),
+    ("GET", "/config/publications/{pub}", Subject::Publication, false),
+    ("GET", "/config/publications/{pub}/export", Subject::Publication, false),
+    ("GET", "/config/webhook-subscriptions/{hook}", Subject::WebhookSubscription, false),
+    ("GET", "/config/webhook-subscriptions/{hook}/deliveries", Subject::WebhookSubscription, false),
+    ("DELETE", "/config/webhook-subscriptions/{hook}", Subject::WebhookSubscription, true),
     ("GET", "/ag-ui/threads/{chat}/messages", Subject::Text, false),
 ];
 
@@ -190,6 +209,12 @@ struct Workspace {
     deployment_run: String,
     /// A user profile of the workspace.
     user_profile: String,
+    /// A provider credential of the workspace.
+    provider_credential: String,
+    /// A publication of the workspace's agent (its fingerprint).
+    publication: String,
+    /// A webhook subscription of the workspace.
+    webhook_subscription: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -321,6 +346,21 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                 .as_str()
                 .expect("a user profile")
                 .to_owned(),
+            provider_credential: {
+                let body = json!({"name": "c", "secret": "sk-matrix-secret"});
+                let answer = gateway.call(key, "POST", "/v1/config/credentials", Some(body)).await;
+                assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+                answer.body["id"].as_str().expect("a provider credential").to_owned()
+            },
+            publication: publish(&gateway, key, agent["id"].as_str().unwrap()).await,
+            webhook_subscription: {
+                let id = new_id("whep");
+                let body = json!({"url": "http://127.0.0.1:9/hook", "event_types": ["agent.created"]});
+                let path = format!("/v1/config/webhook-subscriptions/{id}");
+                let answer = gateway.call(key, "PUT", &path, Some(body)).await;
+                assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+                id
+            },
         }
     };
     let mut w1 = make_workspace(&api1).await;
@@ -410,6 +450,9 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         deployment: new_id("depl"),
         deployment_run: new_id("drun"),
         user_profile: new_id("uprof"),
+        provider_credential: new_id("pcrd"),
+        publication: agentd_schema::ids::secret_hash(&new_id("pub")),
+        webhook_subscription: new_id("whep"),
     };
 
     let mut failures = Vec::new();
@@ -433,6 +476,9 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         | Subject::Deployment
                         | Subject::DeploymentRun
                         | Subject::UserProfile
+                        | Subject::ProviderCredential
+                        | Subject::Publication
+                        | Subject::WebhookSubscription
                         | Subject::Text
                 ) && target == Target::OtherEnvironment
                 {
@@ -440,6 +486,11 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                 }
                 let allowed = kind_uses(*cred, method, route) && reaches(*cred, target);
                 if destructive && allowed {
+                    continue;
+                }
+                // A draft of an id no agent has is a draft of a new agent
+                // (docs/api/config.md): for an API key, "missing" is created, not refused.
+                if (*cred, method, route, target) == (Cred::Api, "PUT", "/config/agents/{agent}", Target::Missing) {
                     continue;
                 }
                 let subject_id = match subject {
@@ -452,11 +503,27 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::Deployment => &workspace.deployment,
                     Subject::DeploymentRun => &workspace.deployment_run,
                     Subject::UserProfile => &workspace.user_profile,
+                    Subject::ProviderCredential => &workspace.provider_credential,
+                    Subject::Publication => &workspace.publication,
+                    Subject::WebhookSubscription => &workspace.webhook_subscription,
                     Subject::MemoryStore => &home.memory_store,
                     Subject::Text => &workspace.agent,
                 };
                 let spelled_ways = match subject {
                     Subject::Text => vec![("plain", subject_id.clone(), true)],
+                    // A fingerprint is lowercase hex and nothing else.
+                    Subject::Publication => vec![
+                        ("plain", subject_id.clone(), true),
+                        ("upper case", subject_id.to_uppercase(), false),
+                        ("trailing .", format!("{subject_id}."), false),
+                        ("..", "..".to_owned(), false),
+                    ],
+                    // A subscription's id is a name its creator chose, case and all: an
+                    // upper-case spelling is another (valid) name, not a malformed id.
+                    Subject::WebhookSubscription => spellings(subject_id)
+                        .into_iter()
+                        .filter(|(label, _, _)| !matches!(*label, "upper case" | "mixed case"))
+                        .collect(),
                     _ => spellings(subject_id),
                 };
                 for (label, spelled, same) in spelled_ways {
@@ -471,6 +538,9 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{depl}", &workspace.deployment)
                         .replace("{drun}", &workspace.deployment_run)
                         .replace("{uprof}", &workspace.user_profile)
+                        .replace("{pcrd}", &workspace.provider_credential)
+                        .replace("{pub}", &workspace.publication)
+                        .replace("{hook}", &workspace.webhook_subscription)
                         .replace("{memstore}", &home.memory_store)
                         .replace("{memory}", &new_id("mem"))
                         .replace("{memver}", &new_id("memver"))
@@ -550,6 +620,16 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         assert_eq!(profile.status, StatusCode::OK, "no scoped credential deleted it: {:?}", profile.body);
     }
     gateway.cleanup().await;
+}
+
+/// Publishes a draft of `agent` as it is: a publication of the workspace, by fingerprint.
+async fn publish(gateway: &TestGateway, key: &str, agent: &str) -> String {
+    let draft = format!("/v1/config/agents/{agent}");
+    let put = gateway.call(key, "PUT", &draft, Some(json!({"name": "a", "model": "claude-sonnet-4-5"}))).await;
+    assert_eq!(put.status, StatusCode::CREATED, "{:?}", put.body);
+    let published = gateway.call(key, "POST", &format!("{draft}/publish"), Some(json!({}))).await;
+    assert_eq!(published.status, StatusCode::CREATED, "{:?}", published.body);
+    published.body["fingerprint"].as_str().expect("a fingerprint").to_owned()
 }
 
 /// The id with its first letter (not digit) after the prefix in upper case.

@@ -28,11 +28,13 @@ struct Seeded {
     resource_tokens: Vec<(String, String, String)>,
     /// (task id, config id, its credentials)
     push: Vec<(String, String, String)>,
+    /// (provider credential id, its API key)
+    provider_keys: Vec<(String, String)>,
 }
 
 impl Seeded {
     fn total(&self) -> u64 {
-        (self.credentials.len() + self.resource_tokens.len() + self.push.len()) as u64
+        (self.credentials.len() + self.resource_tokens.len() + self.push.len() + self.provider_keys.len()) as u64
     }
 }
 
@@ -120,7 +122,29 @@ async fn seed(store: &dyn Store, secrets: &SecretBox) -> Seeded {
             .unwrap();
         push.push((task_id, id, credential));
     }
-    Seeded { workspace_id: workspace.id, session: first_session.unwrap(), credentials, resource_tokens, push }
+    let mut provider_keys = Vec::new();
+    for i in 0..3 {
+        let id = agentd_schema::ids::new_id("pcrd");
+        let key = format!("sk-provider-{i}");
+        let row = agentd_schema::ProviderCredentialRow {
+            sealed: secrets.seal(&id, &json!({ "api_key": key })),
+            id: id.clone(),
+            workspace_id: workspace.id.clone(),
+            name: format!("key {i}"),
+            created_at_ms: 1,
+            archived_at_ms: None,
+        };
+        store.insert_provider_credential(row).await.unwrap();
+        provider_keys.push((id, key));
+    }
+    Seeded {
+        workspace_id: workspace.id,
+        session: first_session.unwrap(),
+        credentials,
+        resource_tokens,
+        push,
+        provider_keys,
+    }
 }
 
 /// Every stored secret as `secrets` opens it (panics naming the first that does not).
@@ -150,6 +174,11 @@ async fn read_all(store: &dyn Store, secrets: &SecretBox, seeded: &Seeded) {
             .open(&format!("a2a-push:{task_id}:{id}"), config.auth_credentials.as_deref().unwrap())
             .unwrap_or_else(|e| panic!("{task_id}/{id}: {e}"));
         assert_eq!(opened, json!(credential));
+    }
+    for (id, key) in &seeded.provider_keys {
+        let row = store.get_provider_credential(&seeded.workspace_id, id).await.unwrap().unwrap();
+        let opened = secrets.open(id, &row.sealed).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(opened["api_key"], key.as_str());
     }
 }
 

@@ -39,6 +39,7 @@ async fn rig(kind: Kind) -> Rig {
         bus,
         providers: Registry::from_env(true),
         histories: Arc::new(HistoryCache::new(1_000)),
+        catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         secrets: None,
         blobs: agentd_schema::blobs::Blobs::filesystem(&blobs.path().join("blobs")).unwrap(),
         remote_allow_private: true,

@@ -45,6 +45,8 @@ pub struct RunContext {
     pub providers: Registry,
     /// Recently driven threads' history, so a turn reads only what is new.
     pub histories: Arc<HistoryCache>,
+    /// The effective model catalog of each workspace, kept current by the process.
+    pub catalogs: Arc<agentd_schema::catalogs::Catalogs>,
     /// Opens vault credentials for remote tools (the gateway's `AGENTD_SECRET_KEY`);
     /// without it, remote tools run without credentials.
     pub secrets: Option<Arc<SecretBox>>,
@@ -133,6 +135,12 @@ struct Attempt<'a> {
 }
 
 impl<'a> Attempt<'a> {
+    /// The model providers as the session's workspace has them configured now (a
+    /// change reaches the next model request).
+    fn providers(&self) -> Registry {
+        self.ctx.providers.bound(self.ctx.catalogs.of(&self.workspace_id))
+    }
+
     /// Takes up a claimed run: its session, its bus watchers and its cached history.
     /// `None` when the session was deleted.
     async fn claim(ctx: &'a RunContext, claim: &'a Claim, cancel: CancellationToken) -> Result<Option<Self>, Stop> {

@@ -30,6 +30,9 @@ pub const USER_PROFILES_2026_03_24: &str = "user-profiles-2026-03-24";
 /// A later user profiles selector the SDK knows (the current shape).
 pub const USER_PROFILES_2026_09_04: &str = "user-profiles-2026-09-04";
 
+/// The selector of the organization webhook endpoint API.
+pub const WEBHOOKS: &str = "webhooks-2026-10-07";
+
 /// Whether `anthropic-beta` (possibly repeated) lists `value`.
 pub fn has(headers: &HeaderMap, value: &str) -> bool {
     headers
@@ -76,6 +79,16 @@ pub async fn require_user_profiles(request: Request, next: Next) -> Response {
     if !selectors.iter().any(|selector| has(request.headers(), selector)) {
         return ApiError::invalid(format!("anthropic-beta: this route requires the `{USER_PROFILES}` beta"))
             .into_response();
+    }
+    next.run(request).await
+}
+
+/// Answers 404 to an organization webhook endpoint request without its selector: the
+/// SDK documents that such a request is answered "exactly as if this API did not exist".
+pub async fn require_webhooks(request: Request, next: Next) -> Response {
+    if !has(request.headers(), WEBHOOKS) {
+        let message = format!("no route for {} {}", request.method(), request.uri().path());
+        return ApiError::NotFound(message).into_response();
     }
     next.run(request).await
 }

@@ -242,8 +242,9 @@ pub struct Operation<'a> {
 /// 2. any other request by HTTP method: `GET` and `HEAD` read; every other method
 ///    starts, steers or changes a run or a resource and draws from `Create` (spec §8
 ///    names only the two buckets), including a JSON-RPC body too large to read;
-/// 3. two route shapes are the exceptions: A2A's `POST …/tasks/{id}:subscribe` is a
-///    read sent as POST, and the hands' lease upkeep (`POST
+/// 3. three route shapes are the exceptions: A2A's `POST …/tasks/{id}:subscribe` and
+///    the control plane's `POST /config/agents/{id}/validate` are reads sent as POST,
+///    and the hands' lease upkeep (`POST
 ///    /environments/{id}/work/{work_id}/heartbeat`) is not metered — it keeps alive a
 ///    run whose input was metered, and a refused heartbeat would lose the lease.
 pub fn classify(operation: &Operation<'_>) -> Option<OperationClass> {
@@ -260,6 +261,8 @@ pub fn classify(operation: &Operation<'_>) -> Option<OperationClass> {
     let segments: Vec<&str> = relative.trim_matches('/').split('/').collect();
     match segments.as_slice() {
         ["environments", _, "work", _, "heartbeat"] => None,
+        // Validating a draft writes nothing (docs/api/config.md).
+        ["config", "agents", _, "validate"] => Some(OperationClass::Read),
         [.., last] if method == Method::POST && last.ends_with(":subscribe") => Some(OperationClass::Read),
         _ => Some(OperationClass::Create),
     }
@@ -464,6 +467,8 @@ mod tests {
         assert_eq!(class(Method::HEAD, "/v1/agents"), Some(Read));
         assert_eq!(class(Method::POST, "/v1/agents"), Some(Create));
         assert_eq!(class(Method::POST, "/agents"), Some(Create), "as seen inside the /v1 nest");
+        assert_eq!(class(Method::POST, "/v1/config/agents/agent_1/validate"), Some(Read));
+        assert_eq!(class(Method::POST, "/v1/config/agents/agent_1/publish"), Some(Create));
         assert_eq!(class(Method::POST, "/v1/vaults/vlt_1/credentials"), Some(Create));
         for (method, path) in [
             (Method::POST, "/v1/agents/agent_1"),

@@ -17,8 +17,8 @@
 use agentd_schema::Store;
 use agentd_schema::ids::{
     AgentId, ApiKeyId, ApplicationAccessTokenId, CredentialId, DeploymentId, DeploymentRunId, DreamId, EnvironmentId,
-    FileId, InboxMessageId, MemoryId, MemoryStoreId, MemoryVersionId, RunId, SessionId, SessionResourceId, SkillId,
-    ThreadId, UserProfileId, VaultId, WorkId,
+    FileId, InboxMessageId, MemoryId, MemoryStoreId, MemoryVersionId, ProviderCredentialId, RunId, SessionId,
+    SessionResourceId, SkillId, ThreadId, UserProfileId, VaultId, WebhookSubscriptionId, WorkId,
 };
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -122,6 +122,18 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "deployment_run_id" => drop(typed(value, DeploymentRunId::parse)?),
             "user_profile_id" => drop(typed(value, UserProfileId::parse)?),
             "application_access_token_id" => drop(typed(value, ApplicationAccessTokenId::parse)?),
+            "webhook_subscription_id" | "webhook_endpoint_id" => drop(typed(value, WebhookSubscriptionId::parse)?),
+            // A publication of the control plane: a hex SHA-256 (docs/api/config.md).
+            "fingerprint" if crate::domain::agent_drafts::is_fingerprint(value) => {}
+            "fingerprint" => return Err(not_found("publication", value)),
+            "provider_credential_id" => drop(typed(value, ProviderCredentialId::parse)?),
+            // Names the caller chose for providers, their endpoints, credential pools and
+            // inference profiles (docs/api/config.md): one that cannot exist is a 404.
+            "provider_id" | "endpoint_id" | "credential_pool_id" | "inference_profile_id"
+                if crate::domain::providers::is_name(value) => {}
+            "provider_id" | "endpoint_id" | "credential_pool_id" | "inference_profile_id" => {
+                return Err(not_found(&name.replace('_', " ").replace(" id", ""), value));
+            }
             // A skill version (an epoch-microsecond id or `latest`) and a path inside
             // it: checked by the handler inside the skill it names.
             "version" | "path" => {}
@@ -405,10 +417,34 @@ mod tests {
         assert!(matches!(ids("/sessions/{session_id}", &[("session_id", &encoded)]), Err(ApiError::NotFound(_))));
         assert!(matches!(ids("/x/{mystery}", &[("mystery", "a")]), Err(ApiError::NotFound(_))), "fails closed");
         assert!(ids("/ai-sdk/threads/{thread_id}/runs", &[("thread_id", "any chat key")]).is_ok());
+        let fingerprint = "0123456789abcdef".repeat(4);
+        assert!(ids("/config/publications/{fingerprint}", &[("fingerprint", &fingerprint)]).is_ok());
+        for spelled in [fingerprint.to_uppercase(), fingerprint[1..].to_owned(), "..".to_owned()] {
+            let parsed = ids("/config/publications/{fingerprint}", &[("fingerprint", &spelled)]);
+            assert!(matches!(parsed, Err(ApiError::NotFound(_))), "{spelled}");
+        }
         assert!(matches!(
             ids("/sessions/{session_id}/threads/{thread_id}", &[("session_id", &session), ("thread_id", "x")]),
             Err(ApiError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn provider_configuration_parameters_parse() {
+        let credential = agentd_schema::ids::new_id("pcrd");
+        assert!(
+            ids("/config/credentials/{provider_credential_id}", &[("provider_credential_id", &credential)]).is_ok()
+        );
+        let vault_credential = agentd_schema::ids::new_id("vcrd");
+        let other =
+            ids("/config/credentials/{provider_credential_id}", &[("provider_credential_id", &vault_credential)]);
+        assert!(matches!(other, Err(ApiError::NotFound(_))), "a vault credential id names no provider credential");
+        for name in ["provider_id", "endpoint_id", "credential_pool_id", "inference_profile_id"] {
+            assert!(ids("/config/x/{name}", &[(name, "local-llm.v2")]).is_ok(), "{name}");
+            for bad in ["..", "-lead", "with space", &"x".repeat(65)] {
+                assert!(matches!(ids("/config/x/{name}", &[(name, bad)]), Err(ApiError::NotFound(_))), "{name} {bad}");
+            }
+        }
     }
 
     #[test]

@@ -318,7 +318,7 @@ async fn start_claimed(state: &AppState, row: DreamRow) -> DomainResult<DreamRow
             id: session_id.clone(),
             workspace_id: ws.clone(),
             status: "idle".into(),
-            body: session_body(&row, &session_id, &output_store_id, &input.name),
+            body: session_body(&state.catalogs.of(ws), &row, &session_id, &output_store_id, &input.name),
             agent_id: None,
             agent_version: None,
         };
@@ -428,7 +428,13 @@ fn first_message(row: &DreamRow, store_name: &str) -> String {
 /// environment (the memory tool runs in the worker; `environment_id` is the empty
 /// string, since the wire's session type requires a string), and the `_dream` marker the
 /// worker reads (underscore fields are internal: never rendered).
-fn session_body(row: &DreamRow, session_id: &str, output_store_id: &str, store_name: &str) -> Value {
+fn session_body(
+    catalog: &agentd_schema::catalog::Catalog,
+    row: &DreamRow,
+    session_id: &str,
+    output_store_id: &str,
+    store_name: &str,
+) -> Value {
     let model_id = row.model["id"].as_str().unwrap_or_default();
     let agent = json!({
         "type": "agent",
@@ -464,7 +470,7 @@ fn session_body(row: &DreamRow, session_id: &str, output_store_id: &str, store_n
         "outcome_evaluations": [],
         "deployment_id": null,
         "created_at": agentd_schema::live::rfc3339(now_ms()),
-        "_price_snapshot": agentd_schema::budget::snapshot(model_id),
+        "_price_snapshot": agentd_schema::budget::snapshot(catalog, model_id),
         "_dream": {
             "dream_id": row.id,
             "input_store_id": row.memory_store_id,

@@ -4,6 +4,8 @@
 //! shape. Nothing here knows HTTP: no axum type appears in this module (a test below
 //! keeps it so), and no service calls a handler. ADR 0013.
 
+pub mod agent_drafts;
+pub mod agents;
 pub mod app_tokens;
 pub mod commit;
 pub mod consent_links;
@@ -18,12 +20,14 @@ pub mod inbox;
 pub mod input;
 pub mod memory;
 pub mod memory_mounts;
+pub mod providers;
 pub mod runs;
 pub mod sessions;
 pub mod skill_upload;
 pub mod skills;
 pub mod threads;
 pub mod user_profiles;
+pub mod webhooks;
 
 pub use error::{DomainError, DomainResult};
 

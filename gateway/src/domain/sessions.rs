@@ -11,7 +11,7 @@ use super::commit;
 use super::error::{DomainError, DomainResult};
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::managed::agent_config::{self, normalize};
+use crate::managed::agent_config::{self, normalize_in};
 
 /// Fields of an agent a session keeps (its snapshot).
 const SNAPSHOT_FIELDS: &[&str] = &[
@@ -111,7 +111,8 @@ async fn agent_snapshot(state: &AppState, tenant: &Tenant, agent: &AgentRef) -> 
             .filter_map(|f| snapshot.get(*f).map(|v| ((*f).to_owned(), v.clone())))
             .collect();
         config.extend(agent.overrides.clone());
-        let resolved = normalize(&config).map_err(|e| DomainError::invalid(format!("agent: {e}")))?;
+        let catalog = state.catalogs.of(&tenant.workspace_id);
+        let resolved = normalize_in(&config, &catalog).map_err(|e| DomainError::invalid(format!("agent: {e}")))?;
         for (key, value) in resolved {
             snapshot[key] = value;
         }
@@ -141,10 +142,10 @@ pub async fn check_resources(
     super::memory_mounts::attach(store, workspace_id, resources, current).await
 }
 
-/// A budget needs a model with a list price.
-pub fn check_budgetable(agent: &Value) -> DomainResult<()> {
+/// A budget needs a model with a list price in `catalog` (the workspace's effective one).
+pub fn check_budgetable(catalog: &agentd_schema::catalog::Catalog, agent: &Value) -> DomainResult<()> {
     let model = agent["model"]["id"].as_str().unwrap_or_default();
-    if agentd_schema::catalog::current().find(model).and_then(|m| m.prices).is_none() {
+    if catalog.find(model).and_then(|m| m.prices).is_none() {
         return Err(DomainError::invalid_with_code(
             "model_not_budgetable",
             format!("budget: model {model} has no list price"),
@@ -176,8 +177,10 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
             return Err(DomainError::invalid(format!("vault_ids[{i}]: no vault {id} in this workspace")));
         }
     }
+    // Prices are read once: the budget check and the frozen snapshot agree.
+    let catalog = state.catalogs.of(&tenant.workspace_id);
     if request.budget.is_some() {
-        check_budgetable(&agent)?;
+        check_budgetable(&catalog, &agent)?;
     }
     for (i, event) in request.initial_events.iter().enumerate() {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or_default();
@@ -215,7 +218,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "user_profile_id": request.user_profile_id.as_ref().map(UserProfileId::as_str),
         "content_capture": capture.to_json(),
         "created_at": now,
-        "_price_snapshot": agentd_schema::budget::snapshot(agent["model"]["id"].as_str().unwrap_or_default()),
+        "_price_snapshot": agentd_schema::budget::snapshot(&catalog, agent["model"]["id"].as_str().unwrap_or_default()),
     });
     let session = store
         .create_session(NewSession {

@@ -4,9 +4,10 @@
 
 use std::collections::HashSet;
 
+use agentd_schema::catalog::Catalog;
 use serde_json::{Map, Value, json};
 
-use super::body::{self, as_object, join, kind, tag};
+use super::body::{self, FieldError, as_object, join, kind, tag};
 use super::limits::{
     MAX_AGENT_BYTES, MAX_DESCRIPTION_CHARS, MAX_ID_CHARS, MAX_INPUT_SCHEMA_BYTES, MAX_MCP_SERVER_NAME_CHARS,
     MAX_MCP_SERVERS, MAX_MULTIAGENT_BYTES, MAX_NAME_CHARS, MAX_ROLE_ARN_CHARS, MAX_SKILLS, MAX_SYSTEM_CHARS,
@@ -34,43 +35,103 @@ const POLICIES: &[&str] = &["always_allow", "always_ask", "auto"];
 const AGENT_TOOLS: &[&str] = &["bash", "edit", "read", "write", "glob", "grep", "web_fetch", "web_search"];
 
 /// Normalizes a complete configuration (create body, or stored config with an update
-/// applied) into its stored and returned form.
-pub fn normalize(config: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
+/// applied) into its stored and returned form, the model checked against `catalog` (the
+/// workspace's effective catalog: a model its configuration offers is known); a 400
+/// naming the first problem [`check_in`] finds.
+pub fn normalize_in(config: &Map<String, Value>, catalog: &Catalog) -> ApiResult<Map<String, Value>> {
+    check_in(config, catalog).map_err(|problems| {
+        let first = problems.into_iter().next().map(|p| p.message);
+        ApiError::invalid(first.unwrap_or_else(|| "agent: invalid configuration".to_owned()))
+    })
+}
+
+/// Every problem of a configuration, in the order the checks run (what [`normalize_in`]
+/// answers with is the first), each with the JSON pointer of its field.
+#[derive(Debug, Default)]
+struct Problems(Vec<FieldError>);
+
+impl Problems {
+    /// The value, or `None` with its problem recorded.
+    fn take<T>(&mut self, result: ApiResult<T>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(error) => {
+                let mut problem = FieldError::from_message(error.to_string());
+                // A message about the whole configuration (`agent: …`) points at the body.
+                let top = problem.path.trim_start_matches('/').split('/').next().unwrap_or_default();
+                if !CONFIG_FIELDS.contains(&top) {
+                    problem.path.clear();
+                }
+                self.0.push(problem);
+                None
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Checks a complete configuration and normalizes it, the model against `catalog` (the
+/// workspace's effective one). Each field is checked on its own, and each item of
+/// `mcp_servers`, `tools` and `skills`, so the answer lists every problem found rather
+/// than the first; checks that need other fields to be valid (the total size, the tools
+/// the built-in toolset leaves to the client) run once those are.
+pub fn check_in(config: &Map<String, Value>, catalog: &Catalog) -> Result<Map<String, Value>, Vec<FieldError>> {
+    let mut problems = Problems::default();
     let mut out = Map::new();
-    out.insert("name".into(), json!(body::string(config.get("name"), "name", 1, MAX_NAME_CHARS)?));
-    out.insert(
-        "description".into(),
-        json!(body::optional_string(config.get("description"), "description", MAX_DESCRIPTION_CHARS)?),
-    );
-    out.insert("system".into(), json!(body::optional_string(config.get("system"), "system", MAX_SYSTEM_CHARS)?));
-    out.insert("model".into(), model(config.get("model"))?);
-    let servers = mcp_servers(config.get("mcp_servers"))?;
-    let server_names: Vec<String> = servers.iter().filter_map(|s| s["name"].as_str().map(str::to_owned)).collect();
-    let tools = tools(config.get("tools"), &server_names)?;
-    let referenced: HashSet<&str> = tools.iter().filter_map(|t| t["mcp_server_name"].as_str()).collect();
-    if let Some(unreferenced) = server_names.iter().find(|name| !referenced.contains(name.as_str())) {
-        return Err(ApiError::invalid(format!(
+    let name = problems.take(body::string(config.get("name"), "name", 1, MAX_NAME_CHARS));
+    out.insert("name".into(), json!(name));
+    let description =
+        problems.take(body::optional_string(config.get("description"), "description", MAX_DESCRIPTION_CHARS));
+    out.insert("description".into(), json!(description.flatten()));
+    let system = problems.take(body::optional_string(config.get("system"), "system", MAX_SYSTEM_CHARS));
+    out.insert("system".into(), json!(system.flatten()));
+    out.insert("model".into(), problems.take(model(config.get("model"), catalog)).unwrap_or(Value::Null));
+    let servers = mcp_servers(config.get("mcp_servers"), &mut problems);
+    // Tools name servers as written: a server refused above is not a second problem of
+    // every toolset that names it.
+    let server_names: Vec<String> = body::array(config.get("mcp_servers"), "mcp_servers", usize::MAX)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    let tools = tools(config.get("tools"), &server_names, &mut problems);
+    let referenced: HashSet<&str> = body::array(config.get("tools"), "tools", usize::MAX)
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("mcp_toolset"))
+        .filter_map(|t| t.get("mcp_server_name").and_then(Value::as_str))
+        .collect();
+    if let Some(unreferenced) = servers.iter().filter_map(|s| s["name"].as_str()).find(|n| !referenced.contains(n)) {
+        problems.take::<()>(Err(ApiError::invalid(format!(
             "mcp_servers: server {unreferenced:?} is not referenced by any mcp_toolset in tools"
-        )));
+        ))));
     }
     out.insert("mcp_servers".into(), Value::Array(servers));
     out.insert("tools".into(), Value::Array(tools));
-    out.insert("skills".into(), skills(config.get("skills"))?);
-    let metadata = body::optional_metadata(config.get("metadata"))?;
+    out.insert("skills".into(), skills(config.get("skills"), &mut problems));
+    let metadata = problems.take(body::optional_metadata(config.get("metadata"))).unwrap_or_default();
     out.insert("metadata".into(), Value::Object(metadata));
-    out.insert("multiagent".into(), multiagent(config.get("multiagent"))?);
-    out.insert("execution_identity".into(), execution_identity(config.get("execution_identity"))?);
+    out.insert("multiagent".into(), problems.take(multiagent(config.get("multiagent"))).unwrap_or(Value::Null));
+    let identity = problems.take(execution_identity(config.get("execution_identity")));
+    out.insert("execution_identity".into(), identity.unwrap_or(Value::Null));
+    if !problems.is_empty() {
+        return Err(problems.0);
+    }
     // Every session of the agent embeds it: one bound for the whole, whatever its parts.
     let size = json_bytes(&Value::Object(out.clone()));
     if size > MAX_AGENT_BYTES {
-        return Err(ApiError::invalid(format!(
+        problems.take::<()>(Err(ApiError::invalid(format!(
             "agent: the configuration is at most {MAX_AGENT_BYTES} bytes of JSON, got {size}"
-        )));
+        ))));
+        return Err(problems.0);
     }
     Ok(out)
 }
 
-fn model(value: Option<&Value>) -> ApiResult<Value> {
+fn model(value: Option<&Value>, catalog: &Catalog) -> ApiResult<Value> {
     let (id, effort, speed, geo) = match value {
         Some(Value::String(id)) => (id.clone(), None, None, None),
         Some(Value::Object(map)) => {
@@ -96,7 +157,6 @@ fn model(value: Option<&Value>) -> ApiResult<Value> {
             return Err(ApiError::invalid(format!("model: expected a string or object, got {}", kind(other))));
         }
     };
-    let catalog = agentd_schema::catalog::current();
     if catalog.provider_of(&id).is_none() {
         return Err(ApiError::invalid(format!(
             "model.id: unknown model {id:?}; see GET /v1/models (claude-* and openai/<model> ids also route)"
@@ -116,27 +176,35 @@ fn model(value: Option<&Value>) -> ApiResult<Value> {
     Ok(json!({ "id": id, "effort": { "type": effort }, "speed": speed, "inference_geo": geo }))
 }
 
-fn mcp_servers(value: Option<&Value>) -> ApiResult<Vec<Value>> {
+/// The valid servers; each item's problem is recorded on its own.
+fn mcp_servers(value: Option<&Value>, problems: &mut Problems) -> Vec<Value> {
     let mut seen = HashSet::new();
     let mut servers = Vec::new();
-    for (i, server) in body::array(value, "mcp_servers", MAX_MCP_SERVERS)?.iter().enumerate() {
+    let Some(items) = problems.take(body::array(value, "mcp_servers", MAX_MCP_SERVERS)) else { return servers };
+    for (i, server) in items.iter().enumerate() {
         let path = format!("mcp_servers[{i}]");
-        let map = as_object(server, &path)?;
-        body::only_known(map, &["type", "name", "url"], &path)?;
-        if tag(map, &path)? != "url" {
-            return Err(ApiError::invalid(format!("{path}.type: must be \"url\"")));
-        }
-        let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_MCP_SERVER_NAME_CHARS)?;
-        let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
-        if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
-        }
+        let one = || -> ApiResult<Value> {
+            let map = as_object(server, &path)?;
+            body::only_known(map, &["type", "name", "url"], &path)?;
+            if tag(map, &path)? != "url" {
+                return Err(ApiError::invalid(format!("{path}.type: must be \"url\"")));
+            }
+            let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_MCP_SERVER_NAME_CHARS)?;
+            let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
+            }
+            Ok(json!({ "type": "url", "name": name, "url": url }))
+        };
+        let Some(server) = problems.take(one()) else { continue };
+        let name = server["name"].as_str().unwrap_or_default().to_owned();
         if !seen.insert(name.clone()) {
-            return Err(ApiError::invalid(format!("{path}.name: duplicate server name {name:?}")));
+            problems.take::<()>(Err(ApiError::invalid(format!("{path}.name: duplicate server name {name:?}"))));
+            continue;
         }
-        servers.push(json!({ "type": "url", "name": name, "url": url }));
+        servers.push(server);
     }
-    Ok(servers)
+    servers
 }
 
 fn policy(value: Option<&Value>, path: &str, default: &str) -> ApiResult<Value> {
@@ -161,189 +229,34 @@ fn default_config(value: Option<&Value>, path: &str, default_policy: &str) -> Ap
     Ok((enabled, policy))
 }
 
-fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
+/// The valid tools; each item's problem is recorded on its own.
+fn tools(value: Option<&Value>, servers: &[String], problems: &mut Problems) -> Vec<Value> {
     let mut resolved = Vec::new();
+    let Some(items) = problems.take(body::array(value, "tools", MAX_TOOLS)) else { return resolved };
+    let before = problems.0.len();
     let mut tool_count = 0;
     let mut custom_names = HashSet::new();
     // Where each toolset is (its path, its index in `resolved`), for checks that need
     // every tool of the agent.
     let mut toolsets = Vec::new();
-    for (i, tool) in body::array(value, "tools", MAX_TOOLS)?.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         let path = format!("tools[{i}]");
-        let map = as_object(tool, &path)?;
-        match tag(map, &path)? {
-            "agent_toolset_20260401" => {
-                body::only_known(map, &["type", "configs", "default_config"], &path)?;
-                let mut configured = HashSet::new();
-                let (enabled, policy) =
-                    default_config(map.get("default_config"), &join(&path, "default_config"), "always_allow")?;
-                let mut configs = Vec::new();
-                for (j, config) in
-                    body::array(map.get("configs"), &join(&path, "configs"), AGENT_TOOLS.len())?.iter().enumerate()
-                {
-                    let cpath = format!("{path}.configs[{j}]");
-                    let cmap = as_object(body::bounded_json(config, &cpath, MAX_TOOL_CONFIG_BYTES)?, &cpath)?;
-                    let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, 32)?;
-                    if !AGENT_TOOLS.contains(&name.as_str()) {
-                        return Err(ApiError::invalid(format!(
-                            "{cpath}.name: must be one of {AGENT_TOOLS:?}, got {name:?}"
-                        )));
-                    }
-                    if !configured.insert(name.clone()) {
-                        return Err(ApiError::invalid(format!("{cpath}.name: {name:?} is configured twice")));
-                    }
-                    body::only_known(cmap, web_tool_config::config_keys(&name), &cpath)?;
-                    if let Some(kind) = cmap.get("type").and_then(Value::as_str).filter(|kind| *kind != name) {
-                        return Err(ApiError::invalid(format!("{cpath}.type: {kind:?} does not match name {name:?}")));
-                    }
-                    let mut out = cmap.clone();
-                    out.insert("type".into(), json!(name));
-                    let tool_enabled =
-                        body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
-                    out.insert("enabled".into(), json!(tool_enabled));
-                    let fallback = policy["type"].as_str().unwrap_or("always_allow");
-                    out.insert(
-                        "permission_policy".into(),
-                        self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?,
-                    );
-                    web_tool_config::resolve(cmap, tool_enabled, &cpath, &mut out)?;
-                    configs.push(Value::Object(out));
-                }
-                tool_count += AGENT_TOOLS.len();
-                let mut toolset = json!({
-                    "type": "agent_toolset_20260401",
-                    "default_config": { "enabled": enabled, "permission_policy": policy },
-                    "configs": configs,
-                });
-                // Without a search backend, web_search is not among the default's tools.
-                agentd_schema::web::disable_implicit_search(
-                    &mut toolset,
-                    agentd_schema::web::search_backend().is_some(),
-                );
-                toolsets.push((path.clone(), resolved.len()));
-                resolved.push(toolset);
-            }
-            "mcp_toolset" => {
-                body::only_known(map, &["type", "mcp_server_name", "configs", "default_config"], &path)?;
-                let server = body::string(
-                    map.get("mcp_server_name"),
-                    &join(&path, "mcp_server_name"),
-                    1,
-                    MAX_MCP_SERVER_NAME_CHARS,
-                )?;
-                if !servers.contains(&server) {
-                    return Err(ApiError::invalid(format!(
-                        "{path}.mcp_server_name: no mcp_servers entry named {server:?}"
-                    )));
-                }
-                let (enabled, policy) =
-                    default_config(map.get("default_config"), &join(&path, "default_config"), "always_ask")?;
-                let mut configs = Vec::new();
-                for (j, config) in
-                    body::array(map.get("configs"), &join(&path, "configs"), MAX_TOOLS)?.iter().enumerate()
-                {
-                    let cpath = format!("{path}.configs[{j}]");
-                    let cmap = as_object(config, &cpath)?;
-                    body::only_known(cmap, &["name", "enabled", "permission_policy"], &cpath)?;
-                    let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, MAX_TOOL_NAME_CHARS)?;
-                    let tool_enabled =
-                        body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
-                    let fallback = policy["type"].as_str().unwrap_or("always_ask");
-                    let tool_policy =
-                        self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?;
-                    configs.push(json!({ "name": name, "enabled": tool_enabled, "permission_policy": tool_policy }));
-                }
-                tool_count += configs.len().max(1);
-                resolved.push(json!({
-                    "type": "mcp_toolset",
-                    "mcp_server_name": server,
-                    "default_config": { "enabled": enabled, "permission_policy": policy },
-                    "configs": configs,
-                }));
-            }
-            "custom" => {
-                body::only_known(map, &["type", "name", "description", "input_schema"], &path)?;
-                let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_TOOL_NAME_CHARS)?;
-                if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-                    return Err(ApiError::invalid(format!(
-                        "{path}.name: only letters, digits, '_' and '-' are allowed"
-                    )));
-                }
-                if !custom_names.insert(name.clone()) {
-                    return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
-                }
-                let description =
-                    body::string(map.get("description"), &join(&path, "description"), 1, MAX_TOOL_DESCRIPTION_CHARS)?;
-                let schema_path = join(&path, "input_schema");
-                let schema = as_object(
-                    body::bounded_json(
-                        map.get("input_schema").unwrap_or(&Value::Null),
-                        &schema_path,
-                        MAX_INPUT_SCHEMA_BYTES,
-                    )?,
-                    &schema_path,
-                )?;
-                if tag(schema, &schema_path)? != "object" {
-                    return Err(ApiError::invalid(format!("{schema_path}.type: must be \"object\"")));
-                }
-                tool_count += 1;
-                resolved.push(
-                    json!({ "type": "custom", "name": name, "description": description, "input_schema": schema }),
-                );
-            }
-            // An agentd extension: another agent, called over A2A (docs/api/a2a-tools.md).
-            "a2a_agent" => {
-                body::only_known(map, &["type", "name", "url", "description", "permission_policy"], &path)?;
-                let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_TOOL_NAME_CHARS)?;
-                if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-                    return Err(ApiError::invalid(format!(
-                        "{path}.name: only letters, digits, '_' and '-' are allowed"
-                    )));
-                }
-                // The model calls it by name: a built-in tool's name would make calls ambiguous.
-                if AGENT_TOOLS.contains(&name.as_str()) {
-                    return Err(ApiError::invalid(format!(
-                        "{path}.name: {name:?} is the name of a built-in tool of agent_toolset_20260401; pick another name"
-                    )));
-                }
-                if !custom_names.insert(name.clone()) {
-                    return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
-                }
-                let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
-                    return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
-                }
-                // The agent card is found under the URL's path; a fragment has no place there.
-                if url.contains('#') {
-                    return Err(ApiError::invalid(format!("{path}.url: must not carry a fragment")));
-                }
-                let mut out = json!({
-                    "type": "a2a_agent",
-                    "name": name,
-                    "url": url,
-                    "permission_policy": policy(map.get("permission_policy"), &join(&path, "permission_policy"), "always_allow")?,
-                });
-                if let Some(description) = body::optional_string(
-                    map.get("description"),
-                    &join(&path, "description"),
-                    MAX_TOOL_DESCRIPTION_CHARS,
-                )? {
-                    out["description"] = json!(description);
-                }
-                tool_count += 1;
-                resolved.push(out);
-            }
-            other => {
-                return Err(ApiError::invalid(format!(
-                    "{path}.type: unknown tool type {other:?} (expected agent_toolset_20260401, mcp_toolset, custom or a2a_agent)"
-                )));
-            }
+        let Some((tool, count, toolset)) = problems.take(tool(item, &path, servers, &mut custom_names)) else {
+            continue;
+        };
+        tool_count += count;
+        if toolset {
+            toolsets.push((path, resolved.len()));
         }
+        resolved.push(tool);
     }
     if tool_count > MAX_TOOLS {
-        return Err(ApiError::invalid(format!(
+        problems.take::<()>(Err(ApiError::invalid(format!(
             "tools: at most {MAX_TOOLS} tools across all toolsets, got {tool_count}"
-        )));
+        ))));
+    }
+    if problems.0.len() > before {
+        return resolved;
     }
     // `custom_names` also holds `a2a_agent` names: only custom tools answer with
     // `user.custom_tool_result`, the source `client_tool_results` narrows.
@@ -353,27 +266,197 @@ fn tools(value: Option<&Value>, servers: &[String]) -> ApiResult<Vec<Value>> {
         .filter_map(|t| t["name"].as_str().map(str::to_owned))
         .collect();
     for (path, index) in &toolsets {
-        web_tool_config::check_client_tools(&resolved[*index], path, &custom)?;
+        problems.take(web_tool_config::check_client_tools(&resolved[*index], path, &custom));
     }
-    Ok(resolved)
+    resolved
 }
 
-fn skills(value: Option<&Value>) -> ApiResult<Value> {
-    let mut out = Vec::new();
-    for (i, skill) in body::array(value, "skills", MAX_SKILLS)?.iter().enumerate() {
-        let path = format!("skills[{i}]");
-        let map = as_object(skill, &path)?;
-        body::only_known(map, &["type", "skill_id", "version"], &path)?;
-        let kind = tag(map, &path)?;
-        if kind != "anthropic" && kind != "custom" {
-            return Err(ApiError::invalid(format!("{path}.type: must be anthropic or custom, got {kind:?}")));
+/// One tool, resolved: its wire form, how many tools it counts for, and whether it is
+/// the built-in toolset.
+fn tool(
+    tool: &Value,
+    path: &str,
+    servers: &[String],
+    custom_names: &mut HashSet<String>,
+) -> ApiResult<(Value, usize, bool)> {
+    let path = path.to_owned();
+    let map = as_object(tool, &path)?;
+    match tag(map, &path)? {
+        "agent_toolset_20260401" => {
+            body::only_known(map, &["type", "configs", "default_config"], &path)?;
+            let mut configured = HashSet::new();
+            let (enabled, policy) =
+                default_config(map.get("default_config"), &join(&path, "default_config"), "always_allow")?;
+            let mut configs = Vec::new();
+            for (j, config) in
+                body::array(map.get("configs"), &join(&path, "configs"), AGENT_TOOLS.len())?.iter().enumerate()
+            {
+                let cpath = format!("{path}.configs[{j}]");
+                let cmap = as_object(body::bounded_json(config, &cpath, MAX_TOOL_CONFIG_BYTES)?, &cpath)?;
+                let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, 32)?;
+                if !AGENT_TOOLS.contains(&name.as_str()) {
+                    return Err(ApiError::invalid(format!(
+                        "{cpath}.name: must be one of {AGENT_TOOLS:?}, got {name:?}"
+                    )));
+                }
+                if !configured.insert(name.clone()) {
+                    return Err(ApiError::invalid(format!("{cpath}.name: {name:?} is configured twice")));
+                }
+                body::only_known(cmap, web_tool_config::config_keys(&name), &cpath)?;
+                if let Some(kind) = cmap.get("type").and_then(Value::as_str).filter(|kind| *kind != name) {
+                    return Err(ApiError::invalid(format!("{cpath}.type: {kind:?} does not match name {name:?}")));
+                }
+                let mut out = cmap.clone();
+                out.insert("type".into(), json!(name));
+                let tool_enabled =
+                    body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
+                out.insert("enabled".into(), json!(tool_enabled));
+                let fallback = policy["type"].as_str().unwrap_or("always_allow");
+                out.insert(
+                    "permission_policy".into(),
+                    self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?,
+                );
+                web_tool_config::resolve(cmap, tool_enabled, &cpath, &mut out)?;
+                configs.push(Value::Object(out));
+            }
+            let mut toolset = json!({
+                "type": "agent_toolset_20260401",
+                "default_config": { "enabled": enabled, "permission_policy": policy },
+                "configs": configs,
+            });
+            // Without a search backend, web_search is not among the default's tools.
+            agentd_schema::web::disable_implicit_search(&mut toolset, agentd_schema::web::search_backend().is_some());
+            Ok((toolset, AGENT_TOOLS.len(), true))
         }
-        let skill_id = body::string(map.get("skill_id"), &join(&path, "skill_id"), 1, MAX_ID_CHARS)?;
-        let version =
-            body::optional_string(map.get("version"), &join(&path, "version"), 64)?.unwrap_or_else(|| "latest".into());
-        out.push(json!({ "type": kind, "skill_id": skill_id, "version": version }));
+        "mcp_toolset" => {
+            body::only_known(map, &["type", "mcp_server_name", "configs", "default_config"], &path)?;
+            let server = body::string(
+                map.get("mcp_server_name"),
+                &join(&path, "mcp_server_name"),
+                1,
+                MAX_MCP_SERVER_NAME_CHARS,
+            )?;
+            if !servers.contains(&server) {
+                return Err(ApiError::invalid(format!(
+                    "{path}.mcp_server_name: no mcp_servers entry named {server:?}"
+                )));
+            }
+            let (enabled, policy) =
+                default_config(map.get("default_config"), &join(&path, "default_config"), "always_ask")?;
+            let mut configs = Vec::new();
+            for (j, config) in body::array(map.get("configs"), &join(&path, "configs"), MAX_TOOLS)?.iter().enumerate() {
+                let cpath = format!("{path}.configs[{j}]");
+                let cmap = as_object(config, &cpath)?;
+                body::only_known(cmap, &["name", "enabled", "permission_policy"], &cpath)?;
+                let name = body::string(cmap.get("name"), &join(&cpath, "name"), 1, MAX_TOOL_NAME_CHARS)?;
+                let tool_enabled =
+                    body::optional_bool(cmap.get("enabled"), &join(&cpath, "enabled"))?.unwrap_or(enabled);
+                let fallback = policy["type"].as_str().unwrap_or("always_ask");
+                let tool_policy =
+                    self::policy(cmap.get("permission_policy"), &join(&cpath, "permission_policy"), fallback)?;
+                configs.push(json!({ "name": name, "enabled": tool_enabled, "permission_policy": tool_policy }));
+            }
+            let count = configs.len().max(1);
+            let toolset = json!({
+                "type": "mcp_toolset",
+                "mcp_server_name": server,
+                "default_config": { "enabled": enabled, "permission_policy": policy },
+                "configs": configs,
+            });
+            Ok((toolset, count, false))
+        }
+        "custom" => {
+            body::only_known(map, &["type", "name", "description", "input_schema"], &path)?;
+            let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_TOOL_NAME_CHARS)?;
+            if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return Err(ApiError::invalid(format!("{path}.name: only letters, digits, '_' and '-' are allowed")));
+            }
+            if !custom_names.insert(name.clone()) {
+                return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
+            }
+            let description =
+                body::string(map.get("description"), &join(&path, "description"), 1, MAX_TOOL_DESCRIPTION_CHARS)?;
+            let schema_path = join(&path, "input_schema");
+            let schema = as_object(
+                body::bounded_json(
+                    map.get("input_schema").unwrap_or(&Value::Null),
+                    &schema_path,
+                    MAX_INPUT_SCHEMA_BYTES,
+                )?,
+                &schema_path,
+            )?;
+            if tag(schema, &schema_path)? != "object" {
+                return Err(ApiError::invalid(format!("{schema_path}.type: must be \"object\"")));
+            }
+            let custom = json!({ "type": "custom", "name": name, "description": description, "input_schema": schema });
+            Ok((custom, 1, false))
+        }
+        // An agentd extension: another agent, called over A2A (docs/api/a2a-tools.md).
+        "a2a_agent" => {
+            body::only_known(map, &["type", "name", "url", "description", "permission_policy"], &path)?;
+            let name = body::string(map.get("name"), &join(&path, "name"), 1, MAX_TOOL_NAME_CHARS)?;
+            if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return Err(ApiError::invalid(format!("{path}.name: only letters, digits, '_' and '-' are allowed")));
+            }
+            // The model calls it by name: a built-in tool's name would make calls ambiguous.
+            if AGENT_TOOLS.contains(&name.as_str()) {
+                return Err(ApiError::invalid(format!(
+                    "{path}.name: {name:?} is the name of a built-in tool of agent_toolset_20260401; pick another name"
+                )));
+            }
+            if !custom_names.insert(name.clone()) {
+                return Err(ApiError::invalid(format!("{path}.name: duplicate tool name {name:?}")));
+            }
+            let url = body::string(map.get("url"), &join(&path, "url"), 1, MAX_URL_CHARS)?;
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(ApiError::invalid(format!("{path}.url: must be an http(s) URL")));
+            }
+            // The agent card is found under the URL's path; a fragment has no place there.
+            if url.contains('#') {
+                return Err(ApiError::invalid(format!("{path}.url: must not carry a fragment")));
+            }
+            let mut out = json!({
+                "type": "a2a_agent",
+                "name": name,
+                "url": url,
+                "permission_policy": policy(map.get("permission_policy"), &join(&path, "permission_policy"), "always_allow")?,
+            });
+            if let Some(description) =
+                body::optional_string(map.get("description"), &join(&path, "description"), MAX_TOOL_DESCRIPTION_CHARS)?
+            {
+                out["description"] = json!(description);
+            }
+            Ok((out, 1, false))
+        }
+        other => Err(ApiError::invalid(format!(
+            "{path}.type: unknown tool type {other:?} (expected agent_toolset_20260401, mcp_toolset, custom or a2a_agent)"
+        ))),
     }
-    Ok(Value::Array(out))
+}
+
+/// The valid skills; each item's problem is recorded on its own.
+fn skills(value: Option<&Value>, problems: &mut Problems) -> Value {
+    let mut out = Vec::new();
+    let Some(items) = problems.take(body::array(value, "skills", MAX_SKILLS)) else { return Value::Array(out) };
+    for (i, skill) in items.iter().enumerate() {
+        let path = format!("skills[{i}]");
+        let one = || -> ApiResult<Value> {
+            let map = as_object(skill, &path)?;
+            body::only_known(map, &["type", "skill_id", "version"], &path)?;
+            let kind = tag(map, &path)?;
+            if kind != "anthropic" && kind != "custom" {
+                return Err(ApiError::invalid(format!("{path}.type: must be anthropic or custom, got {kind:?}")));
+            }
+            let skill_id = body::string(map.get("skill_id"), &join(&path, "skill_id"), 1, MAX_ID_CHARS)?;
+            let version = body::optional_string(map.get("version"), &join(&path, "version"), 64)?
+                .unwrap_or_else(|| "latest".into());
+            Ok(json!({ "type": kind, "skill_id": skill_id, "version": version }))
+        };
+        if let Some(skill) = problems.take(one()) {
+            out.push(skill);
+        }
+    }
+    Value::Array(out)
 }
 
 fn multiagent(value: Option<&Value>) -> ApiResult<Value> {

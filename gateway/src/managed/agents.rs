@@ -4,28 +4,27 @@
 //! The stored body is the rendered agent; every change is a new immutable version.
 
 use agentd_schema::ids::AgentId;
-use agentd_schema::{NewResource, Resource, Store};
+use agentd_schema::{Resource, Store};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
 use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
-use super::agent_config::{CONFIG_FIELDS, normalize};
+use super::agent_config::{CONFIG_FIELDS, normalize_in};
 use super::body;
 use super::family::{Family, with_lifecycle};
 use super::query::{ChunkedPage, Query, decode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::domain::skills;
+use crate::domain::agents;
 use crate::error::{ApiError, ApiResult};
 
-const KIND: &str = "agent";
-
 /// The wire agent of the latest version, with lifecycle fields from the row.
-const FAMILY: Family = Family { kind: KIND, noun: "agent" };
+const FAMILY: Family = Family { kind: agents::KIND, noun: "agent" };
 
-fn render(resource: &Resource) -> Value {
+/// The wire agent: the stored body with its lifecycle fields and version.
+pub(crate) fn render(resource: &Resource) -> Value {
     let mut agent = with_lifecycle(resource);
     agent["version"] = json!(resource.version);
     agent
@@ -43,30 +42,9 @@ pub async fn create(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, CONFIG_FIELDS, "")?;
-    let config = normalize(&request)?;
-    skills::require_usable(state.backends.store.as_ref(), &tenant.workspace_id, &config["skills"]).await?;
+    let config = normalize_in(&request, &state.catalogs.of(&tenant.workspace_id))?;
     let id = agentd_schema::ids::new_id("agent");
-    let now = rfc3339(now_ms());
-    let mut agent = Map::new();
-    agent.insert("type".into(), json!("agent"));
-    agent.insert("id".into(), json!(id));
-    agent.extend(config);
-    agent.insert("version".into(), json!(1));
-    agent.insert("created_at".into(), json!(now));
-    agent.insert("updated_at".into(), json!(now));
-    agent.insert("archived_at".into(), Value::Null);
-    let resource = state
-        .backends
-        .store
-        .create_resource(NewResource {
-            id,
-            workspace_id: tenant.workspace_id,
-            kind: KIND.into(),
-            parent_id: None,
-            body: Value::Object(agent),
-            versioned: true,
-        })
-        .await?;
+    let resource = agents::create(state.backends.store.as_ref(), &tenant.workspace_id, id, config).await?;
     Ok(Json(render(&resource)))
 }
 
@@ -110,15 +88,7 @@ pub async fn update(
     };
     let store = state.backends.store.as_ref();
     let current = load(store, &tenant, &id).await?;
-    if current.archived_at_ms.is_some() {
-        return Err(ApiError::invalid(format!("agent {id} is archived and cannot be updated")));
-    }
-    if let Some(expected) = expected.filter(|v| *v != current.version) {
-        return Err(ApiError::Conflict(format!(
-            "version: agent {id} is at version {}, not {expected}; retrieve it and retry",
-            current.version
-        )));
-    }
+    agents::check_updatable(&current, expected)?;
     let mut config: Map<String, Value> =
         CONFIG_FIELDS.iter().filter_map(|f| current.body.get(*f).map(|v| ((*f).to_owned(), v.clone()))).collect();
     for (field, value) in &request {
@@ -135,42 +105,10 @@ pub async fn update(
             }
         }
     }
-    let config = normalize(&config)?;
-    // Skills the update sets are checked against the workspace now; ones it keeps were
-    // checked when they were set (sessions check them again when they start).
-    if request.contains_key("skills") {
-        skills::require_usable(store, &tenant.workspace_id, &config["skills"]).await?;
-    }
-    let changed = config.iter().any(|(field, value)| current.body.get(field) != Some(value));
-    if !changed {
-        return Ok(Json(render(&current)));
-    }
-    let mut agent = current.body.as_object().cloned().unwrap_or_default();
-    agent.extend(config);
-    let updated = save(store, &tenant, &current, agent).await?;
+    let config = normalize_in(&config, &state.catalogs.of(&tenant.workspace_id))?;
+    let skills_set = request.contains_key("skills");
+    let updated = agents::update(store, &tenant.workspace_id, &current, config, skills_set).await?;
     Ok(Json(render(&updated)))
-}
-
-/// Writes a new version of `current` (compare-and-swap on its version).
-async fn save(
-    store: &dyn Store,
-    tenant: &Tenant,
-    current: &Resource,
-    mut agent: Map<String, Value>,
-) -> ApiResult<Resource> {
-    agent.insert("version".into(), json!(current.version + 1));
-    agent.insert("updated_at".into(), json!(rfc3339(now_ms())));
-    store
-        .update_resource(agentd_schema::ResourceUpdate {
-            workspace_id: tenant.workspace_id.clone(),
-            kind: KIND.into(),
-            id: current.id.clone(),
-            expected_version: current.version,
-            body: Value::Object(agent),
-            versioned: true,
-        })
-        .await
-        .map_err(ApiError::from)
 }
 
 /// `GET /v1/agents`: newest first, cursor pages.
@@ -208,7 +146,7 @@ pub async fn disable(
     }
     let mut agent = current.body.as_object().cloned().unwrap_or_default();
     agent.insert("disabled_at".into(), json!(rfc3339(now_ms())));
-    let updated = save(store, &tenant, &current, agent).await?;
+    let updated = agents::save(store, &tenant.workspace_id, &current, agent).await?;
     Ok(Json(render(&updated)))
 }
 

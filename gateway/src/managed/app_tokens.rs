@@ -1,21 +1,23 @@
 //! `POST /v1/application-access-tokens` and `DELETE /v1/application-access-tokens/{id}`
-//! (docs/api/app-tokens.md). Errors are RFC 9457 problem documents
-//! (`application/problem+json`: `type` `about:blank`, `title`, `status`, `detail`).
+//! (docs/api/app-tokens.md). Errors are the control plane's RFC 9457 problem documents
+//! (`control::problem`: `application/problem+json`, `type` `about:blank`, `title`,
+//! `status`, `detail`, `code`): a broken rule is 422, a session or token outside the
+//! workspace 404, a session that takes no new turn 409, a store that cannot answer 503.
 
 use agentd_schema::ThreadBinding;
 use agentd_schema::ids::ApplicationAccessTokenId;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::query::rfc3339;
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::control::problem::Problem;
 use crate::domain::app_tokens::{self, DEFAULT_LIFETIME_SECS, IssueToken};
-use crate::domain::error::DomainError;
 
 const FIELDS: &[&str] = &[
     "authority_id",
@@ -27,72 +29,11 @@ const FIELDS: &[&str] = &[
     "expires_in_seconds",
 ];
 
-/// An RFC 9457 problem.
-#[derive(Debug)]
-pub struct Problem {
-    status: StatusCode,
-    detail: String,
-}
-
-impl Problem {
-    fn unprocessable(detail: impl Into<String>) -> Self {
-        Self { status: StatusCode::UNPROCESSABLE_ENTITY, detail: detail.into() }
-    }
-}
-
-impl From<DomainError> for Problem {
-    /// Validation is 422, a session or token outside the workspace 404, a session that
-    /// takes no new turn 409, a store that cannot answer 503.
-    fn from(error: DomainError) -> Self {
-        let (status, detail) = match error {
-            DomainError::Invalid { message, .. } => (StatusCode::UNPROCESSABLE_ENTITY, message),
-            DomainError::NotFound(message) | DomainError::Deleted(message) => (StatusCode::NOT_FOUND, message),
-            DomainError::Conflict(message)
-            | DomainError::Archived(message)
-            | DomainError::Terminated(message)
-            | DomainError::NameTaken(message)
-            | DomainError::MemoryPreconditionFailed(message)
-            | DomainError::MemoryPathConflict(message) => (StatusCode::CONFLICT, message),
-            DomainError::BudgetReached(message)
-            | DomainError::AgentDisabled(message)
-            | DomainError::AgentArchived(message)
-            | DomainError::EnvironmentArchived(message) => (StatusCode::CONFLICT, message),
-            DomainError::Gone(message) | DomainError::Expired(message) => (StatusCode::GONE, message),
-            DomainError::TooLarge(message) => (StatusCode::PAYLOAD_TOO_LARGE, message),
-            DomainError::Unavailable(message) => (StatusCode::SERVICE_UNAVAILABLE, message),
-            DomainError::Internal(cause) => {
-                tracing::error!(%cause, "application access tokens: internal error");
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal error".to_owned())
-            }
-        };
-        Self { status, detail }
-    }
-}
-
-impl From<agentd_schema::StoreError> for Problem {
-    fn from(error: agentd_schema::StoreError) -> Self {
-        DomainError::from(error).into()
-    }
-}
-
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        let body = json!({
-            "type": "about:blank",
-            "title": self.status.canonical_reason().unwrap_or("Error"),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-            "request_id": crate::admission::request_id::current(),
-        });
-        (self.status, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
-    }
-}
-
 fn text(map: &Map<String, Value>, field: &str, required: bool) -> Result<Option<String>, Problem> {
     match map.get(field) {
         None | Some(Value::Null) if !required => Ok(None),
         Some(Value::String(value)) if !value.is_empty() && value.chars().count() <= 255 => Ok(Some(value.clone())),
-        _ => Err(Problem::unprocessable(format!("{field}: a string of 1 to 255 characters is required"))),
+        _ => Err(Problem::invalid(format!("{field}: a string of 1 to 255 characters is required"))),
     }
 }
 
@@ -100,17 +41,17 @@ fn strings(map: &Map<String, Value>, field: &str) -> Result<Vec<String>, Problem
     let items = map
         .get(field)
         .and_then(Value::as_array)
-        .ok_or_else(|| Problem::unprocessable(format!("{field}: an array of strings is required")))?;
+        .ok_or_else(|| Problem::invalid(format!("{field}: an array of strings is required")))?;
     items
         .iter()
         .map(|item| item.as_str().map(str::to_owned))
         .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| Problem::unprocessable(format!("{field}: every item must be a string")))
+        .ok_or_else(|| Problem::invalid(format!("{field}: every item must be a string")))
 }
 
 fn bindings(map: &Map<String, Value>) -> Result<Vec<ThreadBinding>, Problem> {
     let items = map.get("thread_bindings").and_then(Value::as_array).ok_or_else(|| {
-        Problem::unprocessable("thread_bindings: an array of {external_thread_id, managed_session_id} is required")
+        Problem::invalid("thread_bindings: an array of {external_thread_id, managed_session_id} is required")
     })?;
     items
         .iter()
@@ -122,7 +63,7 @@ fn bindings(map: &Map<String, Value>) -> Result<Vec<ThreadBinding>, Problem> {
                 Some((Some(Value::String(thread)), Some(Value::String(session)))) => {
                     Ok(ThreadBinding { external_thread_id: thread.clone(), managed_session_id: session.clone() })
                 }
-                _ => Err(Problem::unprocessable(format!(
+                _ => Err(Problem::invalid(format!(
                     "thread_bindings[{i}]: exactly the strings external_thread_id and managed_session_id"
                 ))),
             }
@@ -137,16 +78,16 @@ pub async fn create(
     bytes: Bytes,
 ) -> Result<Response, Problem> {
     let value: Value =
-        serde_json::from_slice(&bytes).map_err(|e| Problem::unprocessable(format!("the body is not JSON: {e}")))?;
-    let map = value.as_object().ok_or_else(|| Problem::unprocessable("the body must be a JSON object"))?;
+        serde_json::from_slice(&bytes).map_err(|e| Problem::invalid(format!("the body is not JSON: {e}")))?;
+    let map = value.as_object().ok_or_else(|| Problem::invalid("the body must be a JSON object"))?;
     if let Some(unknown) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(Problem::unprocessable(format!("{unknown}: unknown field")));
+        return Err(Problem::invalid(format!("{unknown}: unknown field")));
     }
     let expires_in_seconds = match map.get("expires_in_seconds") {
         None | Some(Value::Null) => DEFAULT_LIFETIME_SECS,
-        Some(value) => value
-            .as_i64()
-            .ok_or_else(|| Problem::unprocessable("expires_in_seconds: an integer of 1 to 900 is required"))?,
+        Some(value) => {
+            value.as_i64().ok_or_else(|| Problem::invalid("expires_in_seconds: an integer of 1 to 900 is required"))?
+        }
     };
     let request = IssueToken {
         authority_id: text(map, "authority_id", true)?.unwrap_or_default(),

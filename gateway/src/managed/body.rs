@@ -28,6 +28,56 @@ pub fn only_known(map: &Map<String, Value>, allowed: &[&str], path: &str) -> Api
     }
 }
 
+/// One field at fault: where (a JSON pointer, RFC 6901; `""` for the whole body) and
+/// what (the message, which names the field itself too).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FieldError {
+    /// The JSON pointer of the field, e.g. `/tools/0/name`.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// The field error of a message written by the helpers of this module, which start
+    /// with the path of the field at fault (`tools[0].name: …`).
+    pub fn from_message(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self { path: pointer(&message), message }
+    }
+}
+
+/// The JSON pointer of the field a message names by the convention of this module
+/// (`tools[0].configs[1].name: …` → `/tools/0/configs/1/name`); `""` when the message
+/// starts with no field path (or names the body itself).
+pub fn pointer(message: &str) -> String {
+    let Some((path, _)) = message.split_once(": ") else { return String::new() };
+    if path == "body" {
+        return String::new();
+    }
+    let mut out = String::new();
+    for segment in path.split('.') {
+        let (name, mut indices) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            return String::new();
+        }
+        out.push('/');
+        out.push_str(name);
+        while !indices.is_empty() {
+            let Some((index, rest)) = indices.strip_prefix('[').and_then(|rest| rest.split_once(']')) else {
+                return String::new();
+            };
+            if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+                return String::new();
+            }
+            out.push('/');
+            out.push_str(index);
+            indices = rest;
+        }
+    }
+    out
+}
+
 /// `path.key`, or `key` at the top level.
 pub fn join(path: &str, key: &str) -> String {
     if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
@@ -171,5 +221,22 @@ pub fn kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_names_its_field_as_a_json_pointer() {
+        assert_eq!(pointer("tools[0].configs[12].name: required"), "/tools/0/configs/12/name");
+        assert_eq!(pointer("model.effort.type: expected a string"), "/model/effort/type");
+        assert_eq!(pointer("name: required"), "/name");
+        assert_eq!(pointer("body: invalid JSON: eof"), "");
+        assert_eq!(pointer("agent agent_x is archived"), "");
+        assert_eq!(pointer("the body is not JSON: x"), "");
+        assert_eq!(pointer("tools[x]: no"), "");
+        assert_eq!(pointer("tools[0: no"), "");
     }
 }

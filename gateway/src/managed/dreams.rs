@@ -2,6 +2,7 @@
 //! the dream policy extension `GET`/`PUT /v1/ext/memory-stores/{id}/dream-policy`. The
 //! rules are `domain::dreams`; this module parses the wire and renders `BetaDream`.
 
+use agentd_schema::catalog::Catalog;
 use agentd_schema::ids::{DreamId, MemoryStoreId, SessionId};
 use agentd_schema::store::{DreamPolicyRow, DreamQuery, DreamStatus, TimeBounds};
 use axum::body::Bytes;
@@ -61,7 +62,7 @@ pub fn render(dream: &Dream) -> Value {
 
 /// A model given as an id or as `{id, speed}`: `{id, speed: "standard"}` (dreams run
 /// only at standard speed). `path` names the field.
-fn parse_model(value: Option<&Value>, path: &str) -> Result<Value, String> {
+fn parse_model(value: Option<&Value>, path: &str, catalog: &Catalog) -> Result<Value, String> {
     let (id, speed) = match value {
         Some(Value::String(_)) => (body::string(value, path, 1, MAX_MODEL_ID_CHARS).map_err(|e| e.to_string())?, None),
         Some(Value::Object(map)) => {
@@ -84,7 +85,7 @@ fn parse_model(value: Option<&Value>, path: &str) -> Result<Value, String> {
         None | Some("standard") => {}
         Some(other) => return Err(format!("{path}.speed: dreams run only at \"standard\" speed, got {other:?}")),
     }
-    if agentd_schema::catalog::current().provider_of(&id).is_none() {
+    if catalog.provider_of(&id).is_none() {
         return Err(format!("{path}.id: unknown model {id:?}; see GET /v1/models"));
     }
     Ok(json!({ "id": id, "speed": "standard" }))
@@ -98,7 +99,7 @@ fn parse_instructions(value: Option<&Value>) -> Result<Option<String>, String> {
     }
 }
 
-fn parse_create(map: &Map<String, Value>) -> ApiResult<CreateDream> {
+fn parse_create(map: &Map<String, Value>, catalog: &Catalog) -> ApiResult<CreateDream> {
     body::only_known(map, CREATE_FIELDS, "")?;
     let inputs = match map.get("inputs") {
         Some(Value::Array(items)) => items,
@@ -163,7 +164,7 @@ fn parse_create(map: &Map<String, Value>) -> ApiResult<CreateDream> {
              {stores_seen} memory_store and {sessions_seen} sessions"
         )));
     };
-    let model = parse_model(map.get("model"), "model").map_err(ApiError::invalid)?;
+    let model = parse_model(map.get("model"), "model", catalog).map_err(ApiError::invalid)?;
     let instructions = parse_instructions(map.get("instructions")).map_err(ApiError::invalid)?;
     let update_existing = match map.get("output_behavior") {
         None | Some(Value::Null) => false,
@@ -203,7 +204,7 @@ pub async fn create(
     Extension(tenant): Extension<Tenant>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let request = parse_create(&body::object(&bytes)?)?;
+    let request = parse_create(&body::object(&bytes)?, &state.catalogs.of(&tenant.workspace_id))?;
     // Writing into an existing store takes a credential that may write memory stores:
     // an API key (scoped credentials are refused at admission already).
     if request.update_existing && tenant.access != Access::Workspace {
@@ -382,7 +383,7 @@ pub async fn put_policy(
     }
     let model = match map.get("model") {
         None | Some(Value::Null) => defaults.model,
-        value => parse_model(value, "model").map_err(invalid)?,
+        value => parse_model(value, "model", &state.catalogs.of(&tenant.workspace_id)).map_err(invalid)?,
     };
     let instructions = parse_instructions(map.get("instructions")).map_err(invalid)?;
     let change = PolicyChange { enabled, interval_seconds, min_new_sessions, max_sessions, model, instructions };

@@ -20,6 +20,7 @@ pub mod live_inbox;
 mod mcp_probe;
 pub mod memory;
 pub mod models;
+pub mod org_webhooks;
 pub mod query;
 pub mod sandbox_environment;
 pub mod session_resources;
@@ -156,6 +157,18 @@ pub fn router() -> Router<AppState> {
     let tokens = Router::new()
         .route("/application-access-tokens", post(app_tokens::create))
         .route("/application-access-tokens/{application_access_token_id}", axum::routing::delete(app_tokens::delete));
+    // The organization webhook endpoint API: 404 without its selector (reference §6.1).
+    let organization_webhooks = Router::new()
+        .route("/organizations/webhooks", post(org_webhooks::create).get(org_webhooks::list))
+        .route(
+            "/organizations/webhooks/{webhook_endpoint_id}",
+            get(org_webhooks::retrieve).post(org_webhooks::update).delete(org_webhooks::delete),
+        )
+        .route(
+            "/organizations/webhooks/{webhook_endpoint_id}/regenerate_signing_secret",
+            post(org_webhooks::regenerate_signing_secret),
+        )
+        .route_layer(middleware::from_fn(beta::require_webhooks));
     // Models take no beta selector: the SDK sends none.
     let models = Router::new().route("/models", get(models::list)).route("/models/{model_id}", get(models::retrieve));
     // Extension routes (documented in docs/api/hands.md and docs/api/skills.md); no
@@ -184,6 +197,7 @@ pub fn router() -> Router<AppState> {
         .merge(dream_routes)
         .merge(erasure_routes)
         .merge(tokens)
+        .merge(organization_webhooks)
         .merge(profiles)
         .merge(models)
         .merge(files)

@@ -1,19 +1,27 @@
-//! `GET /v1/models` and `GET /v1/models/{model_id}` from the model catalog. No beta
-//! selector is required (the SDK sends none).
+//! `GET /v1/models` and `GET /v1/models/{model_id}` from the workspace's effective model
+//! catalog (the bootstrap catalog overlaid with `/v1/config/*`). No beta selector is
+//! required (the SDK sends none).
 
-use axum::Json;
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::Uri;
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::query::Query;
+use crate::AppState;
+use crate::admission::auth::Tenant;
 use crate::error::{ApiError, ApiResult};
 
 /// Lists models newest first with `after_id` / `before_id` / `limit` paging.
-pub async fn list(uri: Uri) -> ApiResult<Json<Value>> {
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    uri: Uri,
+) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
     let limit = query.int("limit", 1, 1000)?.unwrap_or(20) as usize;
-    let models = agentd_schema::catalog::current().models();
+    let catalog = state.catalogs.of(&tenant.workspace_id);
+    let models = catalog.models();
     let position = |key: &str| -> ApiResult<usize> {
         let id = query.string(key).unwrap_or_default();
         models
@@ -41,8 +49,14 @@ pub async fn list(uri: Uri) -> ApiResult<Json<Value>> {
 }
 
 /// Retrieves one model.
-pub async fn retrieve(Path(model_id): Path<String>) -> ApiResult<Json<Value>> {
-    agentd_schema::catalog::current()
+pub async fn retrieve(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(model_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    state
+        .catalogs
+        .of(&tenant.workspace_id)
         .find(&model_id)
         .map(|model| Json(model.to_wire()))
         .ok_or_else(|| ApiError::NotFound(format!("model not found: {model_id}")))

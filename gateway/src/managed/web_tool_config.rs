@@ -330,7 +330,7 @@ mod tests {
 
     fn agent(tools: Value) -> ApiResult<Map<String, Value>> {
         let config = json!({ "name": "a", "model": "claude-sonnet-4-6", "tools": tools });
-        super::super::agent_config::normalize(config.as_object().unwrap())
+        super::super::agent_config::normalize_in(config.as_object().unwrap(), agentd_schema::catalog::current())
     }
 
     /// No test process installs a search backend: these are the rules without one.

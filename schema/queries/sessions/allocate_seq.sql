@@ -11,7 +11,9 @@
 -- the run row (fence_run.sql), so two writers never wait on each other in a cycle.
 --
 -- It returns the session's content capture (`capture_level`, `captured_through_seq`) so
--- an append that ends a turn knows what to keep of it (see `sessions::append`).
+-- an append that ends a turn knows what to keep of it (see `sessions::append`), and
+-- how many enabled webhook subscriptions its workspace has, so an append reports its
+-- lifecycle facts to the outbox only when someone listens (no statement otherwise).
 --
 -- $1 session id, $2 count, $3 now (ms), $4 new status or NULL
 UPDATE sessions
@@ -30,4 +32,6 @@ SET next_seq         = next_seq + $2,
                            ELSE NULL
                        END
 WHERE id = $1
-RETURNING next_seq, usage, capture_level, captured_through_seq
+RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id,
+          (SELECT COUNT(*) FROM webhook_subscriptions w
+           WHERE w.workspace_id = sessions.workspace_id AND w.state = 'enabled') AS webhook_subscriptions

@@ -11,6 +11,7 @@ use crate::store::{
     DeploymentConfig, DeploymentQuery, DeploymentRow, DeploymentRunQuery, DeploymentRunRow, DeploymentStore,
     NewDeployment, NewDeploymentRun, RunTrigger, ScheduleRow, SlotClaim,
 };
+use crate::webhooks::Fact;
 
 const COLUMNS: &str = "id, workspace_id, organization_id, name, description, agent_id, agent_version, environment_id, \
                        initial_events, resources, vault_ids, metadata, budget, schedule_expression, schedule_timezone, \
@@ -168,7 +169,22 @@ async fn insert_run_in(tx: &mut Tx<'_>, new: &NewDeploymentRun, now_ms: i64) -> 
         .bind(now_ms)
         .fetch_one(&mut **tx)
         .await?;
-    row.try_into()
+    let row: DeploymentRunRow = row.try_into()?;
+    super::webhooks::record(tx, &[Fact::new(&row.workspace_id, "deployment_run.started", &row.id)], now_ms).await?;
+    Ok(row)
+}
+
+/// Reports a deployment fact inside `tx` when `row` is the deployment it happened to.
+async fn report(
+    tx: &mut Tx<'_>,
+    row: &Option<DeploymentRow>,
+    event_type: &'static str,
+    now_ms: i64,
+) -> StoreResult<()> {
+    match row {
+        Some(row) => super::webhooks::record(tx, &[Fact::new(&row.workspace_id, event_type, &row.id)], now_ms).await,
+        None => Ok(()),
+    }
 }
 
 fn vault_ids_text(ids: &[String]) -> String {
@@ -204,9 +220,14 @@ impl DeploymentStore for SqlStore {
         let c = &new.config;
         let sql = include_str!("../../queries/deployments/insert_deployment.sql").replace("{columns}", COLUMNS);
         let statement = sqlx::query_as(&sql).bind(&new.id).bind(&new.workspace_id).bind(&new.organization_id);
-        let row: Row =
-            bind_config(statement, c).bind(new.next_slot_ms).bind(self.now()).fetch_one(&self.primary).await?;
-        row.try_into()
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
+        let row: Row = bind_config(statement, c).bind(new.next_slot_ms).bind(now).fetch_one(&mut *tx).await?;
+        let row = DeploymentRow::try_from(row)?;
+        let fact = Fact::new(&row.workspace_id, "deployment.created", &row.id);
+        super::webhooks::record(&mut tx, &[fact], now).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn get_deployment(&self, workspace_id: &str, id: &str) -> StoreResult<Option<DeploymentRow>> {
@@ -249,14 +270,19 @@ impl DeploymentStore for SqlStore {
     ) -> StoreResult<Option<DeploymentRow>> {
         let c = &config;
         let sql = include_str!("../../queries/deployments/update_deployment.sql").replace("{columns}", COLUMNS);
-        deployment(
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
+        let row = deployment(
             bind_config(sqlx::query_as(&sql).bind(workspace_id).bind(id), c)
                 .bind(next_slot_ms.flatten())
                 .bind(i64::from(next_slot_ms.is_some()))
-                .bind(self.now())
-                .fetch_optional(&self.primary)
+                .bind(now)
+                .fetch_optional(&mut *tx)
                 .await?,
-        )
+        )?;
+        report(&mut tx, &row, "deployment.updated", now).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn archive_deployment(&self, workspace_id: &str, id: &str) -> StoreResult<Option<DeploymentRow>> {
@@ -265,9 +291,16 @@ impl DeploymentStore for SqlStore {
              paused_reason = NULL, updated_at_ms = CASE WHEN archived_at_ms IS NULL THEN $3 ELSE updated_at_ms END \
              WHERE workspace_id = $1 AND id = $2 RETURNING {COLUMNS}"
         );
-        deployment(
-            sqlx::query_as(&sql).bind(workspace_id).bind(id).bind(self.now()).fetch_optional(&self.primary).await?,
-        )
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
+        let row =
+            deployment(sqlx::query_as(&sql).bind(workspace_id).bind(id).bind(now).fetch_optional(&mut *tx).await?)?;
+        // Archiving an archived deployment changes nothing and reports nothing.
+        if row.as_ref().is_some_and(|row| row.archived_at_ms == Some(now)) {
+            report(&mut tx, &row, "deployment.archived", now).await?;
+        }
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn set_deployment_paused(
@@ -284,16 +317,22 @@ impl DeploymentStore for SqlStore {
              next_slot_ms = CASE WHEN $3 IS NULL THEN $4 ELSE next_slot_ms END, updated_at_ms = $5 \
              WHERE workspace_id = $1 AND id = $2 AND archived_at_ms IS NULL RETURNING {COLUMNS}"
         );
-        deployment(
+        let now = self.now();
+        let event_type = if reason.is_some() { "deployment.paused" } else { "deployment.unpaused" };
+        let mut tx = self.primary.begin().await?;
+        let row = deployment(
             sqlx::query_as(&sql)
                 .bind(workspace_id)
                 .bind(id)
                 .bind(reason.map(|r| r.to_string()))
                 .bind(next_slot_ms)
-                .bind(self.now())
-                .fetch_optional(&self.primary)
+                .bind(now)
+                .fetch_optional(&mut *tx)
                 .await?,
-        )
+        )?;
+        report(&mut tx, &row, event_type, now).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn due_deployments(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<DeploymentRow>> {
@@ -347,12 +386,19 @@ impl DeploymentStore for SqlStore {
         run_id: &str,
         session_id: &str,
     ) -> StoreResult<Option<DeploymentRunRow>> {
-        run(sqlx::query_as(include_str!("../../queries/deployments/record_run.sql"))
+        let mut tx = self.primary.begin().await?;
+        let row = run(sqlx::query_as(include_str!("../../queries/deployments/record_run.sql"))
             .bind(run_id)
             .bind(session_id)
             .bind(None::<String>)
-            .fetch_optional(&self.primary)
-            .await?)
+            .fetch_optional(&mut *tx)
+            .await?)?;
+        if let Some(row) = &row {
+            let fact = Fact::new(&row.workspace_id, "deployment_run.succeeded", &row.id);
+            super::webhooks::record(&mut tx, &[fact], self.now()).await?;
+        }
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn record_deployment_run_error(
@@ -369,15 +415,21 @@ impl DeploymentStore for SqlStore {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(row) = run(row)? else { return Ok(None) };
+        let now = self.now();
+        let mut facts = vec![Fact::new(&row.workspace_id, "deployment_run.failed", &row.id)];
         if pause {
             let reason = serde_json::json!({ "type": "error", "error": error });
-            sqlx::query(include_str!("../../queries/deployments/pause_on_error.sql"))
+            let paused = sqlx::query(include_str!("../../queries/deployments/pause_on_error.sql"))
                 .bind(&row.deployment_id)
                 .bind(reason.to_string())
-                .bind(self.now())
+                .bind(now)
                 .execute(&mut *tx)
                 .await?;
+            if paused.rows_affected() == 1 {
+                facts.push(Fact::new(&row.workspace_id, "deployment.paused", &row.deployment_id));
+            }
         }
+        super::webhooks::record(&mut tx, &facts, now).await?;
         tx.commit().await?;
         Ok(Some(row))
     }

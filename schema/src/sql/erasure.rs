@@ -198,6 +198,8 @@ impl ErasureStore for SqlStore {
             }
             removed += erase_memory(&mut tx, erasure_id, workspace_id, session_id, now).await?;
             removed += delete(&mut tx, "DELETE FROM sessions WHERE id = $1", &[session_id]).await?;
+            let fact = crate::webhooks::Fact::new(workspace_id, "session.deleted", session_id);
+            super::webhooks::record(&mut tx, &[fact], now).await?;
         }
         sqlx::query(
             "UPDATE user_profile_erasures SET records_removed = records_removed + $2, updated_at_ms = $3 WHERE id = $1",

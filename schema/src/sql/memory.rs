@@ -15,6 +15,7 @@ use crate::store::{
     MemoryOperation, MemoryQuery, MemoryRow, MemoryStoreQuery, MemoryStoreRow, MemoryStoreUpdate, MemoryUpdate,
     MemoryVersionQuery, MemoryVersionRow, MemoryWrite, NewMemory, NewMemoryStore,
 };
+use crate::webhooks::Fact;
 
 const STORE_COLUMNS: &str = "id, workspace_id, name, description, metadata, memory_count, revision, archived_at_ms, \
                              created_at_ms, updated_at_ms";
@@ -237,15 +238,20 @@ fn rolled_up(base: &str, path: &str, depth: u32) -> Option<String> {
 #[async_trait]
 impl AgentMemoryStore for SqlStore {
     async fn create_memory_store(&self, new: NewMemoryStore) -> StoreResult<MemoryStoreRow> {
+        let now = self.now();
+        let fact = Fact::new(&new.workspace_id, "memory_store.created", &new.id);
+        let mut tx = self.primary.begin().await?;
         let row: Store = sqlx::query_as(include_str!("../../queries/memory/insert_store.sql"))
             .bind(new.id)
             .bind(new.workspace_id)
             .bind(new.name)
             .bind(new.description)
             .bind(new.metadata.to_string())
-            .bind(self.now())
-            .fetch_one(&self.primary)
+            .bind(now)
+            .fetch_one(&mut *tx)
             .await?;
+        super::webhooks::record(&mut tx, &[fact], now).await?;
+        tx.commit().await?;
         Ok(row.into())
     }
 
@@ -321,12 +327,18 @@ impl AgentMemoryStore for SqlStore {
     }
 
     async fn archive_memory_store(&self, workspace_id: &str, id: &str) -> StoreResult<Option<MemoryStoreRow>> {
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
         let row: Option<Store> = sqlx::query_as(include_str!("../../queries/memory/archive_store.sql"))
             .bind(workspace_id)
             .bind(id)
-            .bind(self.now())
-            .fetch_optional(&self.primary)
+            .bind(now)
+            .fetch_optional(&mut *tx)
             .await?;
+        if row.is_some() {
+            super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "memory_store.archived", id)], now).await?;
+        }
+        tx.commit().await?;
         match row {
             Some(row) => Ok(Some(row.into())),
             None => self.get_memory_store(workspace_id, id).await,
@@ -346,6 +358,7 @@ impl AgentMemoryStore for SqlStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "memory_store.deleted", id)], self.now()).await?;
         tx.commit().await?;
         Ok(true)
     }

@@ -14,6 +14,7 @@
 //! (ADR 0014).
 
 mod adapters;
+mod agent_drafts;
 mod app_tokens;
 mod deployments;
 mod dreams;
@@ -24,6 +25,7 @@ mod idempotency;
 mod inbox;
 mod memory;
 mod outbox;
+mod providers;
 mod resources;
 mod runs;
 mod sealed;
@@ -32,6 +34,7 @@ mod skills;
 mod tenancy;
 mod tool_calls;
 mod user_profiles;
+mod webhooks;
 mod work;
 
 use std::sync::Arc;

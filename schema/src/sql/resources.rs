@@ -8,6 +8,7 @@ use sqlx::{FromRow, Row};
 use super::{Flag, JsonText, SqlStore, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
+use crate::webhooks::{self, Action, Fact};
 
 const COLUMNS: &str = "id, workspace_id, kind, parent_id, version, body, created_at_ms, updated_at_ms, archived_at_ms";
 
@@ -74,6 +75,26 @@ async fn snapshot(
     Ok(())
 }
 
+/// Writes the webhook fact of an action on a resource, if its kind has one
+/// (`crate::webhooks::of_resource`), inside the action's transaction. A credential's
+/// event names its vault (`vault_id`).
+async fn report(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    workspace_id: &str,
+    kind: &str,
+    id: &str,
+    parent_id: Option<&str>,
+    action: Action,
+    now: i64,
+) -> StoreResult<()> {
+    let Some(event_type) = webhooks::of_resource(kind, action) else { return Ok(()) };
+    let mut fact = Fact::new(workspace_id, event_type, id);
+    if kind == "vault_credential" {
+        fact.extra = parent_id.map(|vault| serde_json::json!({ "vault_id": vault }));
+    }
+    super::webhooks::record(tx, &[fact], now).await
+}
+
 #[async_trait]
 impl ResourceStore for SqlStore {
     async fn create_resource(&self, new: NewResource) -> StoreResult<Resource> {
@@ -92,6 +113,7 @@ impl ResourceStore for SqlStore {
         if new.versioned {
             snapshot(&mut tx, &new.id, 1, &body, now).await?;
         }
+        report(&mut tx, &new.workspace_id, &new.kind, &new.id, new.parent_id.as_deref(), Action::Created, now).await?;
         tx.commit().await?;
         resource(&row)
     }
@@ -159,11 +181,15 @@ impl ResourceStore for SqlStore {
         if versioned {
             snapshot(&mut tx, id, updated.version, &body, now).await?;
         }
+        let parent = updated.parent_id.clone();
+        report(&mut tx, workspace_id, kind, id, parent.as_deref(), Action::Updated, now).await?;
         tx.commit().await?;
         Ok(updated)
     }
 
     async fn archive_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Resource> {
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
         let row = sqlx::query(&format!(
             "UPDATE resources SET archived_at_ms = COALESCE(archived_at_ms, $4), updated_at_ms = $4 \
              WHERE id = $1 AND workspace_id = $2 AND kind = $3 RETURNING {COLUMNS}"
@@ -171,24 +197,36 @@ impl ResourceStore for SqlStore {
         .bind(id)
         .bind(workspace_id)
         .bind(kind)
-        .bind(self.now())
-        .fetch_optional(&self.primary)
+        .bind(now)
+        .fetch_optional(&mut *tx)
         .await?;
-        match row {
-            Some(row) => resource(&row),
-            None => Err(StoreError::NotFound { what: "resource", id: id.to_owned() }),
+        let Some(row) = row else {
+            return Err(StoreError::NotFound { what: "resource", id: id.to_owned() });
+        };
+        let archived = resource(&row)?;
+        // Archiving an archived resource changes nothing and reports nothing.
+        if archived.archived_at_ms == Some(now) {
+            let parent = archived.parent_id.clone();
+            report(&mut tx, workspace_id, kind, id, parent.as_deref(), Action::Archived, now).await?;
         }
+        tx.commit().await?;
+        Ok(archived)
     }
 
     async fn delete_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.primary.begin().await?;
-        let deleted = sqlx::query("DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3")
-            .bind(id)
-            .bind(workspace_id)
-            .bind(kind)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let parent: Option<(Option<String>,)> = sqlx::query_as(
+            "DELETE FROM resources WHERE id = $1 AND workspace_id = $2 AND kind = $3 RETURNING parent_id",
+        )
+        .bind(id)
+        .bind(workspace_id)
+        .bind(kind)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let deleted = u64::from(parent.is_some());
+        if let Some((parent,)) = parent {
+            report(&mut tx, workspace_id, kind, id, parent.as_deref(), Action::Deleted, self.now()).await?;
+        }
         if deleted == 1 {
             // Explicit, not only ON DELETE CASCADE: SQLite enforces cascades only with
             // foreign_keys on, and a missed snapshot would outlive its resource.

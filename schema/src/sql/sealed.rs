@@ -33,6 +33,10 @@ impl SealedStore for SqlStore {
                  WHERE auth_credentials IS NOT NULL AND (task_id > $1 OR (task_id = $1 AND id > $2)) \
                  ORDER BY task_id, id LIMIT $3"
             }
+            SealedTable::ProviderCredentials => {
+                "SELECT id, '' AS sub_id, sealed AS text FROM provider_credentials \
+                 WHERE id > $1 AND $2 = $2 ORDER BY id LIMIT $3"
+            }
         };
         let rows = sqlx::query(sql).bind(id).bind(sub_id).bind(limit).fetch_all(&self.primary).await?;
         rows.iter()
@@ -63,6 +67,9 @@ impl SealedStore for SqlStore {
             }
             SealedTable::A2aPushConfigs => {
                 "UPDATE a2a_push_configs SET auth_credentials = $1 WHERE task_id = $2 AND id = $3 AND auth_credentials = $4"
+            }
+            SealedTable::ProviderCredentials => {
+                "UPDATE provider_credentials SET sealed = $1 WHERE id = $2 AND $3 = $3 AND sealed = $4"
             }
         };
         let done = sqlx::query(sql)

@@ -28,6 +28,7 @@ use crate::store::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
     memory_store_ids,
 };
+use crate::webhooks::{self, Fact};
 
 /// Events per INSERT statement: 2 + 5 × this bound parameters, far below the limits of
 /// both dialects (SQLite 32766, PostgreSQL 65535). A commit holds a handful of events;
@@ -137,6 +138,8 @@ struct Allocated {
     usage: JsonText,
     capture_level: Option<String>,
     captured_through_seq: i64,
+    workspace_id: String,
+    webhook_subscriptions: i64,
 }
 
 fn embed(body: &mut Value, agent: Value) {
@@ -231,7 +234,8 @@ pub(super) async fn append(
     let Some(allocated) = allocated else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     };
-    let Allocated { next_seq, usage, capture_level, captured_through_seq } = Allocated::from_row(&allocated)?;
+    let Allocated { next_seq, usage, capture_level, captured_through_seq, workspace_id, webhook_subscriptions } =
+        Allocated::from_row(&allocated)?;
     let first = next_seq - count;
     let stored: Vec<StoredEvent> = events
         .into_iter()
@@ -272,6 +276,14 @@ pub(super) async fn append(
             .await?;
     }
     tool_calls::record(tx, session_id, &stored).await?;
+    if webhook_subscriptions > 0 {
+        let facts: Vec<Fact> = stored
+            .iter()
+            .flat_map(|event| webhooks::of_session_event(&event.kind, event.thread_id == session_id, &event.body))
+            .map(|event_type| Fact::new(&workspace_id, event_type, session_id))
+            .collect();
+        super::webhooks::record(tx, &facts, now).await?;
+    }
     if stored.iter().any(|event| outcome_projection::projected(&event.kind)) {
         let level = capture_level.as_deref().and_then(capture::Level::parse);
         project_outcomes(tx, session_id, &stored, level).await?;
@@ -494,6 +506,7 @@ impl SessionStore for SqlStore {
             .execute(&mut *tx)
             .await?;
         index_memory_stores(&mut tx, &new.id, &body).await?;
+        super::webhooks::record(&mut tx, &[Fact::new(&new.workspace_id, "session.created", &new.id)], now).await?;
         tx.commit().await?;
         Ok(with_agent(row, agent))
     }
@@ -589,6 +602,7 @@ impl SessionStore for SqlStore {
             return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
         };
         let session = complete(&mut tx, row, agent).await?;
+        super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "session.updated", id)], now).await?;
         tx.commit().await?;
         Ok((session, stored))
     }
@@ -691,16 +705,21 @@ impl SessionStore for SqlStore {
     }
 
     async fn archive_session(&self, workspace_id: &str, id: &str) -> StoreResult<Session> {
+        let now = self.now();
         let mut tx = self.primary.begin().await?;
         let row: Option<SessionRow> = sqlx::query_as(include_str!("../../queries/sessions/archive_session.sql"))
             .bind(id)
             .bind(workspace_id)
-            .bind(self.now())
+            .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(row) = row else {
             return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
         };
+        // Archiving an archived session changes nothing and reports nothing.
+        if row.archived_at_ms == Some(now) {
+            super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "session.archived", id)], now).await?;
+        }
         let session = complete(&mut tx, row, None).await?;
         tx.commit().await?;
         Ok(session)
@@ -726,6 +745,7 @@ impl SessionStore for SqlStore {
             .execute(&mut *tx)
             .await?;
         sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "session.deleted", id)], self.now()).await?;
         tx.commit().await?;
         Ok(true)
     }

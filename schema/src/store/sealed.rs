@@ -14,12 +14,18 @@ pub enum SealedTable {
     Sessions,
     /// `a2a_push_configs.auth_credentials`, for `a2a-push:{task_id}:{id}`.
     A2aPushConfigs,
+    /// `provider_credentials.sealed`, for the credential id (`/v1/config/credentials`).
+    ProviderCredentials,
 }
 
 impl SealedTable {
     /// Every table, in the order a rotation visits them.
-    pub const ALL: [SealedTable; 3] =
-        [SealedTable::VaultCredentials, SealedTable::Sessions, SealedTable::A2aPushConfigs];
+    pub const ALL: [SealedTable; 4] = [
+        SealedTable::VaultCredentials,
+        SealedTable::Sessions,
+        SealedTable::A2aPushConfigs,
+        SealedTable::ProviderCredentials,
+    ];
 
     /// A name for reports.
     pub fn as_str(self) -> &'static str {
@@ -27,6 +33,7 @@ impl SealedTable {
             SealedTable::VaultCredentials => "vault_credentials",
             SealedTable::Sessions => "sessions",
             SealedTable::A2aPushConfigs => "a2a_push_configs",
+            SealedTable::ProviderCredentials => "provider_credentials",
         }
     }
 }

@@ -11,6 +11,7 @@ use agentd_tests::store_conformance as conformance;
 use serde_json::json;
 
 mod adapters;
+mod agent_drafts;
 mod app_tokens;
 mod backfill;
 mod capture;
@@ -23,6 +24,7 @@ mod idempotency;
 mod inbox;
 mod memory;
 mod outbox;
+mod providers;
 mod resources;
 mod runs;
 mod sessions;
@@ -30,6 +32,7 @@ mod skills;
 mod tenancy;
 mod tool_calls;
 mod user_profiles;
+mod webhooks;
 mod work;
 
 const LEASE_MS: i64 = 30_000;

@@ -5,6 +5,7 @@
 //! whether a retry may help; the agent loop maps them to `session.error` kinds.
 
 pub mod anthropic;
+pub mod configured;
 pub mod openai;
 pub mod scripted;
 mod sse;
@@ -250,12 +251,18 @@ pub trait Provider: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 }
 
-/// Routes model ids to providers.
+/// Routes model ids to providers: a model a workspace configured to its provider's
+/// endpoint (`configured`), others to the providers of the environment variables.
 #[derive(Clone)]
 pub struct Registry {
     anthropic: Option<Arc<dyn Provider>>,
     openai: Option<Arc<dyn Provider>>,
     scripted: Option<Arc<dyn Provider>>,
+    /// The catalog models are routed by: a workspace's effective one ([`Registry::bound`]),
+    /// else the process's bootstrap catalog.
+    catalog: Option<Arc<agentd_schema::catalog::Catalog>>,
+    /// The clients of configured routes.
+    configured: Arc<configured::Configured>,
 }
 
 impl Registry {
@@ -278,18 +285,33 @@ impl Registry {
             )) as Arc<dyn Provider>
         });
         let scripted = allow_scripted.then(|| Arc::new(scripted::Scripted) as Arc<dyn Provider>);
-        Self { anthropic, openai, scripted }
+        Self { anthropic, openai, scripted, catalog: None, configured: Arc::default() }
+    }
+
+    /// The registry whose configured routes open their credentials with `secrets` and
+    /// reach private addresses only when `allow_private`.
+    pub fn configured(self, secrets: Option<Arc<agentd_schema::secrets::SecretBox>>, allow_private: bool) -> Self {
+        Self { configured: Arc::new(configured::Configured::new(secrets, allow_private)), ..self }
+    }
+
+    /// The registry routing by `catalog` (a workspace's effective catalog).
+    pub fn bound(&self, catalog: Arc<agentd_schema::catalog::Catalog>) -> Self {
+        Self { catalog: Some(catalog), ..self.clone() }
     }
 
     /// A registry that sends every Claude model to `provider` (tests).
     #[cfg(test)]
     pub fn only(provider: Arc<dyn Provider>) -> Self {
-        Self { anthropic: Some(provider), openai: None, scripted: None }
+        Self { anthropic: Some(provider), openai: None, scripted: None, catalog: None, configured: Arc::default() }
     }
 
     /// The provider and provider-side model id for `model`, or why there is none.
-    pub fn route(&self, model: &str) -> Result<(Arc<dyn Provider>, String), ProviderError> {
-        self.route_in(agentd_schema::catalog::current(), model)
+    pub async fn route(&self, model: &str) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+        let catalog = self.catalog.as_deref().unwrap_or_else(|| agentd_schema::catalog::current());
+        match catalog.find(model).and_then(|m| m.route.as_ref()) {
+            Some(route) => self.configured.provider(route).await,
+            None => self.route_in(catalog, model),
+        }
     }
 
     fn route_in(
@@ -443,7 +465,13 @@ mod tests {
         // A production registry: no scripted fallback, only an OpenAI-compatible endpoint
         // (stood in for by a provider we can recognise by identity).
         let openai: Arc<dyn Provider> = Arc::new(scripted::Scripted);
-        let registry = Registry { anthropic: None, openai: Some(openai.clone()), scripted: None };
+        let registry = Registry {
+            anthropic: None,
+            openai: Some(openai.clone()),
+            scripted: None,
+            catalog: None,
+            configured: Arc::default(),
+        };
         let (provider, name) = registry.route_in(&catalog, "bench-zero").expect("the catalog's scripted model");
         assert_eq!(name, "bench-zero");
         assert!(!Arc::ptr_eq(&provider, &openai), "scripted, not the OpenAI endpoint");

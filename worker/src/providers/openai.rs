@@ -19,7 +19,13 @@ pub struct OpenAi {
 impl OpenAi {
     /// A provider for `base_url` (e.g. `https://api.openai.com/v1`).
     pub fn new(base_url: String, api_key: Option<String>) -> Self {
-        Self { base_url: base_url.trim_end_matches('/').to_owned(), api_key, http: super::http_client() }
+        Self::with_client(base_url, api_key, super::http_client())
+    }
+
+    /// A provider for `base_url` over `http` (a configured endpoint's own client: its
+    /// timeouts, its connection pinned to the address the egress guard checked).
+    pub fn with_client(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
+        Self { base_url: base_url.trim_end_matches('/').to_owned(), api_key, http }
     }
 }
 

@@ -23,7 +23,7 @@ pub(super) async fn ask(
     tool: &str,
     usage: &mut Usage,
 ) -> Result<Answer, ProviderError> {
-    let (provider, model) = providers.route(&request.model)?;
+    let (provider, model) = providers.route(&request.model).await?;
     request.model = model;
     let mut stream = provider.stream(request).await?;
     let mut answer = Answer::default();

@@ -122,11 +122,12 @@ impl Attempt<'_> {
             return Ok(Usage::default());
         }
         let transcript = transcript(&request.messages, outputs);
+        let providers = self.providers();
         let asks: Vec<_> = pending
             .iter()
             .map(|&i| {
                 judge(
-                    &self.ctx.providers,
+                    &providers,
                     judge_request(&request.model, &transcript, &outputs[i], &request.tools),
                     JUDGE_TIMEOUT,
                 )

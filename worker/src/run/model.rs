@@ -143,7 +143,7 @@ impl Attempt<'_> {
     /// committed after `start_seq` cuts it (dropping the stream closes the connection).
     async fn stream_model(&self, request: &ModelRequest, start_seq: i64) -> Result<Streamed, Stop> {
         let mut out = Streamed::default();
-        let (provider, model) = match self.ctx.providers.route(&request.model) {
+        let (provider, model) = match self.providers().route(&request.model).await {
             Ok(route) => route,
             Err(error) => return Ok(Streamed { cut: Some(Cut::Failed(error)), ..out }),
         };

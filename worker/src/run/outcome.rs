@@ -102,12 +102,13 @@ impl Attempt<'_> {
                 Ok(rubric) => {
                     let model = self.agent["model"]["id"].as_str().unwrap_or_default();
                     let request = grader_request(model, &outcome, &rubric, &self.history[outcome.defined_at..]);
+                    let providers = self.providers();
                     tokio::select! {
                         () = self.cancel.cancelled() => return Err(Stop::Fenced),
                         () = self.interrupts.after(start_seq) => {
                             (OutcomeVerdict::Interrupted, INTERRUPTED.to_owned(), Usage::default())
                         }
-                        (graded, usage) = grade(&self.ctx.providers, request, GRADER_TIMEOUT) => match graded {
+                        (graded, usage) = grade(&providers, request, GRADER_TIMEOUT) => match graded {
                             Ok(Grade { satisfied: true, explanation }) => (OutcomeVerdict::Satisfied, explanation, usage),
                             Ok(Grade { explanation, .. }) if iteration + 1 >= outcome.max_iterations() => {
                                 (OutcomeVerdict::MaxIterationsReached, explanation, usage)

@@ -24,10 +24,7 @@ use std::time::Duration;
 
 use agentd_schema::egress::{self, Target};
 use agentd_schema::{A2aDelivery, A2aPushConfig, A2aTask};
-use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
 use super::view::{self, TERMINAL};
@@ -181,17 +178,9 @@ pub async fn delete(state: &AppState, tenant: &Tenant, params: &Value) -> A2aRes
     Ok(json!({}))
 }
 
-/// HMAC-SHA256 (RFC 2104).
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(message);
-    mac.finalize().into_bytes().into()
-}
-
-/// The Standard-Webhooks signature header value.
+/// The Standard-Webhooks signature header value, keyed by the config's token bytes.
 pub fn signature(token: &str, id: &str, timestamp: i64, body: &str) -> String {
-    let mac = hmac_sha256(token.as_bytes(), format!("{id}.{timestamp}.{body}").as_bytes());
-    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac))
+    crate::domain::webhooks::sign(token.as_bytes(), id, timestamp, body)
 }
 
 /// Runs the watcher and the deliverer until `stop`.
@@ -379,13 +368,6 @@ async fn send(state: &AppState, config: &A2aPushConfig, delivery: &A2aDelivery) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hmac_matches_rfc_4231() {
-        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-    }
 
     #[test]
     fn private_addresses_are_refused() {
