@@ -159,6 +159,9 @@ fn resealed_text(secrets: &SecretBox, row: &SealedRow) -> Result<Resealed, crate
             reseal(&owner, &row.text)?.unwrap_or_else(|| row.text.clone())
         }
         SealedTable::ProviderCredentials => reseal(&row.id, &row.text)?.unwrap_or_else(|| row.text.clone()),
+        SealedTable::WebhookSubscriptions => {
+            reseal(&crate::webhooks::secret_owner(&row.id, &row.sub_id), &row.text)?.unwrap_or_else(|| row.text.clone())
+        }
         SealedTable::VaultCredentials => {
             let Ok(mut body) = serde_json::from_str::<Value>(&row.text) else { return Ok(None) };
             let Some(sealed) = body["_sealed"].as_str().map(str::to_owned) else { return Ok(None) };

@@ -31,7 +31,6 @@ pub const EVENT_TYPES: &[&str] = &[
     "agent.created",
     "agent.updated",
     "agent.archived",
-    "agent.deleted",
     "environment.created",
     "environment.updated",
     "environment.archived",
@@ -54,6 +53,12 @@ pub const EVENT_TYPES: &[&str] = &[
     "memory_store.archived",
     "memory_store.deleted",
 ];
+
+/// The owner a subscription's signing secret is sealed to (`secrets.rs`): a sealed
+/// secret opens only for its own subscription.
+pub fn secret_owner(workspace_id: &str, id: &str) -> String {
+    format!("webhook:{workspace_id}:{id}")
+}
 
 /// Whether agentd delivers `event_type`.
 pub fn known(event_type: &str) -> bool {
@@ -119,7 +124,6 @@ pub fn of_resource(kind: &str, action: Action) -> Option<&'static str> {
         ("agent", Action::Created) => "agent.created",
         ("agent", Action::Updated) => "agent.updated",
         ("agent", Action::Archived) => "agent.archived",
-        ("agent", Action::Deleted) => "agent.deleted",
         ("environment", Action::Created) => "environment.created",
         ("environment", Action::Updated) => "environment.updated",
         ("environment", Action::Archived) => "environment.archived",

@@ -30,11 +30,17 @@ struct Seeded {
     push: Vec<(String, String, String)>,
     /// (provider credential id, its API key)
     provider_keys: Vec<(String, String)>,
+    /// (webhook subscription id, its signing secret)
+    webhook_secrets: Vec<(String, String)>,
 }
 
 impl Seeded {
     fn total(&self) -> u64 {
-        (self.credentials.len() + self.resource_tokens.len() + self.push.len() + self.provider_keys.len()) as u64
+        (self.credentials.len()
+            + self.resource_tokens.len()
+            + self.push.len()
+            + self.provider_keys.len()
+            + self.webhook_secrets.len()) as u64
     }
 }
 
@@ -137,6 +143,30 @@ async fn seed(store: &dyn Store, secrets: &SecretBox) -> Seeded {
         store.insert_provider_credential(row).await.unwrap();
         provider_keys.push((id, key));
     }
+    let mut webhook_secrets = Vec::new();
+    for i in 0..3 {
+        let id = format!("hook-{i}");
+        let secret = format!("whsec_c2VjcmV0LXtpfS1vZi10aGUtaG9vaw{i}");
+        let row = agentd_schema::WebhookSubscriptionRow {
+            workspace_id: workspace.id.clone(),
+            id: id.clone(),
+            organization_id: "org".into(),
+            url: "https://hooks.example.com/agentd".into(),
+            name: String::new(),
+            description: String::new(),
+            event_types: vec!["agent.created".into()],
+            sealed_secret: secrets.seal(&agentd_schema::webhooks::secret_owner(&workspace.id, &id), &json!(secret)),
+            enabled: true,
+            disabled_reason: String::new(),
+            consecutive_failures: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        let put =
+            agentd_schema::WebhookPutRequest { row, mode: agentd_schema::WebhookPut::Create, set_state: true, max: 32 };
+        store.put_subscription(put).await.unwrap();
+        webhook_secrets.push((id, secret));
+    }
     Seeded {
         workspace_id: workspace.id,
         session: first_session.unwrap(),
@@ -144,6 +174,7 @@ async fn seed(store: &dyn Store, secrets: &SecretBox) -> Seeded {
         resource_tokens,
         push,
         provider_keys,
+        webhook_secrets,
     }
 }
 
@@ -179,6 +210,12 @@ async fn read_all(store: &dyn Store, secrets: &SecretBox, seeded: &Seeded) {
         let row = store.get_provider_credential(&seeded.workspace_id, id).await.unwrap().unwrap();
         let opened = secrets.open(id, &row.sealed).unwrap_or_else(|e| panic!("{id}: {e}"));
         assert_eq!(opened["api_key"], key.as_str());
+    }
+    for (id, secret) in &seeded.webhook_secrets {
+        let row = store.get_subscription(&seeded.workspace_id, id).await.unwrap().unwrap();
+        let owner = agentd_schema::webhooks::secret_owner(&seeded.workspace_id, id);
+        let opened = secrets.open(&owner, &row.sealed_secret).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(opened, json!(secret));
     }
 }
 

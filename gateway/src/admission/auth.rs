@@ -108,12 +108,25 @@ async fn authenticate(state: &AppState, headers: &HeaderMap, path: Option<String
             "missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`".to_owned(),
         ));
     };
-    if key.starts_with(SESSIONS_TOKEN_PREFIX) {
-        return sessions_token(state, key).await;
+    let tenant = if key.starts_with(SESSIONS_TOKEN_PREFIX) {
+        sessions_token(state, key).await?
+    } else if key.starts_with(APP_TOKEN_PREFIX) {
+        app_token(state, key).await?
+    } else {
+        api_key(state, key).await?
+    };
+    // Whatever the credential, a workspace the request names must be its own.
+    let header = headers.get("anthropic-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim);
+    for (named, source) in [(header, "anthropic-workspace-id"), (path.as_deref(), "/v1/workspaces/{workspace}")] {
+        if let Some(named) = named {
+            check_workspace(state, &tenant, named, source).await?;
+        }
     }
-    if key.starts_with(APP_TOKEN_PREFIX) {
-        return app_token(state, key).await;
-    }
+    Ok(tenant)
+}
+
+/// Resolves an API, environment or runner key (cached briefly).
+async fn api_key(state: &AppState, key: &str) -> Result<Tenant, ApiError> {
     let scope = match state.key_cache.get(key) {
         Some(scope) => Some(scope),
         None => {
@@ -135,19 +148,12 @@ async fn authenticate(state: &AppState, headers: &HeaderMap, path: Option<String
         KeyKind::Environment(environment) => Access::Environment(environment),
         KeyKind::Runner => Access::Runner,
     };
-    let tenant = Tenant {
+    Ok(Tenant {
         organization_id: scope.organization_id,
         workspace_id: scope.workspace_id,
         key_id: scope.key_id,
         access,
-    };
-    let header = headers.get("anthropic-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim);
-    for (named, source) in [(header, "anthropic-workspace-id"), (path.as_deref(), "/v1/workspaces/{workspace}")] {
-        if let Some(named) = named {
-            check_workspace(state, &tenant, named, source).await?;
-        }
-    }
-    Ok(tenant)
+    })
 }
 
 /// Resolves a sessions token; never cached, so it dies with its work item.
@@ -203,7 +209,7 @@ async fn check_workspace(state: &AppState, tenant: &Tenant, named: &str, source:
     let workspace = state.backends.store.find_workspace(named).await.map_err(ApiError::from)?;
     match workspace {
         Some(workspace) if workspace.id == tenant.workspace_id => Ok(()),
-        _ => Err(ApiError::PermissionDenied(format!("{source}: this API key cannot act on workspace {named:?}"))),
+        _ => Err(ApiError::PermissionDenied(format!("{source}: this credential cannot act on workspace {named:?}"))),
     }
 }
 

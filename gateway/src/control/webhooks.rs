@@ -18,6 +18,7 @@ use super::problem::Problem;
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::domain::webhooks::{self, SubscriptionSpec};
+use crate::managed::body;
 use crate::managed::query::rfc3339;
 
 const FIELDS: &[&str] = &["url", "event_types", "enabled"];
@@ -66,10 +67,9 @@ fn render_delivery(delivery: &WebhookDelivery) -> Value {
     })
 }
 
+/// The body: a JSON object (400 otherwise, as on every control-plane route) of known fields.
 fn object(bytes: &Bytes) -> Result<Map<String, Value>, Problem> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| Problem::invalid(format!("the body is not JSON: {e}")))?;
-    let Value::Object(map) = value else { return Err(Problem::invalid("the body must be a JSON object")) };
+    let map = body::object(bytes)?;
     if let Some(unknown) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(Problem::invalid(format!("{unknown}: unknown field")));
     }

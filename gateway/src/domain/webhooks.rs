@@ -17,6 +17,8 @@
 //! good. Every failed attempt counts against the subscription, and [`DISABLE_AFTER`]
 //! consecutive ones disable it; a success starts the count over.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentd_schema::egress::{self, Target};
@@ -28,6 +30,7 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use serde_json::json;
 use sha2::Sha256;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{DomainError, DomainResult};
@@ -46,12 +49,17 @@ pub const MAX_URL: usize = 2048;
 pub const DELIVERIES_SHOWN: i64 = 100;
 /// Finished deliveries are kept this long for the API, then purged.
 const RETENTION_MS: i64 = 3 * 24 * 3_600_000;
-/// The lease of a claimed delivery: longer than one batch's sends.
+/// The lease of a claimed delivery: longer than a send.
 const LEASE_MS: i64 = 60_000;
-/// Deliveries claimed, and sent concurrently, per pass.
-const BATCH: usize = 16;
+/// Deliveries claimed per pass, at most.
+const BATCH: usize = 32;
+/// Sends in flight per gateway.
+const IN_FLIGHT: usize = 64;
+/// Sends in flight per workspace and gateway: one workspace's slow receivers leave the
+/// other slots to the others (its extra deliveries wait a second, not counted as attempts).
+const PER_WORKSPACE: usize = 8;
 /// One send (the address check included).
-const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the deliverer looks for due deliveries.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -97,11 +105,6 @@ pub struct Written {
     pub secret: Option<String>,
 }
 
-/// The owner a subscription's secret is sealed to: a sealed secret opens only for it.
-fn owner(workspace_id: &str, id: &str) -> String {
-    format!("webhook:{workspace_id}:{id}")
-}
-
 /// A new signing secret: `whsec_` and the base64 of 24 random bytes.
 fn mint_secret() -> String {
     let mut bytes = [0u8; 24];
@@ -133,7 +136,7 @@ fn rules(state: &AppState) -> egress::Rules {
 /// Checks a target URL with the shared egress guard: HTTPS and only public addresses
 /// (unless private targets are allowed). The refusal names no address.
 pub async fn check_url(state: &AppState, field: &str, url: &str) -> DomainResult<Target> {
-    if url.is_empty() || url.len() > MAX_URL {
+    if url.is_empty() || url.len() > MAX_URL || url.contains(char::is_control) {
         return Err(DomainError::invalid(format!("{field}: a URL of 1 to {MAX_URL} characters is required")));
     }
     egress::check(url, rules(state)).await.map_err(|refused| {
@@ -156,7 +159,7 @@ pub async fn put(state: &AppState, tenant: &Tenant, spec: SubscriptionSpec, mode
     check_url(state, "url", &spec.url).await?;
     let secret = mint_secret();
     let row = WebhookSubscriptionRow {
-        sealed_secret: state.secrets.seal(&owner(&tenant.workspace_id, &id), &json!(secret)),
+        sealed_secret: state.secrets.seal(&facts::secret_owner(&tenant.workspace_id, &id), &json!(secret)),
         workspace_id: tenant.workspace_id.clone(),
         id,
         organization_id: tenant.organization_id.clone(),
@@ -203,7 +206,7 @@ pub async fn delete(state: &AppState, tenant: &Tenant, id: &str) -> DomainResult
 /// signed with it from now on.
 pub async fn regenerate_secret(state: &AppState, tenant: &Tenant, id: &str) -> DomainResult<String> {
     let secret = mint_secret();
-    let sealed = state.secrets.seal(&owner(&tenant.workspace_id, id), &json!(secret));
+    let sealed = state.secrets.seal(&facts::secret_owner(&tenant.workspace_id, id), &json!(secret));
     if state.backends.store.set_subscription_secret(&tenant.workspace_id, id, &sealed).await? {
         Ok(secret)
     } else {
@@ -242,10 +245,12 @@ fn retryable(status: u16) -> bool {
     matches!(status, 408 | 425 | 429) || (500..600).contains(&status)
 }
 
-/// Runs the deliverer until `stop`: claims due deliveries, sends them, and now and then
-/// purges finished ones past their retention.
+/// Runs the deliverer until `stop`: claims due deliveries whenever a send slot is free,
+/// sends each on its own task (a slow receiver holds one slot, not a batch), and now and
+/// then purges finished ones past their retention.
 pub fn spawn_deliverer(state: AppState, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let flights = Flights::default();
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut passes: u64 = 0;
@@ -255,10 +260,10 @@ pub fn spawn_deliverer(state: AppState, stop: CancellationToken) -> tokio::task:
                 _ = tick.tick() => {}
             }
             passes += 1;
-            match deliver_due(&state).await {
-                // A full batch: more may be due; go again without waiting.
-                Ok(claimed) if claimed == BATCH => tick.reset_immediately(),
-                Ok(_) => {}
+            match start_due(&state, &flights).await {
+                // Every free slot filled: more may be due; go again without waiting.
+                Ok(true) => tick.reset_immediately(),
+                Ok(false) => {}
                 Err(error) => tracing::warn!(%error, "webhook delivery pass failed"),
             }
             if passes.is_multiple_of(240) {
@@ -271,18 +276,70 @@ pub fn spawn_deliverer(state: AppState, stop: CancellationToken) -> tokio::task:
     })
 }
 
-async fn deliver_due(state: &AppState) -> DomainResult<usize> {
-    use futures::StreamExt;
-    let claimed = state.backends.store.claim_deliveries(LEASE_MS, BATCH as i64).await?;
-    let count = claimed.len();
-    futures::stream::iter(claimed)
-        .for_each_concurrent(BATCH, |delivery| async move {
-            if let Err(error) = deliver(state, &delivery).await {
+/// The sends in flight: slots of this gateway, and how many each workspace holds, so one
+/// workspace's slow receivers cannot take every slot.
+#[derive(Clone)]
+struct Flights {
+    slots: Arc<Semaphore>,
+    by_workspace: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Default for Flights {
+    fn default() -> Self {
+        Self { slots: Arc::new(Semaphore::new(IN_FLIGHT)), by_workspace: Arc::default() }
+    }
+}
+
+impl Flights {
+    /// Takes a place for `workspace`, unless it already holds its share.
+    fn enter(&self, workspace: &str) -> bool {
+        let mut held = self.by_workspace.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = held.entry(workspace.to_owned()).or_default();
+        if *count >= PER_WORKSPACE {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    fn leave(&self, workspace: &str) {
+        let mut held = self.by_workspace.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = held.get_mut(workspace) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(workspace);
+            }
+        }
+    }
+}
+
+/// Claims as many due deliveries as there are free slots (at most a batch) and starts
+/// each; `true` when it filled every slot it asked for.
+async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
+    let wanted = flights.slots.available_permits().min(BATCH);
+    if wanted == 0 {
+        return Ok(false);
+    }
+    let store = state.backends.store.as_ref();
+    let claimed = store.claim_deliveries(LEASE_MS, wanted as i64).await?;
+    let full = claimed.len() == wanted;
+    for delivery in claimed {
+        if !flights.enter(&delivery.workspace_id) {
+            let retry_at_ms = crate::managed::query::now_ms() + 1_000;
+            store.settle_delivery(&delivery, WebhookAttempt::Deferred { retry_at_ms }).await?;
+            continue;
+        }
+        let Ok(slot) = flights.slots.clone().acquire_owned().await else { return Ok(false) };
+        let (state, flights) = (state.clone(), flights.clone());
+        tokio::spawn(async move {
+            if let Err(error) = deliver(&state, &delivery).await {
                 tracing::warn!(delivery = %delivery.id, %error, "webhook delivery could not be settled");
             }
-        })
-        .await;
-    Ok(count)
+            flights.leave(&delivery.workspace_id);
+            drop(slot);
+        });
+    }
+    Ok(full)
 }
 
 /// One claimed delivery: sent, then settled.
@@ -330,7 +387,7 @@ async fn send(
     let target = egress::check(&subscription.url, rules(state)).await.map_err(|refused| fail(refused.to_string()))?;
     let secret = state
         .secrets
-        .open(&owner(&subscription.workspace_id, &subscription.id), &subscription.sealed_secret)
+        .open(&facts::secret_owner(&subscription.workspace_id, &subscription.id), &subscription.sealed_secret)
         .map_err(|_| fail("the signing secret cannot be opened with the current keys".to_owned()))?;
     let key = signing_key(secret.as_str().unwrap_or_default()).map_err(fail)?;
     let body = facts::envelope(delivery);
@@ -362,15 +419,6 @@ async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hmac_matches_rfc_4231() {
-        // RFC 4231 test case 2, through the Standard Webhooks framing's own bytes.
-        let mut mac = Hmac::<Sha256>::new_from_slice(b"Jefe").unwrap();
-        mac.update(b"what do ya want for nothing?");
-        let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-    }
 
     #[test]
     fn signatures_follow_standard_webhooks() {

@@ -55,8 +55,11 @@ fn object(bytes: &Bytes, fields: &[&str]) -> ApiResult<Map<String, Value>> {
 fn text(map: &Map<String, Value>, field: &str, max: usize) -> ApiResult<Option<String>> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(value)) if value.chars().count() <= max => Ok(Some(value.clone())),
-        Some(_) => Err(ApiError::invalid(format!("{field}: a string of at most {max} characters is required"))),
+        // NUL is refused: no store keeps it in text.
+        Some(Value::String(value)) if value.chars().count() <= max && !value.contains('\0') => Ok(Some(value.clone())),
+        Some(_) => {
+            Err(ApiError::invalid(format!("{field}: a string of at most {max} characters (no NUL) is required")))
+        }
     }
 }
 

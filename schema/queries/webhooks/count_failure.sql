@@ -12,3 +12,4 @@ SET consecutive_failures = consecutive_failures + 1,
                                ELSE disabled_reason
                            END
 WHERE workspace_id = $1 AND id = $2
+RETURNING consecutive_failures

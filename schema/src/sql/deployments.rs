@@ -320,6 +320,14 @@ impl DeploymentStore for SqlStore {
         let now = self.now();
         let event_type = if reason.is_some() { "deployment.paused" } else { "deployment.unpaused" };
         let mut tx = self.primary.begin().await?;
+        // Whether it was paused before: only a change of state is reported.
+        let before: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT paused_reason FROM deployments WHERE workspace_id = $1 AND id = $2")
+                .bind(workspace_id)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let was_paused = before.is_some_and(|(reason,)| reason.is_some());
         let row = deployment(
             sqlx::query_as(&sql)
                 .bind(workspace_id)
@@ -330,7 +338,9 @@ impl DeploymentStore for SqlStore {
                 .fetch_optional(&mut *tx)
                 .await?,
         )?;
-        report(&mut tx, &row, event_type, now).await?;
+        if row.as_ref().is_some_and(|row| row.paused_reason.is_some() != was_paused) {
+            report(&mut tx, &row, event_type, now).await?;
+        }
         tx.commit().await?;
         Ok(row)
     }

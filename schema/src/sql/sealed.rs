@@ -37,6 +37,10 @@ impl SealedStore for SqlStore {
                 "SELECT id, '' AS sub_id, sealed AS text FROM provider_credentials \
                  WHERE id > $1 AND $2 = $2 ORDER BY id LIMIT $3"
             }
+            SealedTable::WebhookSubscriptions => {
+                "SELECT workspace_id AS id, id AS sub_id, secret AS text FROM webhook_subscriptions \
+                 WHERE workspace_id > $1 OR (workspace_id = $1 AND id > $2) ORDER BY workspace_id, id LIMIT $3"
+            }
         };
         let rows = sqlx::query(sql).bind(id).bind(sub_id).bind(limit).fetch_all(&self.primary).await?;
         rows.iter()
@@ -70,6 +74,9 @@ impl SealedStore for SqlStore {
             }
             SealedTable::ProviderCredentials => {
                 "UPDATE provider_credentials SET sealed = $1 WHERE id = $2 AND $3 = $3 AND sealed = $4"
+            }
+            SealedTable::WebhookSubscriptions => {
+                "UPDATE webhook_subscriptions SET secret = $1 WHERE workspace_id = $2 AND id = $3 AND secret = $4"
             }
         };
         let done = sqlx::query(sql)

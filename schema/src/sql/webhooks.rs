@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::FromRow;
+use sqlx::{FromRow, Row};
 
 use super::{JsonText, SqlStore};
 use crate::error::{StoreError, StoreResult};
@@ -149,6 +149,24 @@ where
     Ok(by_id)
 }
 
+/// Cancels the pending deliveries of a subscription that is disabled now (by its owner
+/// or by its failures), inside the transaction that disabled it: they are never sent,
+/// even if it is enabled again before they fall due.
+async fn cancel_if_disabled(tx: &mut Tx<'_>, workspace_id: &str, id: &str, now_ms: i64) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET state = 'canceled', lease_until_ms = NULL, updated_at_ms = $3 \
+         WHERE workspace_id = $1 AND subscription_id = $2 AND state = 'pending' \
+         AND EXISTS (SELECT 1 FROM webhook_subscriptions s \
+                     WHERE s.workspace_id = $1 AND s.id = $2 AND s.state = 'disabled')",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 async fn replace_event_types(tx: &mut Tx<'_>, row: &WebhookSubscriptionRow) -> StoreResult<()> {
     sqlx::query("DELETE FROM webhook_subscription_events WHERE workspace_id = $1 AND subscription_id = $2")
         .bind(&row.workspace_id)
@@ -242,6 +260,9 @@ impl WebhookStore for SqlStore {
             }
         };
         replace_event_types(&mut tx, &row).await?;
+        if stored.state != "enabled" {
+            cancel_if_disabled(&mut tx, &row.workspace_id, &row.id, now).await?;
+        }
         tx.commit().await?;
         let mut event_types = row.event_types;
         event_types.sort();
@@ -377,16 +398,31 @@ impl WebhookStore for SqlStore {
                     None => ("failed", delivery.next_attempt_ms),
                 };
                 settle(state, next, status, Some(error)).execute(&mut *tx).await?;
-                sqlx::query(include_str!("../../queries/webhooks/count_failure.sql"))
+                let counted = sqlx::query(include_str!("../../queries/webhooks/count_failure.sql"))
                     .bind(&delivery.workspace_id)
                     .bind(&delivery.subscription_id)
                     .bind(now)
                     .bind(disable_after)
-                    .execute(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
+                let failures: Option<i64> = counted.map(|row| row.try_get("consecutive_failures")).transpose()?;
+                if failures.is_some_and(|failures| failures >= disable_after) {
+                    cancel_if_disabled(&mut tx, &delivery.workspace_id, &delivery.subscription_id, now).await?;
+                }
             }
             WebhookAttempt::Canceled => {
                 settle("canceled", delivery.next_attempt_ms, None, None).execute(&mut *tx).await?;
+            }
+            WebhookAttempt::Deferred { retry_at_ms } => {
+                sqlx::query(
+                    "UPDATE webhook_deliveries SET next_attempt_ms = $2, lease_until_ms = NULL, \
+                     attempts = attempts - 1, updated_at_ms = $3 WHERE id = $1 AND state = 'pending'",
+                )
+                .bind(&delivery.id)
+                .bind(retry_at_ms)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             }
         }
         tx.commit().await?;

@@ -16,15 +16,19 @@ pub enum SealedTable {
     A2aPushConfigs,
     /// `provider_credentials.sealed`, for the credential id (`/v1/config/credentials`).
     ProviderCredentials,
+    /// `webhook_subscriptions.secret` (workspace id, subscription id), for
+    /// `webhook:{workspace_id}:{id}`.
+    WebhookSubscriptions,
 }
 
 impl SealedTable {
     /// Every table, in the order a rotation visits them.
-    pub const ALL: [SealedTable; 4] = [
+    pub const ALL: [SealedTable; 5] = [
         SealedTable::VaultCredentials,
         SealedTable::Sessions,
         SealedTable::A2aPushConfigs,
         SealedTable::ProviderCredentials,
+        SealedTable::WebhookSubscriptions,
     ];
 
     /// A name for reports.
@@ -34,6 +38,7 @@ impl SealedTable {
             SealedTable::Sessions => "sessions",
             SealedTable::A2aPushConfigs => "a2a_push_configs",
             SealedTable::ProviderCredentials => "provider_credentials",
+            SealedTable::WebhookSubscriptions => "webhook_subscriptions",
         }
     }
 }
@@ -43,9 +48,10 @@ impl SealedTable {
 pub struct SealedRow {
     /// Its table.
     pub table: SealedTable,
-    /// The row id (the task id of an A2A push config).
+    /// The row id (the task id of an A2A push config, the workspace of a webhook
+    /// subscription).
     pub id: String,
-    /// The second key column (the push config id), empty elsewhere.
+    /// The second key column (the push config id, the subscription id), empty elsewhere.
     pub sub_id: String,
     /// The stored text holding the sealed values: the JSON body, or the sealed column.
     pub text: String,

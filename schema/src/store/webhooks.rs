@@ -136,6 +136,12 @@ pub enum WebhookAttempt {
     },
     /// The subscription is gone or disabled: the delivery is not sent.
     Canceled,
+    /// Not attempted after all (the deliverer had enough in flight for its workspace):
+    /// pending again from `retry_at_ms`, the claim's attempt not counted.
+    Deferred {
+        /// When it is due again.
+        retry_at_ms: i64,
+    },
 }
 
 /// Webhook subscriptions and deliveries. Every method is one transaction, committed

@@ -137,6 +137,15 @@ def test_a_token_runs_its_thread_with_the_ai_sdk_client_and_nothing_else(
         refused = http.request(method, path, headers={**bearer(token), **turns.headers(token)}, json={})
         assert refused.status_code == 403, (method, path, refused.status_code, refused.text)
 
+    # A workspace the request names must be the token's own, by header or by path.
+    other_workspace = turns.workspace_id(unique("ws"))
+    named = http.get(f"/v1/ai-sdk/threads/{thread}/messages", headers={**bearer(token), "anthropic-workspace-id": other_workspace})
+    assert named.status_code == 403, named.text
+    projected = http.get(f"/v1/workspaces/{other_workspace}/ai-sdk/threads/{thread}/messages", headers=bearer(token))
+    assert projected.status_code == 403, projected.text
+    own = turns.workspace_id("default")
+    assert http.get(f"/v1/workspaces/{own}/ai-sdk/threads/{thread}/messages", headers=bearer(token)).status_code == 200
+
     # A read-only token reads the history and cannot run.
     reader = issue(turns, **grant(session, thread, operations=["thread.messages.read"])).json()
     assert http.get(f"/v1/ai-sdk/threads/{thread}/messages", headers=bearer(reader["access_token"])).status_code == 200

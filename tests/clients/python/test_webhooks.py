@@ -175,6 +175,8 @@ def test_refusals_on_the_shared_deployment(agentd: Deployment) -> None:
         response = http.put(f"{SUBSCRIPTIONS}/{unique('bad')}", json={"url": "https://hooks.invalid/x", "event_types": types}, headers=headers)
         problem(response, 422, fragment)
     problem(http.put(f"{SUBSCRIPTIONS}/{unique('bad')}", json={"url": "https://hooks.invalid/x", "event_types": ["agent.created"], "secret": "x"}, headers=headers), 422, "unknown field")
+    for raw in (b"[1]", b"not json"):
+        problem(http.put(f"{SUBSCRIPTIONS}/{unique('bad')}", content=raw, headers={**headers, "content-type": "application/json"}), 400)
     problem(http.get(f"{SUBSCRIPTIONS}/bad%2Fid", headers=headers), 404)
     problem(http.get(f"{SUBSCRIPTIONS}/{unique('missing')}", headers=headers), 404, "not found")
     problem(http.delete(f"{SUBSCRIPTIONS}/{unique('missing')}", headers=headers), 404)

@@ -61,7 +61,7 @@ conformance!(subscriptions_are_put_listed_and_deleted_per_workspace, |store, _cl
         .await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     // A replace keeps the secret and, without `set_state`, the state.
-    let mut replacement = subscription("ws_1", "hook-a", &["agent.deleted"]);
+    let mut replacement = subscription("ws_1", "hook-a", &["agent.updated"]);
     replacement.sealed_secret = "other".into();
     replacement.enabled = false;
     let replaced = store
@@ -69,7 +69,7 @@ conformance!(subscriptions_are_put_listed_and_deleted_per_workspace, |store, _cl
         .await
         .unwrap();
     assert!(!replaced.created && replaced.row.enabled && replaced.row.sealed_secret == "sealed", "{replaced:?}");
-    assert_eq!(replaced.row.event_types, vec!["agent.deleted".to_owned()]);
+    assert_eq!(replaced.row.event_types, vec!["agent.updated".to_owned()]);
     let missing = store
         .put_subscription(WebhookPutRequest {
             row: subscription("ws_1", "hook-z", &["agent.created"]),
@@ -163,11 +163,17 @@ conformance!(deliveries_are_leased_settled_and_failures_disable, |store, clock| 
     for _ in 0..3 {
         agent(store.as_ref(), &ws).await;
     }
-    let claimed = store.claim_deliveries(60_000, 2).await.unwrap();
-    assert_eq!(claimed.len(), 2);
+    // A deferred claim is pending again later, its attempt not counted.
+    let deferred = store.claim_deliveries(60_000, 1).await.unwrap();
+    let retry_at_ms = clock.now_ms() + 500;
+    store.settle_delivery(&deferred[0], WebhookAttempt::Deferred { retry_at_ms }).await.unwrap();
+    let claimed = store.claim_deliveries(60_000, 3).await.unwrap();
+    assert_eq!(claimed.len(), 2, "the deferred one is not due yet");
     assert!(claimed.iter().all(|d| d.attempts == 1));
+    clock.advance(500);
     let rest = store.claim_deliveries(60_000, 10).await.unwrap();
     assert_eq!(rest.len(), 1, "leased rows are not claimed twice");
+    assert_eq!((rest[0].id.as_str(), rest[0].attempts), (deferred[0].id.as_str(), 1));
     assert!(store.claim_deliveries(60_000, 10).await.unwrap().is_empty());
 
     store.settle_delivery(&claimed[0], WebhookAttempt::Delivered { status: 204 }).await.unwrap();
@@ -188,6 +194,9 @@ conformance!(deliveries_are_leased_settled_and_failures_disable, |store, clock| 
     let hook = store.get_subscription(&ws, "hook").await.unwrap().unwrap();
     assert!(!hook.enabled && hook.disabled_reason.contains("2 consecutive"), "{hook:?}");
     assert_eq!(hook.consecutive_failures, 2);
+    let pending = store.list_deliveries(&ws, "hook", 10).await.unwrap();
+    let third = pending.iter().find(|d| d.id == rest[0].id).unwrap();
+    assert_eq!(third.state, "canceled", "disabling cancels what is still pending");
     store.settle_delivery(&rest[0], WebhookAttempt::Canceled).await.unwrap();
 
     let shown = store.list_deliveries(&ws, "hook", 10).await.unwrap();
