@@ -136,7 +136,8 @@ pub async fn issue(state: &AppState, tenant: &Tenant, request: IssueToken) -> Do
         created_at_ms: now,
         expires_at_ms: now + request.expires_in_seconds * 1000,
     };
-    let row = store.insert_app_token(NewAppToken { row, token_sha256: secret_hash(&access_token) }).await?;
+    let new = NewAppToken { row, token_sha256: secret_hash(&access_token), issued_by_key_id: tenant.key_id.clone() };
+    let row = store.insert_app_token(new).await?;
     Ok(Issued { row, access_token })
 }
 

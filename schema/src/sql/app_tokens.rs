@@ -76,7 +76,8 @@ impl AppTokenStore for SqlStore {
         let row: Row = sqlx::query_as(&format!(
             "INSERT INTO application_access_tokens (id, workspace_id, organization_id, token_sha256, \
              authority_id, application_scope, actor_key, protocols, operations, thread_bindings, created_at_ms, \
-             expires_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
+             expires_at_ms, issued_by_key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             RETURNING {COLUMNS}"
         ))
         .bind(&r.id)
         .bind(&r.workspace_id)
@@ -90,6 +91,7 @@ impl AppTokenStore for SqlStore {
         .bind(Value::Array(bindings).to_string())
         .bind(r.created_at_ms)
         .bind(r.expires_at_ms)
+        .bind(&new.issued_by_key_id)
         .fetch_one(&self.primary)
         .await?;
         row.try_into()
@@ -97,7 +99,9 @@ impl AppTokenStore for SqlStore {
 
     async fn resolve_app_token(&self, token_sha256: &str, now_ms: i64) -> StoreResult<Option<AppTokenRow>> {
         let row: Option<Row> = sqlx::query_as(&format!(
-            "SELECT {COLUMNS} FROM application_access_tokens WHERE token_sha256 = $1 AND expires_at_ms > $2"
+            "SELECT {COLUMNS} FROM application_access_tokens t WHERE token_sha256 = $1 AND expires_at_ms > $2 \
+             AND (issued_by_key_id IS NULL OR EXISTS \
+                  (SELECT 1 FROM api_keys k WHERE k.id = t.issued_by_key_id AND k.revoked_at_ms IS NULL))"
         ))
         .bind(token_sha256)
         .bind(now_ms)

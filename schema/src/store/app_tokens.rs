@@ -50,6 +50,8 @@ pub struct NewAppToken {
     pub row: AppTokenRow,
     /// SHA-256 of the secret, hex.
     pub token_sha256: String,
+    /// The API key that issued it: the token resolves only while that key is not revoked.
+    pub issued_by_key_id: String,
 }
 
 /// Application access tokens. Every method is one statement, durable when it returns.
@@ -59,7 +61,7 @@ pub trait AppTokenStore: Send + Sync {
     async fn insert_app_token(&self, new: NewAppToken) -> StoreResult<AppTokenRow>;
 
     /// The unexpired token whose secret hashes to `token_sha256` (`None`: unknown,
-    /// deleted or expired at `now_ms`).
+    /// deleted, expired at `now_ms`, or its issuing API key revoked).
     async fn resolve_app_token(&self, token_sha256: &str, now_ms: i64) -> StoreResult<Option<AppTokenRow>>;
 
     /// Deletes a token of the workspace; `false` when there is none.

@@ -167,6 +167,20 @@ def test_a_token_expires(agentd: Deployment, client: anthropic.Anthropic) -> Non
     assert http.get(f"/v1/ai-sdk/threads/{thread}/messages", headers=bearer(token)).status_code == 401
 
 
+def test_a_token_dies_with_the_api_key_that_issued_it(agentd: Deployment) -> None:
+    workspace = unique("ws")
+    key = agentd.create_key(workspace)
+    session, thread = session_for(agentd.client(key)), unique("thread")
+    issued = issue(agentd, key, **grant(session, thread))
+    assert issued.status_code == 201, issued.text
+    token, http = issued.json()["access_token"], agentd.http()
+    path = f"/v1/ai-sdk/threads/{thread}/messages"
+    assert http.get(path, headers=bearer(token)).status_code in (200, 404)
+    (entry,) = [k for k in agentd.list_keys() if k.get("workspace") == workspace]
+    agentd.revoke_key(entry["id"])
+    assert http.get(path, headers=bearer(token)).status_code == 401
+
+
 def test_the_ag_ui_protocol_with_a_token(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
     client = turns.client()
     session, thread = session_for(client), unique("thread")
