@@ -78,7 +78,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(limiter));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
-    process.start_catalogs();
+    process.start_catalogs().await?;
     // No Anthropic endpoint configured: Claude models answer from the scripted model.
     process.start_consumer(Registry::from_env(true), true)?;
     let mcp = mcp_settings(&process.settings, true, None)?;
@@ -218,7 +218,7 @@ pub async fn gateway(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(Arc::new(limiter)));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
-    process.start_catalogs();
+    process.start_catalogs().await?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.gateway").await?;
     process.serve_api(mcp, false).await?;
     process.run_until_signal().await
@@ -237,7 +237,7 @@ pub async fn worker(settings: Settings) -> Result<()> {
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, None);
     process.secrets = secrets;
     process.start_relay();
-    process.start_catalogs();
+    process.start_catalogs().await?;
     process.start_consumer(Registry::from_env(false), false)?;
     process.serve_grpc(process.settings.grpc_addr(), "agentd.worker").await?;
     // A worker serves only the operations listener.
@@ -436,12 +436,20 @@ impl Process {
         self.track(task);
     }
 
-    /// Keeps the workspaces' effective model catalogs current: a reload for each change
-    /// announced on the bus, a poll of the revisions as the safety net.
-    fn start_catalogs(&self) {
+    /// Reads every workspace's model configuration once, then keeps the effective
+    /// catalogs current: a reload for each change announced on the bus, a poll of the
+    /// revisions as the safety net. Awaited before the roles serve or consume, so no
+    /// request meets a configured workspace not read yet (it would route by the
+    /// bootstrap catalog and the operator's keys).
+    async fn start_catalogs(&self) -> Result<()> {
         let store: Arc<dyn ProviderStore> = self.store.clone();
+        self.catalogs
+            .refresh(store.as_ref())
+            .await
+            .context("cannot read the workspaces' provider configuration (config_revisions)")?;
         let task = self.catalogs.clone().spawn(store, self.backends.bus.clone(), self.stop.clone());
         self.track(task);
+        Ok(())
     }
 
     /// Starts pulling submissions and driving runs (dev and worker roles).

@@ -91,6 +91,22 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     }
 }
 
+/// Marks the answer of a handler that panicked (`crate::panicked`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Panicked;
+
+/// A panic's answer on the control plane is a problem (500 `internal`, the cause
+/// logged, not sent) like its every other error; elsewhere the managed 500 stays.
+pub(crate) async fn panic_as_problem(request: Request, next: Next) -> Response {
+    let control = is_control(request.uri().path());
+    let response = next.run(request).await;
+    if control && response.extensions().get::<Panicked>().is_some() {
+        return crate::control::problem::Problem::from_status(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+            .into_response();
+    }
+    response
+}
+
 /// Whether a (flat) path is the control plane's.
 fn is_control(path: &str) -> bool {
     ["/v1/config", "/v1/application-access-tokens"]
@@ -509,5 +525,38 @@ mod tests {
         let answer = rig.send(request).await;
         assert!(answer.status.is_client_error(), "{}", answer.text);
         assert_eq!(answer.body["jsonrpc"], "2.0", "{}", answer.text);
+    }
+
+    #[tokio::test]
+    async fn a_panic_on_the_control_plane_is_a_problem() {
+        async fn boom() -> &'static str {
+            panic!("boom")
+        }
+        let routes = axum::Router::new()
+            .route("/v1/config/boom", axum::routing::get(boom))
+            .route("/v1/application-access-tokens/boom", axum::routing::get(boom))
+            .route("/v1/boom", axum::routing::get(boom));
+        let app = crate::layered(routes);
+        let send = |path: &'static str| {
+            let app = app.clone();
+            async move {
+                let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
+                let response = tower::ServiceExt::oneshot(app, request).await.unwrap();
+                let status = response.status();
+                let headers = response.headers().clone();
+                let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                crate::test_rig::Answer { status, headers, body, text }
+            }
+        };
+        for path in ["/v1/config/boom", "/v1/application-access-tokens/boom"] {
+            let answer = send(path).await;
+            assert_problem(&answer, StatusCode::INTERNAL_SERVER_ERROR, "internal");
+            assert!(!answer.text.contains("boom"), "the cause is logged, not sent: {}", answer.text);
+        }
+        let managed = send("/v1/boom").await;
+        assert_eq!(managed.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(managed.body["type"], "error", "the managed envelope elsewhere: {}", managed.text);
     }
 }

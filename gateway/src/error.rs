@@ -192,6 +192,12 @@ impl From<DomainError> for ApiError {
     }
 }
 
+impl From<agentd_schema::catalogs::Unloaded> for ApiError {
+    fn from(error: agentd_schema::catalogs::Unloaded) -> Self {
+        DomainError::from(error).into()
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {

@@ -11,6 +11,7 @@ pub mod durable;
 pub mod envelope;
 pub mod error;
 pub mod managed;
+pub mod openapi;
 pub mod ops;
 pub mod telemetry;
 #[cfg(test)]
@@ -99,6 +100,8 @@ pub fn api(state: AppState) -> Router {
         .merge(control::router())
         .merge(durable::router())
         .merge(adapters_router())
+        // The contract (docs/openapi.json): an API key like every `/v1` route.
+        .merge(openapi::router())
         .layer(middleware::from_fn(envelope::json_bodies))
         .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
         // After routing: what the matched route acts on, by its decoded, typed ids.
@@ -172,8 +175,10 @@ fn projected(inner: Router) -> Router {
 fn layered(router: Router) -> Router {
     router
         // A handler that panics answers the managed 500 (and is logged) instead of
-        // dropping the connection.
+        // dropping the connection; on the control plane, a problem. (Outside
+        // `envelope::layer`, which a panic unwinds through.)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+        .layer(middleware::from_fn(envelope::panic_as_problem))
         .layer(middleware::from_fn(close_after_refused_body))
         .layer(middleware::from_fn(telemetry::track_http))
         .layer(middleware::from_fn(request_id::layer))
@@ -208,7 +213,9 @@ fn panicked(cause: Box<dyn std::any::Any + Send + 'static>) -> axum::response::R
         .cloned()
         .or_else(|| cause.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_else(|| "a handler panicked".to_owned());
-    axum::response::IntoResponse::into_response(ApiError::Internal(format!("panic: {cause}")))
+    let mut response = axum::response::IntoResponse::into_response(ApiError::Internal(format!("panic: {cause}")));
+    response.extensions_mut().insert(envelope::Panicked);
+    response
 }
 
 async fn unknown_route(request: Request) -> ApiError {

@@ -22,6 +22,8 @@ pub struct Rig {
     pub app: Router,
     /// A workspace API key.
     pub key: String,
+    /// The gateway's state (for the operations listener, `crate::ops_app`).
+    pub state: AppState,
     _dir: tempfile::TempDir,
 }
 
@@ -70,7 +72,7 @@ impl Rig {
             webhooks: Arc::new(crate::domain::webhooks::Settings { allow_private: true, ..Default::default() }),
             catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         });
-        Self { app: crate::app(state), key, _dir: dir }
+        Self { app: crate::app(state.clone()), key, state, _dir: dir }
     }
 
     /// A request with the key and the managed beta; `body` is sent as given.

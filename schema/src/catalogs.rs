@@ -5,7 +5,11 @@
 //! Every process (gateway, worker, `agentd dev`) holds one [`Catalogs`]: the effective
 //! catalog of every configured workspace, each tagged with the `config_revision` it
 //! reflects. A workspace without configuration reads the bootstrap catalog, so nothing
-//! changes until something is configured. [`Catalogs::spawn`] keeps it current: a
+//! changes until something is configured. A workspace whose configuration exists but
+//! could not be read is [`Unloaded`] until a reload succeeds: never the bootstrap catalog,
+//! which would send its models to the operator's providers with the operator's keys.
+//! A process awaits one [`Catalogs::refresh`] before it serves or consumes, so no
+//! request meets a configured workspace that was simply not read yet. [`Catalogs::spawn`] keeps it current: a
 //! gateway that commits a change announces the workspace on the bus ([`CHANNEL`]) and
 //! every process re-reads it at once; a poll of the revisions (one statement a second)
 //! is the safety net for a lost announcement. Reading a catalog is a map lookup: the
@@ -34,24 +38,56 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 const DEFAULT_MAX_INPUT_TOKENS: u64 = 128_000;
 const DEFAULT_MAX_TOKENS: u64 = 8_192;
 
+/// A workspace has stored configuration that this process could not read: its models
+/// are served by nobody until a reload succeeds (the poll retries every second).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the model configuration of workspace {workspace_id} is not loaded yet; try again")]
+pub struct Unloaded {
+    /// The workspace.
+    pub workspace_id: String,
+}
+
 /// The effective catalogs of this process.
 #[derive(Debug)]
 pub struct Catalogs {
     bootstrap: Arc<Catalog>,
     configured: RwLock<HashMap<String, Arc<Catalog>>>,
+    /// Workspaces with stored configuration and nothing installed (their read failed).
+    unloaded: RwLock<std::collections::HashSet<String>>,
 }
 
 impl Catalogs {
     /// Catalogs over `bootstrap` with nothing configured yet.
     pub fn new(bootstrap: Catalog) -> Self {
-        Self { bootstrap: Arc::new(bootstrap), configured: RwLock::new(HashMap::new()) }
+        Self { bootstrap: Arc::new(bootstrap), configured: RwLock::new(HashMap::new()), unloaded: RwLock::default() }
     }
 
-    /// The effective catalog of a workspace (the bootstrap one while it has no
-    /// configuration this process has read).
-    pub fn of(&self, workspace_id: &str) -> Arc<Catalog> {
+    /// The effective catalog of a workspace: the bootstrap one when it has no
+    /// configuration, [`Unloaded`] when it has some this process could not read.
+    pub fn of(&self, workspace_id: &str) -> Result<Arc<Catalog>, Unloaded> {
         let configured = self.configured.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        configured.get(workspace_id).cloned().unwrap_or_else(|| self.bootstrap.clone())
+        if let Some(catalog) = configured.get(workspace_id) {
+            return Ok(catalog.clone());
+        }
+        if self.unloaded.read().unwrap_or_else(|poisoned| poisoned.into_inner()).contains(workspace_id) {
+            return Err(Unloaded { workspace_id: workspace_id.to_owned() });
+        }
+        Ok(self.bootstrap.clone())
+    }
+
+    /// The revision installed for a workspace (0: none).
+    fn installed(&self, workspace_id: &str) -> i64 {
+        let configured = self.configured.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        configured.get(workspace_id).map_or(0, |catalog| catalog.revision())
+    }
+
+    /// Records that a read of `workspace_id`'s configuration failed: with nothing
+    /// installed, the workspace is [`Unloaded`] (an older installed revision stays).
+    fn failed(&self, workspace_id: &str) {
+        if self.installed(workspace_id) == 0 {
+            let mut unloaded = self.unloaded.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            unloaded.insert(workspace_id.to_owned());
+        }
     }
 
     /// The process's bootstrap catalog.
@@ -67,33 +103,42 @@ impl Catalogs {
             _ => {
                 let catalog = Arc::new(catalog);
                 configured.insert(workspace_id.to_owned(), catalog.clone());
+                self.unloaded.write().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(workspace_id);
                 catalog
             }
         }
     }
 
-    /// Re-reads a workspace's configuration and installs its effective catalog.
+    /// Re-reads a workspace's configuration and installs its effective catalog. A read
+    /// that fails leaves a workspace without an installed catalog [`Unloaded`].
     pub async fn reload<S: ProviderStore + ?Sized>(&self, store: &S, workspace_id: &str) -> StoreResult<Arc<Catalog>> {
-        let config = store.provider_config(workspace_id).await?;
+        let config = match store.provider_config(workspace_id).await {
+            Ok(config) => config,
+            Err(error) => {
+                self.failed(workspace_id);
+                return Err(error);
+            }
+        };
         if config.revision == 0 {
-            return Ok(self.of(workspace_id));
+            self.unloaded.write().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(workspace_id);
+            return Ok(self.bootstrap.clone());
         }
         Ok(self.install(workspace_id, effective(&self.bootstrap, &config)))
     }
 
     /// One poll: re-reads every workspace whose revision is ahead of this process's. A
-    /// workspace that cannot be read does not hold the others back (the first error is
-    /// returned once every workspace was tried).
+    /// workspace that cannot be read does not hold the others back: it is logged and,
+    /// with nothing installed, [`Unloaded`] until a later poll reads it. The error is the
+    /// revisions' read: then this process knows nothing new.
     pub async fn refresh<S: ProviderStore + ?Sized>(&self, store: &S) -> StoreResult<()> {
-        let mut failed = None;
         for (workspace_id, revision) in store.config_revisions().await? {
-            if self.of(&workspace_id).revision() < revision
+            if self.installed(&workspace_id) < revision
                 && let Err(error) = self.reload(store, &workspace_id).await
             {
-                failed.get_or_insert(error);
+                tracing::warn!(%error, workspace_id, "cannot read a workspace's provider configuration");
             }
         }
-        failed.map_or(Ok(()), Err)
+        Ok(())
     }
 
     /// Keeps the catalogs current until `stop`: a reload for every workspace announced
@@ -373,8 +418,9 @@ mod tests {
         assert_eq!(catalog.models().len(), bootstrap.models().len() + 1);
     }
 
-    /// A store that serves one workspace's configuration and counts its reads.
-    struct OneWorkspace(std::sync::Mutex<(ProviderConfig, usize)>);
+    /// A store that serves one workspace's configuration and counts its reads (the
+    /// reads fail while the flag is set).
+    struct OneWorkspace(std::sync::Mutex<(ProviderConfig, usize, bool)>);
 
     #[async_trait::async_trait]
     impl ProviderStore for OneWorkspace {
@@ -385,6 +431,9 @@ mod tests {
         async fn provider_config(&self, _: &str) -> StoreResult<ProviderConfig> {
             let mut state = self.0.lock().unwrap();
             state.1 += 1;
+            if state.2 {
+                return Err(crate::StoreError::Unavailable("the database is down".into()));
+            }
             Ok(state.0.clone())
         }
         async fn put_provider(&self, _: ProviderRow) -> StoreResult<crate::store::Written<ProviderRow>> {
@@ -454,21 +503,52 @@ mod tests {
 
     #[tokio::test]
     async fn a_poll_rereads_only_workspaces_whose_revision_moved() {
-        let store = OneWorkspace(std::sync::Mutex::new((config(), 0)));
+        let store = OneWorkspace(std::sync::Mutex::new((config(), 0, false)));
         let catalogs = Catalogs::new(Catalog::builtin());
-        assert!(catalogs.of("ws").find("llama").is_none(), "nothing read yet: the bootstrap catalog");
+        assert!(catalogs.of("ws").unwrap().find("llama").is_none(), "nothing read yet: the bootstrap catalog");
         catalogs.refresh(&store).await.unwrap();
         catalogs.refresh(&store).await.unwrap();
         assert_eq!(store.0.lock().unwrap().1, 1, "the second poll saw the same revision");
-        assert!(catalogs.of("ws").find("llama").is_some());
-        assert!(catalogs.of("other").find("llama").is_none(), "other workspaces keep the bootstrap catalog");
+        assert!(catalogs.of("ws").unwrap().find("llama").is_some());
+        assert!(catalogs.of("other").unwrap().find("llama").is_none(), "other workspaces keep the bootstrap catalog");
         {
             let mut state = store.0.lock().unwrap();
             state.0.revision = 4;
             state.0.offerings.clear();
         }
         catalogs.refresh(&store).await.unwrap();
-        assert!(catalogs.of("ws").find("llama").is_none(), "the new revision is in force");
-        assert_eq!(catalogs.of("ws").revision(), 4);
+        assert!(catalogs.of("ws").unwrap().find("llama").is_none(), "the new revision is in force");
+        assert_eq!(catalogs.of("ws").unwrap().revision(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_configured_workspace_that_cannot_be_read_is_unloaded_not_bootstrap() {
+        let store = OneWorkspace(std::sync::Mutex::new((config(), 0, true)));
+        let catalogs = Catalogs::new(Catalog::builtin());
+        catalogs.refresh(&store).await.expect("one unreadable workspace does not fail the poll");
+        assert_eq!(
+            catalogs.of("ws").err(),
+            Some(Unloaded { workspace_id: "ws".into() }),
+            "never the bootstrap catalog"
+        );
+        assert!(catalogs.of("other").is_ok(), "a workspace without configuration reads the bootstrap catalog");
+        assert!(catalogs.reload(&store, "ws").await.is_err());
+        assert!(catalogs.of("ws").is_err(), "an announced workspace that cannot be read stays unloaded");
+
+        // The next poll reads it.
+        store.0.lock().unwrap().2 = false;
+        catalogs.refresh(&store).await.unwrap();
+        let catalog = catalogs.of("ws").expect("loaded");
+        assert_eq!(catalog.revision(), 3);
+        assert!(catalog.find("llama").is_some());
+
+        // Once installed, a failed read keeps the installed revision (the tenant's own).
+        {
+            let mut state = store.0.lock().unwrap();
+            state.0.revision = 4;
+            state.2 = true;
+        }
+        catalogs.refresh(&store).await.unwrap();
+        assert_eq!(catalogs.of("ws").unwrap().revision(), 3);
     }
 }

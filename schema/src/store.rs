@@ -20,6 +20,7 @@ mod idempotency;
 mod inbox;
 mod memory;
 mod outbox;
+mod protocol_config;
 mod providers;
 mod resources;
 mod runs;
@@ -53,6 +54,9 @@ pub use memory::{
     MemoryVersionQuery, MemoryVersionRow, MemoryWrite, NewMemory, NewMemoryStore,
 };
 pub use outbox::{OutboxMessage, OutboxStore};
+pub use protocol_config::{
+    AgentMcpConfigRow, ExposedProtocol, ExposureMode, ExposureRow, McpServerRow, ProtocolConfigStore,
+};
 pub use providers::{
     CredentialPoolRow, CredentialRef, EndpointRow, InferenceProfileRow, ModelAttributesRow, OfferingRow,
     ProviderConfig, ProviderCredentialRow, ProviderKind, ProviderRow, ProviderStore, Written,
@@ -85,9 +89,9 @@ use crate::error::StoreResult;
 pub mod prelude {
     pub use super::{
         AdapterStore, AgentDraftStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore,
-        ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProviderStore, ResourceStore, RunStore,
-        SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore, ToolCallStore, UserProfileStore,
-        WebhookStore, WorkStore,
+        ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProtocolConfigStore, ProviderStore,
+        ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore,
+        ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
     };
 }
 
@@ -147,6 +151,7 @@ pub trait Store:
     + ProviderStore
     + AgentDraftStore
     + WebhookStore
+    + ProtocolConfigStore
     + 'static
 {
 }
@@ -176,6 +181,7 @@ impl<T> Store for T where
         + ProviderStore
         + AgentDraftStore
         + WebhookStore
+        + ProtocolConfigStore
         + 'static
 {
 }

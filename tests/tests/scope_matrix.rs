@@ -184,6 +184,12 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/config/webhook-subscriptions/{hook}", Subject::WebhookSubscription, false),
     ("GET", "/config/webhook-subscriptions/{hook}/deliveries", Subject::WebhookSubscription, false),
     ("DELETE", "/config/webhook-subscriptions/{hook}", Subject::WebhookSubscription, true),
+    // MCP configuration (an API key only): an agent's MCP servers, the registry.
+    ("GET", "/config/agents/{agent}/mcp", Subject::Agent, false),
+    ("PUT", "/config/agents/{agent}/mcp", Subject::Agent, false),
+    ("POST", "/config/agents/{agent}/mcp/resolve", Subject::Agent, false),
+    ("GET", "/config/mcp-servers/{mcpsrv}", Subject::Text, false),
+    ("DELETE", "/config/mcp-servers/{mcpsrv}", Subject::Text, true),
     ("GET", "/ag-ui/threads/{chat}/messages", Subject::Text, false),
 ];
 
@@ -553,6 +559,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{file}", &new_id("file"))
                         .replace("{task}", "6f1c1c52-3b1e-4d5e-9a8f-2c1d7b9e4a10")
                         .replace("{chat}", "chat-key-of-the-client")
+                        .replace("{mcpsrv}", "mcp-server-of-the-client")
                         .replacen(subject_id.as_str(), &spelled, 1);
                     let body = (method != "GET" && method != "DELETE").then(|| json!({}));
                     let answer = gateway.call(key, method, &format!("/v1{path}"), body).await;
@@ -640,9 +647,21 @@ fn mixed_case(prefix: &str, rest: &str) -> String {
 
 /// Routes that name a second resource the matrix does not create (its handler answers 404).
 fn has_sub_id(route: &str) -> bool {
-    ["{resource}", "{credential}", "{message}", "{key}", "{run}", "{task}", "{chat}", "{file}", "{memory}", "{memver}"]
-        .iter()
-        .any(|sub| route.contains(sub))
+    [
+        "{resource}",
+        "{credential}",
+        "{message}",
+        "{key}",
+        "{run}",
+        "{task}",
+        "{chat}",
+        "{file}",
+        "{memory}",
+        "{memver}",
+        "{mcpsrv}",
+    ]
+    .iter()
+    .any(|sub| route.contains(sub))
 }
 
 /// The two halves of the probe that found the hole, spelled as it was sent.

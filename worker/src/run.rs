@@ -136,7 +136,8 @@ struct Attempt<'a> {
 
 impl<'a> Attempt<'a> {
     /// The model providers as the session's workspace has them configured now (a
-    /// change reaches the next model request).
+    /// change reaches the next model request). A workspace whose configuration this
+    /// worker could not read routes nothing (a retryable error each model call reports).
     fn providers(&self) -> Registry {
         self.ctx.providers.bound(self.ctx.catalogs.of(&self.workspace_id))
     }

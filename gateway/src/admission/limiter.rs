@@ -263,6 +263,8 @@ pub fn classify(operation: &Operation<'_>) -> Option<OperationClass> {
         ["environments", _, "work", _, "heartbeat"] => None,
         // Validating a draft writes nothing (docs/api/config.md).
         ["config", "agents", _, "validate"] => Some(OperationClass::Read),
+        // So does resolving an agent's MCP servers (docs/api/config.md).
+        ["config", "agents", _, "mcp", "resolve"] => Some(OperationClass::Read),
         [.., last] if method == Method::POST && last.ends_with(":subscribe") => Some(OperationClass::Read),
         _ => Some(OperationClass::Create),
     }
@@ -468,6 +470,7 @@ mod tests {
         assert_eq!(class(Method::POST, "/v1/agents"), Some(Create));
         assert_eq!(class(Method::POST, "/agents"), Some(Create), "as seen inside the /v1 nest");
         assert_eq!(class(Method::POST, "/v1/config/agents/agent_1/validate"), Some(Read));
+        assert_eq!(class(Method::POST, "/v1/config/agents/agent_1/mcp/resolve"), Some(Read));
         assert_eq!(class(Method::POST, "/v1/config/agents/agent_1/publish"), Some(Create));
         assert_eq!(class(Method::POST, "/v1/vaults/vlt_1/credentials"), Some(Create));
         for (method, path) in [

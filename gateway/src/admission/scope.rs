@@ -134,6 +134,12 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "provider_id" | "endpoint_id" | "credential_pool_id" | "inference_profile_id" => {
                 return Err(not_found(&name.replace('_', " ").replace(" id", ""), value));
             }
+            // A registered MCP server: an id the caller chose (docs/api/config.md).
+            "mcp_server_id" if crate::domain::mcp_config::is_server_id(value) => {}
+            "mcp_server_id" => return Err(not_found("mcp server", value)),
+            // A protocol whose exposure the control plane sets.
+            "protocol" if agentd_schema::ExposedProtocol::parse(value).is_some() => {}
+            "protocol" => return Err(not_found("protocol", value)),
             // A skill version (an epoch-microsecond id or `latest`) and a path inside
             // it: checked by the handler inside the skill it names.
             "version" | "path" => {}

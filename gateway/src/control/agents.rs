@@ -106,7 +106,7 @@ pub async fn validate(
     bytes: Bytes,
 ) -> ProblemResult<Json<Value>> {
     body::only_known(&body::object(&bytes)?, &[], "")?;
-    let catalog = state.catalogs.of(&tenant.workspace_id);
+    let catalog = state.catalogs.of(&tenant.workspace_id)?;
     let store = state.backends.store.as_ref();
     let checked = agent_drafts::validate(store, &catalog, &tenant.workspace_id, &agent_id).await?;
     Ok(Json(match checked {
@@ -126,7 +126,7 @@ pub async fn publish(
     bytes: Bytes,
 ) -> ProblemResult<Response> {
     body::only_known(&body::object(&bytes)?, &[], "")?;
-    let catalog = state.catalogs.of(&tenant.workspace_id);
+    let catalog = state.catalogs.of(&tenant.workspace_id)?;
     let store = state.backends.store.as_ref();
     match agent_drafts::publish(store, &catalog, &tenant.workspace_id, &agent_id).await? {
         Publish::Rejected(errors) => Err(Problem::validation(errors)),

@@ -6,6 +6,7 @@
 
 pub mod agents;
 pub mod problem;
+pub mod protocol_config;
 pub mod providers;
 pub mod webhooks;
 
@@ -30,6 +31,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/config/webhook-subscriptions/{webhook_subscription_id}/deliveries", get(webhooks::deliveries))
         .merge(providers_router())
+        .merge(protocols_router())
 }
 
 /// Providers, models and credentials (`providers`).
@@ -53,4 +55,17 @@ fn providers_router() -> Router<AppState> {
             get(providers::get_profile).put(providers::put_profile),
         )
         .route("/config/inference-profiles/{inference_profile_id}/resolve", post(providers::resolve_profile))
+}
+
+/// MCP and A2A configuration: exposure gates, the MCP server registry, each agent's MCP
+/// servers (`protocol_config`).
+fn protocols_router() -> Router<AppState> {
+    use protocol_config as pc;
+    Router::new()
+        .route("/config/exposure", get(pc::list_exposure))
+        .route("/config/exposure/{protocol}", get(pc::get_exposure).put(pc::put_exposure))
+        .route("/config/mcp-servers", get(pc::list_servers))
+        .route("/config/mcp-servers/{mcp_server_id}", get(pc::get_server).put(pc::put_server).delete(pc::delete_server))
+        .route("/config/agents/{agent_id}/mcp", get(pc::get_agent).put(pc::put_agent))
+        .route("/config/agents/{agent_id}/mcp/resolve", post(pc::resolve_agent))
 }

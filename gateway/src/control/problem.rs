@@ -153,6 +153,12 @@ impl From<DomainError> for Problem {
     }
 }
 
+impl From<agentd_schema::catalogs::Unloaded> for Problem {
+    fn from(error: agentd_schema::catalogs::Unloaded) -> Self {
+        DomainError::from(error).into()
+    }
+}
+
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Self {
         DomainError::from(error).into()

@@ -26,11 +26,11 @@ use crate::domain::providers::{
     self as domain, NewCredential, ProviderView, PutAttributes, PutEndpoint, PutOffering, PutPool, PutProvider, time,
 };
 
-/// A JSON object body with only `fields`.
+/// A JSON object body with only `fields`. A body that is not a JSON object is the
+/// control plane's 400 `invalid_request` (the shared `managed::body` parsing); an
+/// unknown field is a 422 naming it.
 fn object(bytes: &Bytes, fields: &[&str]) -> ProblemResult<Map<String, Value>> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| Problem::invalid(format!("the body is not JSON: {e}")))?;
-    let Value::Object(map) = value else { return Err(Problem::invalid("the body must be a JSON object")) };
+    let map = crate::managed::body::object(bytes)?;
     if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
         return Err(Problem::invalid(format!("{unknown}: unknown field")));
     }
@@ -479,4 +479,64 @@ pub async fn resolve_profile(
         "endpoint_id": resolution.endpoint_id,
         "candidates": candidates,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use serde_json::json;
+
+    use crate::test_rig::{Answer, Rig};
+
+    fn problem(answer: &Answer, status: StatusCode, code: &str, fragment: &str) {
+        assert_eq!(answer.status, status, "{}", answer.text);
+        let content_type = answer.headers["content-type"].to_str().unwrap();
+        assert!(content_type.starts_with("application/problem+json"), "{content_type}");
+        assert_eq!(answer.body["code"], code, "{}", answer.text);
+        assert!(answer.body["detail"].as_str().unwrap().contains(fragment), "{fragment} in {}", answer.text);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_a_json_object_is_a_400_everywhere() {
+        let rig = Rig::new().await;
+        for (method, path) in [
+            ("PUT", "/v1/config/providers/p1"),
+            ("PUT", "/v1/config/providers/p1/endpoints/e1"),
+            ("POST", "/v1/config/offerings"),
+            ("PUT", "/v1/config/model-attributes/m1"),
+            ("POST", "/v1/config/credentials"),
+            ("PUT", "/v1/config/credential-pools/pool1"),
+            ("PUT", "/v1/config/inference-profiles/fast"),
+        ] {
+            for body in ["{not json", "[1, 2]", "\"text\""] {
+                let answer = rig.send(rig.request(method, path, Body::from(body))).await;
+                problem(&answer, StatusCode::BAD_REQUEST, "invalid_request", "body");
+            }
+        }
+        // An unknown field is the field's 422.
+        let unknown = rig.call("PUT", "/v1/config/providers/p1", json!({"kind": "anthropic", "surprise": 1})).await;
+        problem(&unknown, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", "surprise: unknown field");
+    }
+
+    #[tokio::test]
+    async fn free_text_with_control_characters_is_refused_naming_the_field() {
+        let rig = Rig::new().await;
+        let provider =
+            rig.call("PUT", "/v1/config/providers/p1", json!({"kind": "anthropic", "display_name": "a\u{0}b"})).await;
+        problem(&provider, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", "display_name");
+        let credential =
+            rig.call("POST", "/v1/config/credentials", json!({"name": "key\u{0}", "secret": "sk-1"})).await;
+        problem(&credential, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", "name");
+        let model = agentd_schema::catalog::current().models()[0].id.clone();
+        let attributes = rig
+            .call("PUT", &format!("/v1/config/model-attributes/{model}"), json!({"display_name": "x\u{1b}[31m"}))
+            .await;
+        problem(&attributes, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", "display_name");
+
+        let fine = rig
+            .call("PUT", "/v1/config/providers/p1", json!({"kind": "anthropic", "display_name": "Ünïcode ok"}))
+            .await;
+        assert_eq!(fine.status, StatusCode::CREATED, "{}", fine.text);
+    }
 }

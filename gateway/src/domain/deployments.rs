@@ -187,7 +187,7 @@ async fn check(state: &AppState, ws: &str, config: &DeploymentConfig, agent: &Va
     let mut resources = config.resources.clone();
     sessions::check_resources(store, ws, &mut resources, &Value::Null).await?;
     if config.budget.is_some() {
-        sessions::check_budgetable(&state.catalogs.of(ws), agent)?;
+        sessions::check_budgetable(&*state.catalogs.of(ws)?, agent)?;
     }
     if let Some(profile) = &config.user_profile_id {
         let live = store.get_user_profile(ws, profile).await?.is_some_and(|row| row.deleted_at_ms.is_none());

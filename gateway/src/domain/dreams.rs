@@ -318,7 +318,7 @@ async fn start_claimed(state: &AppState, row: DreamRow) -> DomainResult<DreamRow
             id: session_id.clone(),
             workspace_id: ws.clone(),
             status: "idle".into(),
-            body: session_body(&state.catalogs.of(ws), &row, &session_id, &output_store_id, &input.name),
+            body: session_body(&*state.catalogs.of(ws)?, &row, &session_id, &output_store_id, &input.name),
             agent_id: None,
             agent_version: None,
         };

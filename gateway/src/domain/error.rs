@@ -130,6 +130,14 @@ impl DomainError {
     }
 }
 
+impl From<agentd_schema::catalogs::Unloaded> for DomainError {
+    /// A workspace whose model configuration this gateway could not read: 503, never
+    /// the bootstrap catalog in its place.
+    fn from(error: agentd_schema::catalogs::Unloaded) -> Self {
+        DomainError::Unavailable(error.to_string())
+    }
+}
+
 impl From<StoreError> for DomainError {
     fn from(error: StoreError) -> Self {
         match error {

@@ -16,7 +16,7 @@ use agentd_schema::store::{
     CredentialPoolRow, CredentialRef, EndpointRow, InferenceProfileRow, ModelAttributesRow, OfferingRow,
     ProviderCredentialRow, ProviderRow, Written,
 };
-use agentd_schema::{StoreError, live};
+use agentd_schema::{StoreError, egress, live};
 use serde_json::json;
 
 use super::{DomainError, DomainResult};
@@ -61,6 +61,15 @@ fn path_name(value: &str, kind: &str) -> DomainResult<()> {
         let shown: String = value.chars().take(64).collect();
         Err(DomainError::NotFound(format!("{kind} not found: {shown}")))
     }
+}
+
+/// Free text (a display name, a credential's name) carries no control character: NUL
+/// cannot be stored in a PostgreSQL `text` column, and the others are not labels.
+fn no_control(value: &str, field: &str) -> DomainResult<()> {
+    if value.contains(char::is_control) {
+        return Err(DomainError::invalid(format!("{field}: must not contain control characters")));
+    }
+    Ok(())
 }
 
 /// A caller-chosen id from a body field.
@@ -133,6 +142,9 @@ pub async fn put_provider(
     put: PutProvider,
 ) -> DomainResult<Written<ProviderView>> {
     path_name(id, "provider")?;
+    if let Some(name) = &put.display_name {
+        no_control(name, "display_name")?;
+    }
     let now = now_ms();
     let row = ProviderRow {
         id: id.to_owned(),
@@ -180,7 +192,11 @@ pub struct PutEndpoint {
     pub request_timeout_ms: Option<i64>,
 }
 
-fn check_url(raw: &str) -> DomainResult<()> {
+/// A base URL: syntax first, then the egress guard (the one the worker applies again
+/// when it connects): HTTPS to a public address, unless the gateway allows private
+/// targets (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`, for local model servers). A loopback,
+/// private or metadata address is refused here, not first at a turn.
+async fn check_url(allow_private: bool, raw: &str) -> DomainResult<()> {
     if raw.len() > MAX_URL_CHARS {
         return Err(DomainError::invalid(format!("base_url: at most {MAX_URL_CHARS} characters")));
     }
@@ -194,6 +210,12 @@ fn check_url(raw: &str) -> DomainResult<()> {
     if url.query().is_some() || url.fragment().is_some() {
         return Err(DomainError::invalid("base_url: must not have a query or a fragment"));
     }
+    let rules = egress::Rules { allow_private, https_only: true };
+    egress::check(raw, rules).await.map_err(|refused| {
+        tracing::info!(url = %egress::redacted(raw), %refused, "provider endpoint refused");
+        let reason = refused.0.strip_prefix("url: ").unwrap_or(&refused.0);
+        DomainError::invalid(format!("base_url: {reason}"))
+    })?;
     Ok(())
 }
 
@@ -216,9 +238,10 @@ pub async fn put_endpoint(
 ) -> DomainResult<Written<EndpointRow>> {
     path_name(provider_id, "provider")?;
     path_name(id, "endpoint")?;
-    check_url(&put.base_url)?;
     check_timeout(put.connect_timeout_ms, "connect_timeout_ms")?;
     check_timeout(put.request_timeout_ms, "request_timeout_ms")?;
+    // Last: it resolves the host.
+    check_url(state.remote_allow_private, &put.base_url).await?;
     let now = now_ms();
     let row = EndpointRow {
         id: id.to_owned(),
@@ -311,6 +334,9 @@ pub async fn put_model_attributes(
     put: PutAttributes,
 ) -> DomainResult<Written<ModelAttributesRow>> {
     model_id(id, "model_id").map_err(|_| DomainError::NotFound(format!("model not found: {id}")))?;
+    if let Some(name) = &put.display_name {
+        no_control(name, "display_name")?;
+    }
     for (field, value) in [("max_input_tokens", put.max_input_tokens), ("max_tokens", put.max_tokens)] {
         if let Some(tokens) = value
             && !(1..=100_000_000).contains(&tokens)
@@ -357,6 +383,7 @@ pub async fn create_credential(
     if new.name.is_empty() || new.name.chars().count() > 256 {
         return Err(DomainError::invalid("name: 1 to 256 characters"));
     }
+    no_control(&new.name, "name")?;
     if new.secret.is_empty() || new.secret.len() > MAX_SECRET_CHARS || new.secret.chars().any(char::is_control) {
         return Err(DomainError::invalid(format!(
             "secret: 1 to {MAX_SECRET_CHARS} characters without control characters"
@@ -572,4 +599,31 @@ pub async fn resolve_profile(state: &AppState, tenant: &Tenant, id: &str) -> Dom
 /// RFC 3339 of an epoch-ms time, for renderers.
 pub fn time(ms: i64) -> String {
     live::rfc3339(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(result: DomainResult<()>) -> String {
+        match result {
+            Err(DomainError::Invalid { message, .. }) => message,
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_base_url_passes_the_egress_guard() {
+        for url in ["https://127.0.0.1:8443/v1", "https://169.254.169.254/latest", "https://[::1]/", "https://10.0.0.7"]
+        {
+            let message = refusal(check_url(false, url).await);
+            assert_eq!(message, "base_url: must resolve only to public addresses", "{url}");
+        }
+        let message = refusal(check_url(false, "http://203.0.113.9/v1").await);
+        assert_eq!(message, "base_url: must use https");
+        // A gateway that allows private targets (dev, local model servers) takes them.
+        check_url(true, "http://127.0.0.1:8080/v1").await.unwrap();
+        check_url(true, "https://10.0.0.7").await.unwrap();
+        assert!(refusal(check_url(true, "http://127.0.0.1:8080/v1?key=1").await).contains("query"));
+    }
 }

@@ -111,7 +111,7 @@ async fn agent_snapshot(state: &AppState, tenant: &Tenant, agent: &AgentRef) -> 
             .filter_map(|f| snapshot.get(*f).map(|v| ((*f).to_owned(), v.clone())))
             .collect();
         config.extend(agent.overrides.clone());
-        let catalog = state.catalogs.of(&tenant.workspace_id);
+        let catalog = state.catalogs.of(&tenant.workspace_id)?;
         let resolved = normalize_in(&config, &catalog).map_err(|e| DomainError::invalid(format!("agent: {e}")))?;
         for (key, value) in resolved {
             snapshot[key] = value;
@@ -178,7 +178,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         }
     }
     // Prices are read once: the budget check and the frozen snapshot agree.
-    let catalog = state.catalogs.of(&tenant.workspace_id);
+    let catalog = state.catalogs.of(&tenant.workspace_id)?;
     if request.budget.is_some() {
         check_budgetable(&catalog, &agent)?;
     }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::environments::{self, CreateEnvironment};
 use super::error::{DomainError, DomainResult};
+use super::exposure;
 use super::sessions::{self, AgentRef, CreateSession};
 use crate::AppState;
 use crate::admission::scope::{self, Reach};
@@ -77,11 +78,33 @@ async fn authorize(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainR
 /// The session bound to `thread`, created on first use for `agent` (and bound; the
 /// first binding wins a race). An unbound thread without an agent is invalid.
 pub async fn session(state: &AppState, tenant: &Tenant, thread: &str, agent: Option<&str>) -> DomainResult<Bound> {
+    session_through(state, tenant, thread, agent, None).await
+}
+
+/// [`session`] for a protocol endpoint whose agents the workspace gates (A2A, MCP;
+/// [`exposure`]): a thread bound to a session of an agent `protocol` does not expose,
+/// or a new thread for such an agent, is refused as for an agent that does not exist —
+/// before anything is created.
+pub async fn session_through(
+    state: &AppState,
+    tenant: &Tenant,
+    thread: &str,
+    agent: Option<&str>,
+    protocol: Option<exposure::Protocol>,
+) -> DomainResult<Bound> {
     if thread.is_empty() || thread.len() > MAX_THREAD_CHARS || thread.contains('\0') || thread == ENVIRONMENT_KEY {
         return Err(DomainError::invalid("thread id: 1 to 256 characters, no NUL"));
     }
+    let store = state.backends.store.as_ref();
+    let exposed = async |agent: &str| match protocol {
+        Some(protocol) => exposure::require(store, &tenant.workspace_id, protocol, agent, || no_agent(agent)).await,
+        None => Ok(()),
+    };
     if let Some(id) = bound(state, tenant, thread).await? {
         let session = sessions::load(state, tenant, &id).await?;
+        if let Some(agent) = &session.agent_id {
+            exposed(agent).await?;
+        }
         return Ok(Bound { id, session });
     }
     let Some(agent) = agent.or(state.default_agent.as_deref()) else {
@@ -90,6 +113,7 @@ pub async fn session(state: &AppState, tenant: &Tenant, thread: &str, agent: Opt
              or AGENTD_ADAPTER_DEFAULT_AGENT)",
         ));
     };
+    exposed(agent).await?;
     let environment_id = environment(state, tenant).await?;
     let request = CreateSession {
         agent: AgentRef { id: agent.to_owned(), ..AgentRef::default() },
@@ -104,6 +128,12 @@ pub async fn session(state: &AppState, tenant: &Tenant, thread: &str, agent: Opt
         .map_err(|_| DomainError::Internal(format!("bound session id {bound:?} does not parse")))?;
     let session = sessions::load(state, tenant, &id).await?;
     Ok(Bound { id, session })
+}
+
+/// What starting a session of a missing agent answers (`sessions::create`): an agent a
+/// protocol does not expose is refused with the same words.
+fn no_agent(agent: &str) -> DomainError {
+    DomainError::invalid(format!("agent: no agent {agent} in this workspace"))
 }
 
 /// The workspace's `cloud` environment for adapter sessions, created on first use.

@@ -42,7 +42,7 @@ pub async fn create(
 ) -> ApiResult<Json<Value>> {
     let request = body::object(&bytes)?;
     body::only_known(&request, CONFIG_FIELDS, "")?;
-    let config = normalize_in(&request, &state.catalogs.of(&tenant.workspace_id))?;
+    let config = normalize_in(&request, &*state.catalogs.of(&tenant.workspace_id)?)?;
     let id = agentd_schema::ids::new_id("agent");
     let resource = agents::create(state.backends.store.as_ref(), &tenant.workspace_id, id, config).await?;
     Ok(Json(render(&resource)))
@@ -105,7 +105,7 @@ pub async fn update(
             }
         }
     }
-    let config = normalize_in(&config, &state.catalogs.of(&tenant.workspace_id))?;
+    let config = normalize_in(&config, &*state.catalogs.of(&tenant.workspace_id)?)?;
     let skills_set = request.contains_key("skills");
     let updated = agents::update(store, &tenant.workspace_id, &current, config, skills_set).await?;
     Ok(Json(render(&updated)))

@@ -204,7 +204,7 @@ pub async fn create(
     Extension(tenant): Extension<Tenant>,
     bytes: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let request = parse_create(&body::object(&bytes)?, &state.catalogs.of(&tenant.workspace_id))?;
+    let request = parse_create(&body::object(&bytes)?, &*state.catalogs.of(&tenant.workspace_id)?)?;
     // Writing into an existing store takes a credential that may write memory stores:
     // an API key (scoped credentials are refused at admission already).
     if request.update_existing && tenant.access != Access::Workspace {
@@ -383,7 +383,8 @@ pub async fn put_policy(
     }
     let model = match map.get("model") {
         None | Some(Value::Null) => defaults.model,
-        value => parse_model(value, "model", &state.catalogs.of(&tenant.workspace_id)).map_err(invalid)?,
+        value => parse_model(value, "model", &*state.catalogs.of(&tenant.workspace_id).map_err(DomainError::from)?)
+            .map_err(invalid)?,
     };
     let instructions = parse_instructions(map.get("instructions")).map_err(invalid)?;
     let change = PolicyChange { enabled, interval_seconds, min_new_sessions, max_sessions, model, instructions };

@@ -20,7 +20,7 @@ pub async fn list(
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
     let limit = query.int("limit", 1, 1000)?.unwrap_or(20) as usize;
-    let catalog = state.catalogs.of(&tenant.workspace_id);
+    let catalog = state.catalogs.of(&tenant.workspace_id)?;
     let models = catalog.models();
     let position = |key: &str| -> ApiResult<usize> {
         let id = query.string(key).unwrap_or_default();
@@ -56,7 +56,7 @@ pub async fn retrieve(
 ) -> ApiResult<Json<Value>> {
     state
         .catalogs
-        .of(&tenant.workspace_id)
+        .of(&tenant.workspace_id)?
         .find(&model_id)
         .map(|model| Json(model.to_wire()))
         .ok_or_else(|| ApiError::NotFound(format!("model not found: {model_id}")))

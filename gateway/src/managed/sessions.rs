@@ -325,7 +325,7 @@ pub async fn update(
         for (key, value) in map {
             config.insert(key.clone(), value.clone());
         }
-        let catalog = state.catalogs.of(&tenant.workspace_id);
+        let catalog = state.catalogs.of(&tenant.workspace_id)?;
         let resolved = normalize_in(&config, &catalog).map_err(|e| ApiError::invalid(format!("agent: {e}")))?;
         let mut agent_next = current.body["agent"].clone();
         agent_next["tools"] = resolved["tools"].clone();
@@ -347,7 +347,7 @@ pub async fn update(
                     ));
                 }
                 let updated = budget_shape(value)?;
-                domain::check_budgetable(&state.catalogs.of(&tenant.workspace_id), &current.body["agent"])?;
+                domain::check_budgetable(&*state.catalogs.of(&tenant.workspace_id)?, &current.body["agent"])?;
                 let ceiling = agentd_schema::budget::ceiling_cents(&updated).unwrap_or(0);
                 let spent = agentd_schema::budget::Standing::of(&current.body, &current.usage).spent_units.unwrap_or(0);
                 if agentd_schema::budget::reached(spent, ceiling) {

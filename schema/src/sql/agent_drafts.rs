@@ -11,9 +11,6 @@ use crate::store::{AgentDraftRow, AgentDraftStore, AgentPublicationRow};
 const DRAFT_COLUMNS: &str = "workspace_id, agent_id, body, revision, created_at_ms, updated_at_ms";
 const PUBLICATION_COLUMNS: &str = "workspace_id, fingerprint, agent_id, agent_version, config, created_at_ms";
 
-/// Sorts after every id: the cursor of a first page, newest first.
-const PAST_EVERY_ID: &str = "~";
-
 /// An `agent_drafts` row as stored.
 #[derive(Debug, FromRow)]
 struct DraftRow {
@@ -96,12 +93,8 @@ impl AgentDraftStore for SqlStore {
         limit: i64,
     ) -> StoreResult<Vec<AgentDraftRow>> {
         let sql = include_str!("../../queries/agent_drafts/select_drafts.sql").replace("{columns}", DRAFT_COLUMNS);
-        let rows: Vec<DraftRow> = sqlx::query_as(&sql)
-            .bind(workspace_id)
-            .bind(after_agent_id.unwrap_or(PAST_EVERY_ID))
-            .bind(limit)
-            .fetch_all(&self.readers)
-            .await?;
+        let rows: Vec<DraftRow> =
+            sqlx::query_as(&sql).bind(workspace_id).bind(after_agent_id).bind(limit).fetch_all(&self.readers).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 

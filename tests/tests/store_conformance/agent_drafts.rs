@@ -59,6 +59,10 @@ conformance!(drafts_list_newest_agent_first_in_pages, |store, _clock| async move
     let last = ids(store.list_agent_drafts("ws_1", Some(&next[1]), 2).await.unwrap());
     assert_eq!(last, newest_first[4..]);
     assert!(store.list_agent_drafts("ws_3", None, 10).await.unwrap().is_empty());
+    // The first page has no cursor, not a sentinel: an id sorting after '~' (bytewise,
+    // or anything under a non-C collation) is listed too.
+    store.put_agent_draft("ws_4", "\u{e9}tude", &json!({})).await.unwrap();
+    assert_eq!(ids(store.list_agent_drafts("ws_4", None, 10).await.unwrap()), ["\u{e9}tude"]);
 });
 
 conformance!(a_publication_is_written_once_per_fingerprint, |store, clock| async move {

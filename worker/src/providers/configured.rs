@@ -4,8 +4,10 @@
 //! change takes effect on the next request.
 //!
 //! The base URL is tenant-aimed: it passes the egress guard (public addresses only
-//! unless `AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`), and the client's connection is pinned to
-//! the address the guard checked. The credential is opened here, from its sealed form in
+//! unless `AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`), the client's connection is pinned to the
+//! address the guard checked (checked and pinned again after [`CLIENT_TTL`]), and it
+//! follows no redirect: a 3xx answer is a terminal provider error, so an endpoint cannot
+//! send the worker to an address the guard never saw. The credential is opened here, from its sealed form in
 //! the catalog, with the process's `AGENTD_SECRET_KEY`. A credential of a pool that the
 //! provider refuses (401, 403, 429) is passed over for the pool's cooldown.
 
@@ -23,19 +25,40 @@ use super::{ErrorKind, ModelRequest, ModelStream, Provider, ProviderError};
 /// Clients kept at most; past it the cache starts over (routes change rarely).
 const MAX_CLIENTS: usize = 256;
 
+/// How long a client is kept: past it the endpoint's host is resolved, checked and
+/// pinned again, so a DNS change reaches the worker and is checked by the guard.
+const CLIENT_TTL: Duration = Duration::from_secs(5 * 60);
+
 /// The default connection timeout of a configured endpoint.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The clients of configured routes, shared by every attempt of the process.
-#[derive(Default)]
 pub struct Configured {
     /// Opens the credentials (`None`: this process has no `AGENTD_SECRET_KEY`).
     secrets: Option<Arc<SecretBox>>,
     /// Endpoints may be private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`).
     allow_private: bool,
-    clients: Mutex<HashMap<String, Arc<dyn Provider>>>,
+    /// How long a client is kept ([`CLIENT_TTL`]).
+    ttl: Duration,
+    /// Clients by route.
+    clients: Mutex<HashMap<String, Cached>>,
     /// Credentials passed over until the instant, by id.
     cooldowns: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+/// A client and the instant it was built.
+type Cached = (Arc<dyn Provider>, Instant);
+
+impl Default for Configured {
+    fn default() -> Self {
+        Self {
+            secrets: None,
+            allow_private: false,
+            ttl: CLIENT_TTL,
+            clients: Mutex::default(),
+            cooldowns: Arc::default(),
+        }
+    }
 }
 
 fn unusable(message: String) -> ProviderError {
@@ -76,14 +99,17 @@ impl Configured {
             None
         };
         let key = format!(
-            "{}|{}|{:?}|{:?}|{}",
+            "{}|{}|{:?}|{:?}|{}|{}",
             route.kind.as_str(),
             endpoint.base_url,
             endpoint.connect_timeout_ms,
             endpoint.request_timeout_ms,
+            endpoint.cooldown_ms,
             credential.map_or("", |c| c.sealed.as_str())
         );
-        if let Some(client) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some((client, built)) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+            && built.elapsed() < self.ttl
+        {
             return Ok((client.clone(), route.provider_model.clone()));
         }
         let client = self.build(route, endpoint, credential).await?;
@@ -91,7 +117,7 @@ impl Configured {
         if clients.len() >= MAX_CLIENTS {
             clients.clear();
         }
-        clients.insert(key, client.clone());
+        clients.insert(key, (client.clone(), Instant::now()));
         Ok((client, route.provider_model.clone()))
     }
 
@@ -119,7 +145,14 @@ impl Configured {
             unusable(format!("endpoint {} of provider {}: {refused}", endpoint.id, route.provider_id))
         })?;
         let connect = endpoint.connect_timeout_ms.map_or(CONNECT_TIMEOUT, |ms| Duration::from_millis(ms.max(1) as u64));
-        let mut builder = target.pin(reqwest::Client::builder().connect_timeout(connect).tcp_nodelay(true));
+        // No redirects: the target of one was never checked by the guard, and the pin
+        // covers only this host. The 3xx itself is a terminal error (`status_error`).
+        let mut builder = target.pin(
+            reqwest::Client::builder()
+                .connect_timeout(connect)
+                .tcp_nodelay(true)
+                .redirect(reqwest::redirect::Policy::none()),
+        );
         if let Some(ms) = endpoint.request_timeout_ms {
             builder = builder.timeout(Duration::from_millis(ms.max(1) as u64));
         }
@@ -197,9 +230,9 @@ mod tests {
 
     use super::*;
 
-    /// A model server on 127.0.0.1 that records the `x-api-key` of every request and
-    /// answers 401.
-    async fn recording() -> (String, Arc<Mutex<Vec<String>>>) {
+    /// A server on 127.0.0.1 that records the `x-api-key` of every request (empty
+    /// when none) and answers what `reply` makes of it.
+    async fn serve(reply: impl Fn(&str) -> String + Send + 'static) -> (String, Arc<Mutex<Vec<String>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let keys = Arc::new(Mutex::new(Vec::new()));
@@ -218,16 +251,24 @@ mod tests {
                 }
                 let head = String::from_utf8_lossy(&buffer).to_string();
                 let key = head.lines().find_map(|l| l.strip_prefix("x-api-key: ")).unwrap_or_default().to_owned();
+                let answer = reply(&key);
                 seen.lock().unwrap().push(key);
-                let body = r#"{"error":{"message":"invalid key"}}"#;
-                let reply = format!(
-                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(reply.as_bytes()).await;
+                let _ = socket.write_all(answer.as_bytes()).await;
             }
         });
         (base, keys)
+    }
+
+    /// A model server that answers 401, echoing the key it was sent.
+    async fn recording() -> (String, Arc<Mutex<Vec<String>>>) {
+        serve(|key| {
+            let body = format!(r#"{{"error":{{"message":"invalid key {key}"}}}}"#);
+            format!(
+                "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        })
+        .await
     }
 
     fn sealed(secrets: &SecretBox, key: &str) -> SealedCredential {
@@ -263,7 +304,11 @@ mod tests {
             let (provider, model) = configured.provider(&route).await.unwrap();
             assert_eq!(model, "upstream");
             let Err(error) = provider.stream(ModelRequest::default()).await else { panic!("a 401 is an error") };
-            assert!(!error.message.contains("sk-"), "the key is scrubbed: {}", error.message);
+            assert!(
+                !error.message.contains("sk-") && error.message.contains("invalid key [redacted]"),
+                "the echoed key is scrubbed: {}",
+                error.message
+            );
         }
         assert_eq!(*keys.lock().unwrap(), ["sk-first", "sk-second"], "the refused first key cooled down");
 
@@ -277,5 +322,53 @@ mod tests {
         let archived = self::route(&base, vec![], 0);
         let refused = configured.provider(&archived).await.err().expect("no usable credential");
         assert!(!refused.retryable && refused.message.contains("no usable credential"), "{}", refused.message);
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_a_terminal_error_and_is_not_followed() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let secrets = Arc::new(SecretBox::from_encoded(&SecretBox::generate_key()).unwrap());
+        let (internal, reached) = recording().await;
+        // The endpoint redirects to the internal server.
+        let location = format!("{internal}/v1/messages");
+        let (base, asked) = serve(move |_| {
+            format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+        })
+        .await;
+        let configured = Configured::new(Some(secrets.clone()), true);
+        let (provider, _) = configured.provider(&route(&base, vec![sealed(&secrets, "sk-first")], 0)).await.unwrap();
+        let Err(error) = provider.stream(ModelRequest::default()).await else { panic!("a 307 is an error") };
+        assert!(!error.retryable, "a redirect is terminal: {error:?}");
+        assert!(error.message.starts_with("model provider answered 307"), "{}", error.message);
+        assert!(!error.message.contains("invalid key"), "nothing of the target reached the caller: {}", error.message);
+        assert_eq!(asked.lock().unwrap().len(), 1, "the endpoint was asked");
+        assert!(reached.lock().unwrap().is_empty(), "the redirect target received nothing");
+    }
+
+    #[tokio::test]
+    async fn clients_are_rebuilt_after_their_ttl_and_per_cooldown() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let secrets = Arc::new(SecretBox::from_encoded(&SecretBox::generate_key()).unwrap());
+        let (base, keys) = recording().await;
+        let credentials = vec![sealed(&secrets, "sk-first"), sealed(&secrets, "sk-second")];
+        let configured = Configured::new(Some(secrets.clone()), true);
+        let (plain, _) = configured.provider(&route(&base, credentials.clone(), 0)).await.unwrap();
+        let (again, _) = configured.provider(&route(&base, credentials.clone(), 0)).await.unwrap();
+        assert!(Arc::ptr_eq(&plain, &again), "a route's client is kept within its ttl");
+
+        // The same route with a cooldown is another client: a refusal cools its key down.
+        let pooled = route(&base, credentials.clone(), 60_000);
+        for _ in 0..2 {
+            let (provider, _) = configured.provider(&pooled).await.unwrap();
+            assert!(provider.stream(ModelRequest::default()).await.is_err());
+        }
+        assert_eq!(*keys.lock().unwrap(), ["sk-first", "sk-second"], "the pool's cooldown is in force");
+
+        let expiring = Configured { ttl: Duration::ZERO, ..Configured::new(Some(secrets.clone()), true) };
+        let (first, _) = expiring.provider(&route(&base, credentials.clone(), 0)).await.unwrap();
+        let (second, _) = expiring.provider(&route(&base, credentials, 0)).await.unwrap();
+        assert!(!Arc::ptr_eq(&first, &second), "past its ttl a client is checked and built again");
     }
 }

@@ -229,6 +229,10 @@ fn http_client() -> reqwest::Client {
 /// encoding, before truncation.
 async fn status_error(response: reqwest::Response, api_key: Option<&str>) -> ProviderError {
     let status = response.status().as_u16();
+    if response.status().is_redirection() {
+        // Clients follow no redirect (an endpoint could aim one at an internal address).
+        return ProviderError::from_status(status, "the endpoint redirected; redirects are not followed");
+    }
     let scrubber = agentd_schema::scrub::Scrubber::new(api_key);
     let text = scrubber.scrub(&response.text().await.unwrap_or_default());
     let detail = serde_json::from_str::<Value>(&text)
@@ -259,8 +263,9 @@ pub struct Registry {
     openai: Option<Arc<dyn Provider>>,
     scripted: Option<Arc<dyn Provider>>,
     /// The catalog models are routed by: a workspace's effective one ([`Registry::bound`]),
-    /// else the process's bootstrap catalog.
-    catalog: Option<Arc<agentd_schema::catalog::Catalog>>,
+    /// else the process's bootstrap catalog. A workspace whose configuration could not
+    /// be read routes nothing (never by the bootstrap catalog and the operator's keys).
+    catalog: Option<Result<Arc<agentd_schema::catalog::Catalog>, agentd_schema::catalogs::Unloaded>>,
     /// The clients of configured routes.
     configured: Arc<configured::Configured>,
 }
@@ -294,8 +299,12 @@ impl Registry {
         Self { configured: Arc::new(configured::Configured::new(secrets, allow_private)), ..self }
     }
 
-    /// The registry routing by `catalog` (a workspace's effective catalog).
-    pub fn bound(&self, catalog: Arc<agentd_schema::catalog::Catalog>) -> Self {
+    /// The registry routing by `catalog` (a workspace's effective catalog, or why it is
+    /// not loaded).
+    pub fn bound(
+        &self,
+        catalog: Result<Arc<agentd_schema::catalog::Catalog>, agentd_schema::catalogs::Unloaded>,
+    ) -> Self {
         Self { catalog: Some(catalog), ..self.clone() }
     }
 
@@ -307,7 +316,18 @@ impl Registry {
 
     /// The provider and provider-side model id for `model`, or why there is none.
     pub async fn route(&self, model: &str) -> Result<(Arc<dyn Provider>, String), ProviderError> {
-        let catalog = self.catalog.as_deref().unwrap_or_else(|| agentd_schema::catalog::current());
+        let catalog = match &self.catalog {
+            None => agentd_schema::catalog::current(),
+            Some(Ok(catalog)) => catalog.as_ref(),
+            // Retryable: the configuration is read again within a second.
+            Some(Err(unloaded)) => {
+                return Err(ProviderError {
+                    kind: ErrorKind::RequestFailed,
+                    retryable: true,
+                    message: unloaded.to_string(),
+                });
+            }
+        };
         match catalog.find(model).and_then(|m| m.route.as_ref()) {
             Some(route) => self.configured.provider(route).await,
             None => self.route_in(catalog, model),
@@ -483,5 +503,20 @@ mod tests {
         assert!(Arc::ptr_eq(&provider, &openai));
         let refused = registry.route_in(&catalog, "claude-sonnet-4-5").err().expect("no Anthropic endpoint");
         assert!(refused.message.contains("ANTHROPIC_API_KEY"), "{}", refused.message);
+    }
+
+    #[tokio::test]
+    async fn an_unloaded_workspace_routes_nothing() {
+        let operator: Arc<dyn Provider> = Arc::new(scripted::Scripted);
+        let registry = Registry::only(operator.clone());
+        let model = "claude-sonnet-4-5";
+        let unloaded = agentd_schema::catalogs::Unloaded { workspace_id: "ws".into() };
+        let Err(refused) = registry.bound(Err(unloaded)).route(model).await else {
+            panic!("an unloaded workspace must not reach the operator's provider")
+        };
+        assert!(refused.retryable && refused.message.contains("workspace ws"), "{}", refused.message);
+        let catalog = Arc::new(agentd_schema::catalog::Catalog::builtin());
+        let (provider, _) = registry.bound(Ok(catalog)).route(model).await.expect("a loaded workspace routes");
+        assert!(Arc::ptr_eq(&provider, &operator));
     }
 }

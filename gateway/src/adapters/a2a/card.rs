@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use super::{A2aResult, Endpoint};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::exposure::{self, Protocol};
 use crate::error::ApiError;
 
 /// The agents a workspace card lists as skills.
@@ -65,10 +66,14 @@ fn skill(agent: &agentd_schema::Resource) -> Value {
 pub async fn build(state: &AppState, tenant: &Tenant, headers: &HeaderMap, agent: Option<&str>) -> A2aResult<Value> {
     let store = state.backends.store.as_ref();
     let base = base_url(state, headers);
+    // Only the agents A2A exposes (domain::exposure): another is missing here.
+    let exposure = exposure::of(store, &tenant.workspace_id, Protocol::A2a).await?;
     let (name, description, version, url, skills) = match agent {
         Some(id) => {
-            let Some(agent) =
-                store.get_resource(&tenant.workspace_id, "agent", id).await?.filter(|a| a.archived_at_ms.is_none())
+            let Some(agent) = store
+                .get_resource(&tenant.workspace_id, "agent", id)
+                .await?
+                .filter(|a| a.archived_at_ms.is_none() && exposure.exposes(&a.id))
             else {
                 return Err(ApiError::NotFound(format!("agent not found: {id}")).into());
             };
@@ -80,8 +85,22 @@ pub async fn build(state: &AppState, tenant: &Tenant, headers: &HeaderMap, agent
             (name, description, agent.version.to_string(), format!("{base}/v1/a2a/agents/{id}"), vec![skill(&agent)])
         }
         None => {
-            let query = ListQuery { limit: MAX_SKILLS, ..ListQuery::default() };
-            let agents = store.list_resources(&tenant.workspace_id, "agent", &query).await?;
+            let agents = match exposure.listed() {
+                // The listed agents themselves, not the newest page filtered.
+                Some(listed) => {
+                    let mut agents = Vec::new();
+                    for id in listed.iter().take(MAX_SKILLS as usize) {
+                        agents.extend(store.get_resource(&tenant.workspace_id, "agent", id).await?);
+                    }
+                    agents.sort_by(|a, b| b.id.cmp(&a.id));
+                    agents
+                }
+                None if exposure.is_all() => {
+                    let query = ListQuery { limit: MAX_SKILLS, ..ListQuery::default() };
+                    store.list_resources(&tenant.workspace_id, "agent", &query).await?
+                }
+                None => Vec::new(),
+            };
             let skills = agents.iter().filter(|a| a.archived_at_ms.is_none()).map(skill).collect();
             (
                 "agentd".to_owned(),

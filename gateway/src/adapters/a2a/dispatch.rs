@@ -16,6 +16,8 @@ use super::tasks::{self, Item};
 use super::{A2aError, A2aResult, Endpoint, card, push};
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::DomainError;
+use crate::domain::exposure::{self, Protocol};
 
 /// A JSON-RPC error response: HTTP 200, or 429 with `Retry-After` when rate limited.
 pub fn error_response(id: &Value, error: &A2aError) -> Response {
@@ -65,6 +67,12 @@ pub async fn call(
     params: &Value,
 ) -> A2aResult<Answer> {
     use Answer::{Result, Stream};
+    // A per-agent endpoint of an agent A2A does not expose is the endpoint of a
+    // missing agent, whatever the method.
+    if let Some(agent) = &endpoint.agent {
+        let missing = || DomainError::NotFound(format!("agent not found: {agent}"));
+        exposure::require(state.backends.store.as_ref(), &tenant.workspace_id, Protocol::A2a, agent, missing).await?;
+    }
     Ok(match method {
         "SendMessage" => Result(tasks::send_message(state, tenant, endpoint, headers, params).await?),
         "SendStreamingMessage" => Stream(tasks::send_streaming(state, tenant, endpoint, headers, params).await?),

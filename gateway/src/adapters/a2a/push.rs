@@ -234,6 +234,12 @@ async fn watch(state: &AppState) -> A2aResult<()> {
 /// Derives one task's state and enqueues its notifications if it changed.
 async fn notify(state: &AppState, row: &A2aTask) -> A2aResult<()> {
     let store = state.backends.store.as_ref();
+    // A task of an agent A2A no longer exposes notifies nobody (domain::exposure).
+    let exposure =
+        crate::domain::exposure::of(store, &row.workspace_id, crate::domain::exposure::Protocol::A2a).await?;
+    if !view::exposed(state, row, &exposure).await? {
+        return Ok(());
+    }
     let view = view::view(state, row).await?;
     let key = notified_key(row.input_seq, view.state);
     if view.state == "TASK_STATE_SUBMITTED" || row.notified_state.as_deref() == Some(key.as_str()) {

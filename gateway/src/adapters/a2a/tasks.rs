@@ -6,6 +6,7 @@
 //! (`input_seq`); a canceled task ends at the idle its cancel settles the run with. Its
 //! state maps from that ending (docs/api/a2a.md).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use agentd_schema::ids::SessionId;
@@ -22,6 +23,7 @@ use super::{A2aError, A2aResult, Endpoint};
 use crate::AppState;
 use crate::adapters::{Preview, Shown, Translate, Wake, follow, text_of};
 use crate::admission::Tenant;
+use crate::domain::exposure::{self, Protocol};
 use crate::domain::{input, runs, threads};
 use crate::managed::content;
 
@@ -186,7 +188,7 @@ async fn start(
         }
     }
     let agent = agent_for(endpoint, headers, params);
-    let bound = threads::session(state, tenant, &context, agent.as_deref()).await?;
+    let bound = threads::session_through(state, tenant, &context, agent.as_deref(), Some(Protocol::A2a)).await?;
     let session = &bound.session;
     if let Some(endpoint_agent) = &endpoint.agent
         && session.agent_id.as_deref() != Some(endpoint_agent.as_str())
@@ -515,9 +517,25 @@ pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2
                 .timestamp_millis(),
         ),
     };
-    let rows = state.backends.store.a2a_list_tasks(&tenant.workspace_id, context, LIST_SCAN).await?;
+    let store = state.backends.store.as_ref();
+    let rows = store.a2a_list_tasks(&tenant.workspace_id, context, LIST_SCAN).await?;
+    // Tasks of agents A2A does not expose are not listed (their sessions' agents read
+    // once per session, and only when not every agent is exposed).
+    let exposure = exposure::of(store, &tenant.workspace_id, Protocol::A2a).await?;
+    let mut shown: HashMap<String, bool> = HashMap::new();
     let mut views = Vec::with_capacity(rows.len());
     for row in &rows {
+        let visible = match shown.get(&row.session_id) {
+            Some(visible) => *visible,
+            None => {
+                let visible = super::view::exposed(state, row, &exposure).await?;
+                shown.insert(row.session_id.clone(), visible);
+                visible
+            }
+        };
+        if !visible {
+            continue;
+        }
         let view = view(state, row).await?;
         if status.is_none_or(|s| s == view.state) && after_ms.is_none_or(|after| view.status_ms > after) {
             views.push(view);

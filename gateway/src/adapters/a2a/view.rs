@@ -10,6 +10,7 @@ use super::{A2aError, A2aResult};
 use crate::AppState;
 use crate::adapters::text_of;
 use crate::admission::Tenant;
+use crate::domain::exposure::{self, Exposure, Protocol};
 
 /// Terminal states.
 pub const TERMINAL: &[&str] =
@@ -226,7 +227,21 @@ fn awaiting(events: &[StoredEvent], ids: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// A task of the caller's workspace, or -32001.
+/// A task of the caller's workspace whose agent A2A exposes, or -32001: a task of an
+/// agent the workspace does not expose on A2A (`domain::exposure`) is missing here.
 pub async fn load(state: &AppState, tenant: &Tenant, id: &str) -> A2aResult<A2aTask> {
-    state.backends.store.a2a_get_task(&tenant.workspace_id, id).await?.ok_or_else(|| A2aError::task_not_found(id))
+    let store = state.backends.store.as_ref();
+    let row = store.a2a_get_task(&tenant.workspace_id, id).await?.ok_or_else(|| A2aError::task_not_found(id))?;
+    let exposure = exposure::of(store, &tenant.workspace_id, Protocol::A2a).await?;
+    if exposed(state, &row, &exposure).await? { Ok(row) } else { Err(A2aError::task_not_found(id)) }
+}
+
+/// Whether `exposure` (A2A's, of the task's workspace) exposes the agent of the task's
+/// session. Reads the session only when not every agent is exposed.
+pub async fn exposed(state: &AppState, row: &A2aTask, exposure: &Exposure) -> A2aResult<bool> {
+    if exposure.is_all() {
+        return Ok(true);
+    }
+    let session = state.backends.store.get_session(&row.workspace_id, &row.session_id).await?;
+    Ok(session.and_then(|s| s.agent_id).is_some_and(|agent| exposure.exposes(&agent)))
 }

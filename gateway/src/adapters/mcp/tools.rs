@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::admission::Tenant;
+use crate::domain::exposure::{self, Mode, Protocol};
 use crate::error::ApiResult;
 
 /// At most this many agents become tools (the rest are not listed).
@@ -74,11 +75,18 @@ fn input_schema() -> Arc<JsonObject> {
     }
 }
 
-/// The workspace's live agents as tools, oldest agent first.
+/// The workspace's live agents that MCP exposes (`domain::exposure`) as tools, oldest
+/// agent first. Agents not exposed are left out before naming, so no tool's name
+/// betrays them: to MCP they do not exist (`tools/call` finds its tool here too).
 pub(super) async fn agent_tools(state: &AppState, tenant: &Tenant) -> ApiResult<Vec<AgentTool>> {
+    let store = state.backends.store.as_ref();
+    let exposure = exposure::of(store, &tenant.workspace_id, Protocol::Mcp).await?;
+    if exposure.mode() == Mode::None {
+        return Ok(Vec::new());
+    }
     let query = ListQuery { limit: MAX_AGENTS, ..ListQuery::default() };
-    let agents = state.backends.store.list_resources(&tenant.workspace_id, "agent", &query).await?;
-    Ok(name_tools(agents.iter().filter(|agent| live(agent))))
+    let agents = store.list_resources(&tenant.workspace_id, "agent", &query).await?;
+    Ok(name_tools(agents.iter().filter(|agent| live(agent) && exposure.exposes(&agent.id))))
 }
 
 fn live(agent: &Resource) -> bool {

@@ -14,6 +14,7 @@ use crate::AppState;
 use crate::adapters::follow::Kind;
 use crate::adapters::{Preview, Translate, Wake, follow, text_of};
 use crate::admission::Tenant;
+use crate::domain::exposure::Protocol;
 use crate::domain::{DomainError, input, runs, threads};
 
 /// What the caller learns about a turn that could not run or finish.
@@ -31,7 +32,8 @@ pub(super) async fn run(
     let refusal = |error: DomainError, session_id: Option<&str>| {
         refused(error).map(|result| result.with_meta(Some(result_meta(&thread, session_id.unwrap_or_default()))))
     };
-    let bound = match threads::session(state, tenant, &thread, Some(&tool.agent_id)).await {
+    let gated = Some(Protocol::Mcp);
+    let bound = match threads::session_through(state, tenant, &thread, Some(&tool.agent_id), gated).await {
         Ok(bound) => bound,
         Err(error) => return refusal(error, None),
     };
