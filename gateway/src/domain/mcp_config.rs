@@ -69,6 +69,14 @@ pub async fn put_server(
         return Err(server_not_found(id));
     }
     let chars = |value: &str| value.chars().count();
+    // No store keeps NUL in text, and no name, URL or description needs control characters.
+    for (field, value) in
+        [("name", Some(&put.name)), ("url", Some(&put.url)), ("description", put.description.as_ref())]
+    {
+        if value.is_some_and(|value| value.contains(char::is_control)) {
+            return Err(DomainError::invalid(format!("{field}: control characters are not allowed")));
+        }
+    }
     if !(1..=MAX_MCP_SERVER_NAME_CHARS).contains(&chars(&put.name)) {
         return Err(DomainError::invalid(format!(
             "name: must be 1 to {MAX_MCP_SERVER_NAME_CHARS} characters, got {}",

@@ -322,6 +322,9 @@ async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
     }
     let store = state.backends.store.as_ref();
     let claimed = store.claim_deliveries(LEASE_MS, wanted as i64).await?;
+    // Only sends started count: a pass that deferred a saturated workspace's rows waits
+    // for the next tick instead of claiming them again at once.
+    let mut started = 0;
     let full = claimed.len() == wanted;
     for delivery in claimed {
         if !flights.enter(&delivery.workspace_id) {
@@ -329,6 +332,7 @@ async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
             store.settle_delivery(&delivery, WebhookAttempt::Deferred { retry_at_ms }).await?;
             continue;
         }
+        started += 1;
         let Ok(slot) = flights.slots.clone().acquire_owned().await else { return Ok(false) };
         let (state, flights) = (state.clone(), flights.clone());
         tokio::spawn(async move {
@@ -339,7 +343,7 @@ async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
             drop(slot);
         });
     }
-    Ok(full)
+    Ok(full && started == wanted)
 }
 
 /// One claimed delivery: sent, then settled.

@@ -371,7 +371,8 @@ impl WebhookStore for SqlStore {
         let settle = |state: &'static str, next: i64, status: Option<i64>, error: Option<String>| {
             sqlx::query(
                 "UPDATE webhook_deliveries SET state = $2, next_attempt_ms = $3, lease_until_ms = NULL, \
-                 last_status = $4, last_error = $5, updated_at_ms = $6 WHERE id = $1",
+                 last_status = $4, last_error = $5, updated_at_ms = $6 \
+                 WHERE id = $1 AND NOT ($2 = 'pending' AND state = 'canceled')",
             )
             .bind(&delivery.id)
             .bind(state)

@@ -321,6 +321,10 @@ def test_mcp_server_registry(agentd: Deployment) -> None:
         ({"name": "x"}, "/url"),
         ({"name": "x", "url": "ftp://example.com/x"}, "/url"),
         ({"name": "x", "url": PUBLIC_URL, "secret": 1}, "/secret"),
+        # NUL and other control characters: refused, never a 500 from the store.
+        ({"name": "x\u0000y", "url": PUBLIC_URL}, "/name"),
+        ({"name": "x", "url": PUBLIC_URL + "/a\u0000b"}, "/url"),
+        ({"name": "x", "url": PUBLIC_URL, "description": "d\u0000"}, "/description"),
     ]:
         refused = problem(http.put("/v1/config/mcp-servers/bad", json=bad, headers=headers), 422, "validation_failed")
         assert refused["errors"][0]["path"] == field, refused

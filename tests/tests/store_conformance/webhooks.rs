@@ -216,3 +216,29 @@ conformance!(deliveries_are_leased_settled_and_failures_disable, |store, clock| 
     assert_eq!(store.purge_deliveries(clock.now_ms(), 100).await.unwrap(), 3);
     assert!(store.list_deliveries(&ws, "hook", 10).await.unwrap().is_empty());
 });
+
+conformance!(a_delivery_canceled_in_flight_is_not_revived_by_its_retry, |store, clock| async move {
+    let ws = store.ensure_workspace("acme", "in-flight").await.unwrap().id;
+    put(store.as_ref(), subscription(&ws, "hook", &["agent.created"]), WebhookPut::Create).await;
+    agent(store.as_ref(), &ws).await;
+    let claimed = store.claim_deliveries(60_000, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    // Its owner disables the subscription while the send is in flight.
+    let mut off = subscription(&ws, "hook", &["agent.created"]);
+    off.enabled = false;
+    put(store.as_ref(), off, WebhookPut::Replace).await;
+    let failed = WebhookAttempt::Failed {
+        status: Some(503),
+        error: "HTTP 503".into(),
+        retry_at_ms: Some(clock.now_ms() + 1_000),
+        disable_after: 20,
+    };
+    store.settle_delivery(&claimed[0], failed).await.unwrap();
+    let shown = store.list_deliveries(&ws, "hook", 10).await.unwrap();
+    assert_eq!(shown[0].state, "canceled", "the retry does not bring it back");
+    let mut on = subscription(&ws, "hook", &["agent.created"]);
+    on.enabled = true;
+    put(store.as_ref(), on, WebhookPut::Replace).await;
+    clock.advance(2_000);
+    assert!(store.claim_deliveries(60_000, 10).await.unwrap().is_empty(), "re-enabling sends nothing old");
+});

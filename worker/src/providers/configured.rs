@@ -107,12 +107,22 @@ impl Configured {
             endpoint.cooldown_ms,
             credential.map_or("", |c| c.sealed.as_str())
         );
-        if let Some((client, built)) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+        let cached = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        if let Some((client, built)) = &cached
             && built.elapsed() < self.ttl
         {
             return Ok((client.clone(), route.provider_model.clone()));
         }
-        let client = self.build(route, endpoint, credential).await?;
+        let client = match self.build(route, endpoint, credential).await {
+            Ok(client) => client,
+            // The host did not resolve just now: the address checked before still
+            // serves (checked again next time), and without one the turn retries.
+            Err(error) if error.retryable => match cached {
+                Some((client, _)) => return Ok((client, route.provider_model.clone())),
+                None => return Err(error),
+            },
+            Err(error) => return Err(error),
+        };
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if clients.len() >= MAX_CLIENTS {
             clients.clear();
@@ -142,7 +152,10 @@ impl Configured {
         };
         let rules = agentd_schema::egress::Rules { allow_private: self.allow_private, https_only: false };
         let target = agentd_schema::egress::check(&endpoint.base_url, rules).await.map_err(|refused| {
-            unusable(format!("endpoint {} of provider {}: {refused}", endpoint.id, route.provider_id))
+            let mut error = unusable(format!("endpoint {} of provider {}: {refused}", endpoint.id, route.provider_id));
+            // Resolution failing is not a verdict on the address: worth another try.
+            error.retryable = refused.0.contains("does not resolve") || refused.0.contains("timed out");
+            error
         })?;
         let connect = endpoint.connect_timeout_ms.map_or(CONNECT_TIMEOUT, |ms| Duration::from_millis(ms.max(1) as u64));
         // No redirects: the target of one was never checked by the guard, and the pin
@@ -370,5 +383,15 @@ mod tests {
         let (first, _) = expiring.provider(&route(&base, credentials.clone(), 0)).await.unwrap();
         let (second, _) = expiring.provider(&route(&base, credentials, 0)).await.unwrap();
         assert!(!Arc::ptr_eq(&first, &second), "past its ttl a client is checked and built again");
+    }
+
+    #[tokio::test]
+    async fn a_host_that_does_not_resolve_is_worth_a_retry() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let secrets = Arc::new(SecretBox::from_encoded(&SecretBox::generate_key()).unwrap());
+        let configured = Configured::new(Some(secrets.clone()), true);
+        let unknown = route("https://agentd-no-such-host.invalid", vec![sealed(&secrets, "sk-x")], 0);
+        let error = configured.provider(&unknown).await.err().expect("the host does not resolve");
+        assert!(error.retryable, "{error:?}");
     }
 }

@@ -178,6 +178,9 @@ async fn start(
     bodies: Vec<Value>,
 ) -> A2aResult<(A2aTask, i64, Wake)> {
     let store = state.backends.store.as_ref();
+    // The exposure gate first: a context of a hidden agent says nothing about its tasks.
+    let agent = agent_for(endpoint, headers, params);
+    let bound = threads::session_through(state, tenant, &context, agent.as_deref(), Some(Protocol::A2a)).await?;
     if let Some(latest) = store.a2a_list_tasks(&tenant.workspace_id, Some(&context), 1).await?.first() {
         let current = view(state, latest).await?;
         if !is_terminal(current.state) {
@@ -187,8 +190,6 @@ async fn start(
             )));
         }
     }
-    let agent = agent_for(endpoint, headers, params);
-    let bound = threads::session_through(state, tenant, &context, agent.as_deref(), Some(Protocol::A2a)).await?;
     let session = &bound.session;
     if let Some(endpoint_agent) = &endpoint.agent
         && session.agent_id.as_deref() != Some(endpoint_agent.as_str())
