@@ -159,6 +159,20 @@ impl From<agentd_schema::catalogs::Unloaded> for Problem {
     }
 }
 
+/// A control-plane request body: a JSON object (whitespace alone is `{}`) of only
+/// `fields`. A body that is not a JSON object is a 400 `invalid_request` (the shared
+/// `managed::body` parsing); an unknown field is a 422 naming it.
+pub fn object(
+    bytes: &axum::body::Bytes,
+    fields: &[&str],
+) -> Result<serde_json::Map<String, serde_json::Value>, Problem> {
+    let map = crate::managed::body::object(bytes)?;
+    if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(Problem::invalid(format!("{unknown}: unknown field")));
+    }
+    Ok(map)
+}
+
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Self {
         DomainError::from(error).into()

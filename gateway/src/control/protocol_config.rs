@@ -10,31 +10,15 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::problem::{Problem, ProblemResult};
+use super::problem::{self, Problem, ProblemResult};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::domain::exposure::{self, Mode, Setting};
 use crate::domain::mcp_config::{self, AgentMcp, PutServer};
 use crate::managed::agents::render as render_agent;
 use crate::managed::query::{ChunkedPage, Query, decode_cursor, rfc3339};
-
-/// A JSON object body with only `fields` (an empty body is `{}` when `empty_ok`).
-fn object(bytes: &Bytes, fields: &[&str], empty_ok: bool) -> ProblemResult<Map<String, Value>> {
-    if empty_ok && bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Problem::from_status(StatusCode::BAD_REQUEST, format!("the body is not JSON: {e}")))?;
-    let Value::Object(map) = value else {
-        return Err(Problem::from_status(StatusCode::BAD_REQUEST, "the body must be a JSON object"));
-    };
-    if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
-        return Err(Problem::invalid(format!("{unknown}: unknown field")));
-    }
-    Ok(map)
-}
 
 /// The path's protocol (`scope` admitted only `a2a` and `mcp`).
 fn protocol(name: &str) -> ProblemResult<ExposedProtocol> {
@@ -85,7 +69,7 @@ pub async fn put_exposure(
     bytes: Bytes,
 ) -> ProblemResult<Json<Value>> {
     let protocol = protocol(&name)?;
-    let map = object(&bytes, &["mode", "agent_ids"], false)?;
+    let map = problem::object(&bytes, &["mode", "agent_ids"])?;
     let mode = match map.get("mode") {
         Some(Value::String(mode)) => Mode::parse(mode)
             .ok_or_else(|| Problem::invalid(format!("mode: expected \"all\", \"none\" or \"listed\", got {mode:?}")))?,
@@ -162,7 +146,7 @@ pub async fn put_server(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["name", "url", "description"], false)?;
+    let map = problem::object(&bytes, &["name", "url", "description"])?;
     let text = |field: &str, required: bool| -> ProblemResult<Option<String>> {
         match map.get(field) {
             None | Some(Value::Null) if required => Err(Problem::invalid(format!("{field}: required"))),
@@ -223,7 +207,7 @@ pub async fn put_agent(
     Path(agent_id): Path<AgentId>,
     bytes: Bytes,
 ) -> ProblemResult<Json<Value>> {
-    let map = object(&bytes, &["servers"], false)?;
+    let map = problem::object(&bytes, &["servers"])?;
     let catalog = state.catalogs.of(&tenant.workspace_id)?;
     let store = state.backends.store.as_ref();
     let servers = map.get("servers").cloned().unwrap_or(Value::Null);
@@ -240,7 +224,7 @@ pub async fn resolve_agent(
     Path(agent_id): Path<AgentId>,
     bytes: Bytes,
 ) -> ProblemResult<Json<Value>> {
-    let map = object(&bytes, &["servers"], true)?;
+    let map = problem::object(&bytes, &["servers"])?;
     let catalog = state.catalogs.of(&tenant.workspace_id)?;
     let store = state.backends.store.as_ref();
     let resolved = mcp_config::resolve(store, &catalog, &tenant.workspace_id, &agent_id, map.get("servers")).await?;

@@ -19,23 +19,12 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
-use super::problem::{Problem, ProblemResult};
+use super::problem::{self, Problem, ProblemResult};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::domain::providers::{
     self as domain, NewCredential, ProviderView, PutAttributes, PutEndpoint, PutOffering, PutPool, PutProvider, time,
 };
-
-/// A JSON object body with only `fields`. A body that is not a JSON object is the
-/// control plane's 400 `invalid_request` (the shared `managed::body` parsing); an
-/// unknown field is a 422 naming it.
-fn object(bytes: &Bytes, fields: &[&str]) -> ProblemResult<Map<String, Value>> {
-    let map = crate::managed::body::object(bytes)?;
-    if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
-        return Err(Problem::invalid(format!("{unknown}: unknown field")));
-    }
-    Ok(map)
-}
 
 fn string(map: &Map<String, Value>, field: &str) -> ProblemResult<Option<String>> {
     match map.get(field) {
@@ -223,7 +212,7 @@ pub async fn put_provider(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["kind", "display_name"])?;
+    let map = problem::object(&bytes, &["kind", "display_name"])?;
     let kind = required(&map, "kind")?;
     let kind = ProviderKind::parse(&kind).ok_or_else(|| {
         Problem::invalid(format!("kind: must be \"anthropic\" or \"openai_compatible\", got {kind:?}"))
@@ -254,7 +243,7 @@ pub async fn put_endpoint(
 ) -> ProblemResult<Response> {
     const FIELDS: &[&str] =
         &["base_url", "credential_id", "credential_pool_id", "priority", "connect_timeout_ms", "request_timeout_ms"];
-    let map = object(&bytes, FIELDS)?;
+    let map = problem::object(&bytes, FIELDS)?;
     let credential = match (string(&map, "credential_id")?, string(&map, "credential_pool_id")?) {
         (Some(_), Some(_)) => {
             return Err(Problem::invalid("credential_pool_id: give credential_id or credential_pool_id, not both"));
@@ -294,7 +283,7 @@ pub async fn post_offering(
     Extension(tenant): Extension<Tenant>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["model_id", "provider_id", "provider_model"])?;
+    let map = problem::object(&bytes, &["model_id", "provider_id", "provider_model"])?;
     let put = PutOffering {
         model_id: required(&map, "model_id")?,
         provider_id: required(&map, "provider_id")?,
@@ -341,7 +330,7 @@ pub async fn put_model_attributes(
     Path(model_id): Path<String>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["display_name", "max_input_tokens", "max_tokens", "prices"])?;
+    let map = problem::object(&bytes, &["display_name", "max_input_tokens", "max_tokens", "prices"])?;
     let display_name = string(&map, "display_name")?;
     if display_name.as_ref().is_some_and(|name| name.is_empty() || name.chars().count() > 256) {
         return Err(Problem::invalid("display_name: 1 to 256 characters"));
@@ -371,7 +360,7 @@ pub async fn create_credential(
     Extension(tenant): Extension<Tenant>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["name", "secret"])?;
+    let map = problem::object(&bytes, &["name", "secret"])?;
     let new = NewCredential { name: required(&map, "name")?, secret: required(&map, "secret")? };
     let done = domain::create_credential(&state, &tenant, new).await?;
     Ok(written(&done, render_credential(&done.row)))
@@ -412,7 +401,7 @@ pub async fn put_pool(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["credential_ids", "cooldown_ms"])?;
+    let map = problem::object(&bytes, &["credential_ids", "cooldown_ms"])?;
     let put = PutPool { credential_ids: strings(&map, "credential_ids")?, cooldown_ms: integer(&map, "cooldown_ms")? };
     let done = domain::put_pool(&state, &tenant, &id, put).await?;
     let (pool, members) = domain::get_pool(&state, &tenant, &id).await?;
@@ -436,7 +425,7 @@ pub async fn put_profile(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ProblemResult<Response> {
-    let map = object(&bytes, &["candidates"])?;
+    let map = problem::object(&bytes, &["candidates"])?;
     let done = domain::put_profile(&state, &tenant, &id, strings(&map, "candidates")?).await?;
     Ok(written(&done, render_profile(&done.row)))
 }

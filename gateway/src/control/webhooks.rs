@@ -14,11 +14,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::problem::Problem;
+use super::problem::{self, Problem};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::domain::webhooks::{self, SubscriptionSpec};
-use crate::managed::body;
 use crate::managed::query::rfc3339;
 
 const FIELDS: &[&str] = &["url", "event_types", "enabled"];
@@ -67,15 +66,6 @@ fn render_delivery(delivery: &WebhookDelivery) -> Value {
     })
 }
 
-/// The body: a JSON object (400 otherwise, as on every control-plane route) of known fields.
-fn object(bytes: &Bytes) -> Result<Map<String, Value>, Problem> {
-    let map = body::object(bytes)?;
-    if let Some(unknown) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(Problem::invalid(format!("{unknown}: unknown field")));
-    }
-    Ok(map)
-}
-
 /// `event_types`: an array of strings (which ones, the service checks).
 pub(crate) fn strings(map: &Map<String, Value>, field: &str) -> Result<Option<Vec<String>>, Problem> {
     match map.get(field) {
@@ -104,7 +94,7 @@ pub async fn put(
     Path(id): Path<WebhookSubscriptionId>,
     bytes: Bytes,
 ) -> Result<Response, Problem> {
-    let map = object(&bytes)?;
+    let map = problem::object(&bytes, FIELDS)?;
     let url = match map.get("url") {
         Some(Value::String(url)) => url.clone(),
         _ => return Err(Problem::invalid("url: an https URL is required")),

@@ -43,12 +43,8 @@ fn render(row: &WebhookSubscriptionRow) -> Value {
 }
 
 fn object(bytes: &Bytes, fields: &[&str]) -> ApiResult<Map<String, Value>> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
-    let Value::Object(map) = value else { return Err(ApiError::invalid("the body must be a JSON object")) };
-    if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
-        return Err(ApiError::invalid(format!("{unknown}: unknown field")));
-    }
+    let map = super::body::object(bytes)?;
+    super::body::only_known(&map, fields, "")?;
     Ok(map)
 }
 
