@@ -6,6 +6,8 @@
 //!   not sent (the database rolls the transaction back when the connection drops);
 //! - `commit.after` / `settle.after`: `COMMIT` succeeded, nothing after it ran (no live
 //!   publish, no queue ack).
+//! - `handoff.before` / `handoff.after`: the same around a `RunStore::handoff`, the
+//!   transaction of a step that reaches other threads (ADR 0022).
 //! - `rotate_secret.row`: `agentd keys rotate-secret` has just re-sealed one row.
 //! - `session.created`: a session's row is committed, its initial events are not
 //!   submitted yet (a deployment run's crash window).

@@ -100,6 +100,7 @@ pub async fn expire(store: &dyn Store) -> StoreResult<Vec<OutboxMessage>> {
                 events,
                 max_attempts: 5,
                 trace_context: Vec::new(),
+                also_wake: Vec::new(),
             })
             .await?;
         messages.push(submitted.outbox);

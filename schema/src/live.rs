@@ -9,7 +9,7 @@ use bytes::Bytes;
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::events::EventType;
+use crate::events::{EventType, MODEL_KEY, MODEL_USAGE_KEY, THREAD_CALL_KEY};
 use crate::store::StoredEvent;
 
 /// The bus channel of a session's live traffic.
@@ -48,12 +48,23 @@ pub fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
-/// The wire form of a committed event: its body plus `id` and `processed_at` (without
-/// the store's internal mark of a web tool's result, `web::SERVER_TOOL_KEY`).
+/// The store's private keys of event bodies, never rendered: the mark of a web tool's
+/// result, a thread call's, a child's model and the advisor's usage.
+const PRIVATE_KEYS: &[&str] = &[crate::web::SERVER_TOOL_KEY, THREAD_CALL_KEY, MODEL_KEY, MODEL_USAGE_KEY];
+
+/// The wire form of a committed event: its body plus `id` and `processed_at`, without
+/// the store's private keys, and with `session_thread_id` on every event of a child
+/// thread (ADR 0022 §6: one rendering serves the session's view, where it marks a
+/// cross-posted event, and the thread's own stream alike).
 pub fn render(event: &StoredEvent) -> Value {
     let mut body = event.body.clone();
     if let Some(map) = body.as_object_mut() {
-        map.remove(crate::web::SERVER_TOOL_KEY);
+        for key in PRIVATE_KEYS {
+            map.remove(*key);
+        }
+        if event.thread_id != event.session_id {
+            map.insert("session_thread_id".into(), json!(event.thread_id));
+        }
     }
     body["id"] = json!(event.event_id);
     body["processed_at"] = json!(rfc3339(event.processed_at_ms));
@@ -120,4 +131,40 @@ pub async fn publish_terminal(bus: &dyn Bus, session_id: &str, body: &Value) {
 
 async fn publish(bus: &dyn Bus, session_id: &str, message: &LiveEvent) -> Result<(), BusError> {
     bus.publish(&session_channel(session_id), Bytes::from(message.encode_to_vec())).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(thread_id: &str, body: Value) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_a".into(),
+            seq: 1,
+            event_id: "sevt_a".into(),
+            thread_id: thread_id.into(),
+            kind: body["type"].as_str().unwrap_or_default().into(),
+            body,
+            processed_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn child_events_name_their_thread_and_private_keys_stay_in_the_store() {
+        let body = json!({ "type": "agent.tool_use", "name": "bash", "_thread_call": { "role": "request" },
+                           "_model": "m", "_model_usage": {}, "_server_tool": "web_fetch" });
+        let child = render(&stored("sthr_b", body.clone()));
+        assert_eq!(child["session_thread_id"], "sthr_b");
+        for key in ["_thread_call", "_model", "_model_usage", "_server_tool"] {
+            assert!(child.get(key).is_none(), "{key}");
+        }
+        assert_eq!((child["id"].as_str(), child["name"].as_str()), (Some("sevt_a"), Some("bash")));
+        // The primary's events are rendered as before; a `session_thread_id` they carry
+        // (a `session.thread_created`) is theirs.
+        let primary = render(&stored("sesn_a", body));
+        assert!(primary.get("session_thread_id").is_none());
+        let created =
+            render(&stored("sesn_a", json!({ "type": "session.thread_created", "session_thread_id": "sthr_b" })));
+        assert_eq!(created["session_thread_id"], "sthr_b");
+    }
 }

@@ -25,6 +25,7 @@ mod providers;
 mod resources;
 mod runs;
 mod sealed;
+mod session_threads;
 mod sessions;
 mod skills;
 mod tenancy;
@@ -63,9 +64,11 @@ pub use providers::{
 };
 pub use resources::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
 pub use runs::{
-    Claim, ClaimOutcome, Run, RunStatus, RunStore, Settled, Settlement, StrandedRun, Submission, Submitted,
+    Claim, ClaimOutcome, DEFAULT_MAX_ATTEMPTS, HandedOff, Handoff, NewThread, Run, RunStatus, RunStore, Settled,
+    Settlement, StrandedRun, Submission, Submitted,
 };
 pub use sealed::{SealedRow, SealedStore, SealedTable};
+pub use session_threads::{SessionThread, SessionThreadStore, ThreadQuery};
 pub use sessions::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
     TimeBounds, memory_store_ids,
@@ -90,8 +93,8 @@ pub mod prelude {
     pub use super::{
         AdapterStore, AgentDraftStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore,
         ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProtocolConfigStore, ProviderStore,
-        ResourceStore, RunStore, SealedStore, SessionStore, SkillStore, Store, StoreHealth, TenancyStore,
-        ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
+        ResourceStore, RunStore, SealedStore, SessionStore, SessionThreadStore, SkillStore, Store, StoreHealth,
+        TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
     };
 }
 
@@ -131,6 +134,7 @@ pub trait Store:
     + TenancyStore
     + ResourceStore
     + SessionStore
+    + SessionThreadStore
     + ToolCallStore
     + RunStore
     + OutboxStore
@@ -161,6 +165,7 @@ impl<T> Store for T where
         + TenancyStore
         + ResourceStore
         + SessionStore
+        + SessionThreadStore
         + ToolCallStore
         + RunStore
         + OutboxStore

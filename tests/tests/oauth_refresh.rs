@@ -130,6 +130,7 @@ async fn rig(kind: Kind, token_url: &str) -> Rig {
         inbox_version: 0,
         resources_revision: 0,
         agent_snapshot_id: None,
+        child_threads: 0,
     };
     Rig { test, store, secrets, session, credential_id, workspace_id: workspace.id }
 }

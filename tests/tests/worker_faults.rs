@@ -126,6 +126,7 @@ async fn cases(kind: Kind) {
             thread_id: lost.clone(),
             events: vec![message(&lost, "hello")],
             max_attempts: 5,
+            also_wake: vec![],
             trace_context: vec![],
         })
         .await
@@ -144,6 +145,7 @@ async fn cases(kind: Kind) {
             thread_id: twice.clone(),
             events: vec![message(&twice, "hi")],
             max_attempts: 5,
+            also_wake: vec![],
             trace_context: vec![],
         })
         .await

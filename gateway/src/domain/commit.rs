@@ -35,6 +35,7 @@ pub(crate) async fn submit_and_publish(
             thread_id: session_id.to_owned(),
             events,
             max_attempts: state.max_attempts,
+            also_wake: Vec::new(),
             trace_context: trace_context.into_iter().collect(),
         })
         .await?;

@@ -139,7 +139,7 @@ async fn list_events(
         };
         descending = query.descending(false)?;
     }
-    let base = EventQuery { thread_id: thread, types, processed, after_seq: None, limit: 0, descending };
+    let base = EventQuery { thread_id: thread, types, processed, after_seq: None, limit: 0, descending, primary_view: false };
     // An event can be large (a 2 MiB message): read them in chunks, not all at once.
     let mut page = ChunkedPage::new(after_seq.map(|seq| seq.to_string()), limit, 32);
     while let Some((after, n)) = page.next_fetch() {

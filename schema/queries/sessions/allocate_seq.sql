@@ -2,13 +2,18 @@
 -- `next_seq` is one past the last allocated number. The UPDATE also serializes
 -- concurrent appends to one session, so sequence order is commit order.
 --
--- The same statement keeps the status projection: `$4` is the status of the primary
--- thread's last `session.status_*` event of the append (NULL: unchanged). Entering
--- `running` starts the running-time clock; leaving it adds the elapsed time to
--- `active_ms`. (Every expression reads the row as it was before the UPDATE.)
+-- While the session has no child threads the same statement keeps the status
+-- projection: `$4` is the status of the primary thread's last `session.status_*` event
+-- of the append (NULL: unchanged). Entering `running` starts the running-time clock;
+-- leaving it adds the elapsed time to `active_ms`. (Every expression reads the row as
+-- it was before the UPDATE.) With child threads the session's status is the aggregate
+-- of its threads' (ADR 0022 §7): `$4` is ignored, and the returned `child_threads`
+-- tells the caller to keep the thread rows and project the session from them
+-- (`sql/session_threads.rs`).
 --
 -- Lock order: every transaction that touches both locks the session row first, then
--- the run row (fence_run.sql), so two writers never wait on each other in a cycle.
+-- the thread rows, then the run row (fence_run.sql), so two writers never wait on each
+-- other in a cycle.
 --
 -- It returns the session's content capture (`capture_level`, `captured_through_seq`) so
 -- an append that ends a turn knows what to keep of it (see `sessions::append`), and
@@ -19,19 +24,19 @@
 UPDATE sessions
 SET next_seq         = next_seq + $2,
     updated_at_ms    = $3,
-    status           = COALESCE($4, status),
+    status           = CASE WHEN child_threads = 0 THEN COALESCE($4, status) ELSE status END,
     active_ms        = CASE
-                           WHEN $4 IS NOT NULL AND $4 <> 'running' AND running_since_ms IS NOT NULL
-                                AND $3 > running_since_ms
+                           WHEN child_threads = 0 AND $4 IS NOT NULL AND $4 <> 'running'
+                                AND running_since_ms IS NOT NULL AND $3 > running_since_ms
                            THEN active_ms + ($3 - running_since_ms)
                            ELSE active_ms
                        END,
     running_since_ms = CASE
-                           WHEN $4 IS NULL THEN running_since_ms
+                           WHEN child_threads > 0 OR $4 IS NULL THEN running_since_ms
                            WHEN $4 = 'running' THEN COALESCE(running_since_ms, $3)
                            ELSE NULL
                        END
 WHERE id = $1
-RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id,
+RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id, child_threads,
           (SELECT COUNT(*) FROM webhook_subscriptions w
            WHERE w.workspace_id = sessions.workspace_id AND w.state = 'enabled') AS webhook_subscriptions

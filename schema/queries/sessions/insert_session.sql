@@ -8,4 +8,4 @@ INSERT INTO sessions (id, workspace_id, status, body, agent_id, agent_version, u
                       updated_at_ms, agent_snapshot_id, user_profile_id, capture_level)
 VALUES ($1, $2, $3, $4, $5, $6, '{}', 1, $7, $7, $8, $9, $10)
 RETURNING id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms,
-          archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id
+          archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id, child_threads

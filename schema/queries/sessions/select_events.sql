@@ -1,6 +1,9 @@
 -- A page of a session's events. The caller fills `{after_op}` (`>` ascending, `<`
--- descending), `{order}` (ASC or DESC) and `{types}` (empty, or `AND type IN ($9, …)`
--- with one bound parameter per type: types are bound, never inlined).
+-- descending), `{order}` (ASC or DESC), `{types}` (empty, or `AND type IN ($9, …)`
+-- with one bound parameter per type: types are bound, never inlined) and `{view}`
+-- (empty, or the session-level view of a session with child threads, ADR 0022 §6:
+-- `AND (thread_id = $1 OR type IN (<events::CROSS_POSTED>))`, the primary's events and
+-- the child events it shows — a constant list of known types, inlined).
 --
 -- $1 session id, $2 thread id or NULL, $3 seq cursor or NULL, $4 limit,
 -- $5..$8 processed_at bounds (> >= < <=, each NULL for none)
@@ -14,5 +17,6 @@ WHERE session_id = $1
   AND ($7 IS NULL OR processed_at_ms < $7)
   AND ($8 IS NULL OR processed_at_ms <= $8)
   {types}
+  {view}
 ORDER BY seq {order}
 LIMIT $4

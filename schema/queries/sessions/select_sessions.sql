@@ -8,7 +8,7 @@
 -- `session_memory_stores`, kept by every write of a session's resources), $12 deployment
 -- id or NULL (sessions its runs create: `deployment_runs`, migration 0018)
 SELECT id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms,
-       archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id
+       archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id, child_threads
 FROM sessions
 WHERE workspace_id = $1
   AND ($2 IS NULL OR agent_id = $2)

@@ -13,4 +13,4 @@ SET body               = $3,
     agent_snapshot_id  = COALESCE($7, agent_snapshot_id)
 WHERE id = $1 AND workspace_id = $2 AND ($5 IS NULL OR resources_revision = $5)
 RETURNING id, workspace_id, status, body, agent_id, agent_version, usage, next_seq, created_at_ms, updated_at_ms,
-          archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id
+          archived_at_ms, active_ms, running_since_ms, inbox_version, resources_revision, agent_snapshot_id, child_threads

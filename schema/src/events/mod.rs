@@ -11,11 +11,16 @@ mod new;
 mod outcomes;
 #[cfg(test)]
 mod tests;
+pub mod threads;
 
 pub use body::{AutoJudgement, AutoVerdict, ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
 pub use calls::{Confirmation, OpenCall, ToolCalls};
 pub use kind::{EventType, MissingField, UnknownEventType};
 pub use outcomes::{ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome, define_outcomes};
+pub use threads::{
+    CROSS_POSTED, MAX_REPLY_CHARS, MODEL_KEY, MODEL_USAGE_KEY, MODELS_KEY, THREAD_CALL_KEY, call_event_id,
+    cross_posted, cut_reply, for_thread, thread_id_for,
+};
 
 /// The session's `outcome_evaluations` projection (`sql/sessions.rs`).
 pub mod outcome_projection {

@@ -1,5 +1,6 @@
-//! Runs: submission, claim, lease renewal and fenced commits. The claim and fencing
-//! statements are the named files under `queries/runs/`.
+//! Runs: submission, claim, lease renewal, fenced commits and the handoff that commits
+//! a step reaching past its own thread (ADR 0022). The claim and fencing statements are
+//! the named files under `queries/runs/`.
 
 use agentd_proto::v1::RunSubmission;
 use async_trait::async_trait;
@@ -7,12 +8,13 @@ use prost::Message;
 use sqlx::any::AnyRow;
 use sqlx::{Any, FromRow, Row, Transaction};
 
+use super::session_threads::{self, Condition};
 use super::{Flag, SqlStore, sessions};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{
-    Claim, ClaimOutcome, NewEvent, OutboxMessage, Run, RunStatus, RunStore, Settled, Settlement, StoredEvent,
-    StrandedRun, Submission, Submitted,
+    Claim, ClaimOutcome, DEFAULT_MAX_ATTEMPTS, HandedOff, Handoff, NewEvent, OutboxMessage, Run, RunStatus, RunStore,
+    Settled, Settlement, StoredEvent, StrandedRun, Submission, Submitted,
 };
 
 /// The outbox topic of run submissions.
@@ -131,40 +133,11 @@ pub(super) async fn commit_in(
     // Lock order session → run (see allocate_seq.sql); a fenced outcome rolls the
     // appended events back with the rest of the transaction.
     let stored = sessions::append(&mut tx, &claim.session_id, events, now).await?;
-    let status = match settlement {
-        None => {
-            let fence = sqlx::query(include_str!("../../queries/runs/fence_run.sql"))
-                .bind(&claim.run_id)
-                .bind(claim.epoch)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if fence.is_none() {
-                tx.rollback().await?;
-                return Err(fenced(claim));
-            }
-            RunStatus::Leased
-        }
-        // Settling is fenced by the same condition as fence_run.sql, in one statement.
-        Some(settlement) => {
-            let (asked, outcome) = match settlement {
-                Settlement::Awaiting => (RunStatus::Awaiting, None),
-                Settlement::Done { outcome } => (RunStatus::Done, Some(outcome)),
-            };
-            let settled: Option<(String,)> = sqlx::query_as(include_str!("../../queries/runs/settle_run.sql"))
-                .bind(&claim.run_id)
-                .bind(claim.epoch)
-                .bind(asked.as_str())
-                .bind(outcome)
-                .bind(now)
-                .bind(claim.generation)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some((settled,)) = settled else {
-                tx.rollback().await?;
-                return Err(fenced(claim));
-            };
-            RunStatus::try_from(settled)?
+    let status = match fence_or_settle(&mut tx, claim, settlement, now).await {
+        Ok(status) => status,
+        Err(error) => {
+            tx.rollback().await?;
+            return Err(error);
         }
     };
     let settlement_asked = status != RunStatus::Leased;
@@ -176,6 +149,147 @@ pub(super) async fn commit_in(
     Ok(Settled { events: stored, status })
 }
 
+/// The run write of a transaction under `claim`: `fence_run.sql`, or with a settlement
+/// `settle_run.sql` (fenced by the same condition, in one statement). `Fenced` when the
+/// epoch is stale; the caller rolls back. Returns the run's status afterwards.
+async fn fence_or_settle(
+    tx: &mut Transaction<'_, Any>,
+    claim: &Claim,
+    settlement: Option<Settlement>,
+    now: i64,
+) -> StoreResult<RunStatus> {
+    let Some(settlement) = settlement else {
+        let fence = sqlx::query(include_str!("../../queries/runs/fence_run.sql"))
+            .bind(&claim.run_id)
+            .bind(claim.epoch)
+            .bind(now)
+            .fetch_optional(&mut **tx)
+            .await?;
+        return fence.map(|_| RunStatus::Leased).ok_or_else(|| fenced(claim));
+    };
+    let (asked, outcome) = match settlement {
+        Settlement::Awaiting => (RunStatus::Awaiting, None),
+        Settlement::Done { outcome } => (RunStatus::Done, Some(outcome)),
+    };
+    let settled: Option<(String,)> = sqlx::query_as(include_str!("../../queries/runs/settle_run.sql"))
+        .bind(&claim.run_id)
+        .bind(claim.epoch)
+        .bind(asked.as_str())
+        .bind(outcome)
+        .bind(now)
+        .bind(claim.generation)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let (settled,) = settled.ok_or_else(|| fenced(claim))?;
+    RunStatus::try_from(settled)
+}
+
+/// A thread's run made runnable by [`make_runnable`].
+#[derive(Debug)]
+struct Runnable {
+    run_id: String,
+    generation: i64,
+    live: bool,
+    outbox: OutboxMessage,
+}
+
+/// Makes `thread_id`'s run runnable inside `tx`, which holds the session row (so two
+/// submissions to one thread serialize and the second sees the run the first created):
+/// its open run (`submit_run.sql`) or a new one (`insert_run.sql`, retry budget
+/// `max_attempts`), with its queue message in the outbox.
+async fn make_runnable(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    thread_id: &str,
+    max_attempts: i64,
+    trace_context: &[(String, String)],
+    now: i64,
+) -> StoreResult<Runnable> {
+    let open: Vec<OpenRunRow> = sqlx::query_as(include_str!("../../queries/runs/submit_run.sql"))
+        .bind(thread_id)
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await?;
+    let (run_id, generation, live) = match open.into_iter().next() {
+        Some(row) => (row.id, row.generation, row.status == RunStatus::Leased),
+        None => {
+            let run_id = new_id("run");
+            sqlx::query(include_str!("../../queries/runs/insert_run.sql"))
+                .bind(&run_id)
+                .bind(session_id)
+                .bind(thread_id)
+                .bind(max_attempts)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
+            (run_id, 1, false)
+        }
+    };
+    let message = RunSubmission {
+        run_id: run_id.clone(),
+        session_id: session_id.to_owned(),
+        thread_id: thread_id.to_owned(),
+        generation: generation as u64,
+        trace_context: trace_context.iter().cloned().collect(),
+        submitted_at_ms: now,
+    };
+    let outbox = enqueue(tx, &message, format!("{run_id}:{generation}"), now).await?;
+    Ok(Runnable { run_id, generation, live, outbox })
+}
+
+/// The body of [`RunStore::handoff`] inside `tx`, in lock order session → thread rows →
+/// runs (ADR 0022 §3). Any error leaves the caller to roll back.
+async fn handoff_in(
+    tx: &mut Transaction<'_, Any>,
+    claim: Option<&Claim>,
+    handoff: Handoff,
+    now: i64,
+) -> StoreResult<HandedOff> {
+    let Handoff { session_id, events, new_threads, awaits, releases, archive, wake, settlement, trace_context } =
+        handoff;
+    let session = session_id.as_str();
+    // New threads first: counting them locks the session row, and the append's
+    // projections then find their rows (a child's first status event moves its row).
+    if !new_threads.is_empty() {
+        session_threads::count_spawned(tx, session, new_threads.len() as i64, now).await?;
+        for thread in &new_threads {
+            let snapshot = sessions::store_snapshot(tx, &thread.agent, now).await?;
+            session_threads::insert(tx, session, thread, &snapshot, now).await?;
+        }
+    }
+    let stored = if !events.is_empty() {
+        sessions::append(tx, session, events, now).await?
+    } else {
+        if new_threads.is_empty() {
+            sessions::lock(tx, session, now).await?;
+        }
+        Vec::new()
+    };
+    for (thread, call) in &awaits {
+        session_threads::apply(tx, session, Condition::Await, (thread, call), now).await?;
+    }
+    for (thread, call) in &releases {
+        session_threads::apply(tx, session, Condition::Release, (thread, call), now).await?;
+    }
+    for thread in &archive {
+        session_threads::archive(tx, session, thread, now).await?;
+    }
+    // A thread that began running or left the aggregate changes the session's status.
+    if !new_threads.is_empty() || !archive.is_empty() {
+        session_threads::project_session(tx, session, now).await?;
+    }
+    let status = match claim {
+        Some(claim) => fence_or_settle(tx, claim, settlement, now).await?,
+        None => RunStatus::Pending,
+    };
+    let max_attempts = claim.map_or(DEFAULT_MAX_ATTEMPTS, |claim| claim.max_attempts);
+    let mut outbox = Vec::with_capacity(wake.len());
+    for thread in &wake {
+        outbox.push(make_runnable(tx, session, thread, max_attempts, &trace_context, now).await?.outbox);
+    }
+    Ok(HandedOff { events: stored, status, outbox })
+}
+
 fn fenced(claim: &Claim) -> StoreError {
     StoreError::Fenced { run_id: claim.run_id.clone(), epoch: claim.epoch }
 }
@@ -185,45 +299,22 @@ impl RunStore for SqlStore {
     async fn submit(&self, submission: Submission) -> StoreResult<Submitted> {
         let now = self.now();
         let mut tx = self.primary.begin().await?;
+        let session = submission.session_id.as_str();
         let events = if submission.events.is_empty() {
-            sessions::lock(&mut tx, &submission.session_id, now).await?;
+            sessions::lock(&mut tx, session, now).await?;
             Vec::new()
         } else {
-            sessions::append(&mut tx, &submission.session_id, submission.events, now).await?
+            sessions::append(&mut tx, session, submission.events, now).await?
         };
-        // The session row is locked now, so two submissions to one thread serialize and
-        // the second sees the run the first created.
-        let open: Vec<OpenRunRow> = sqlx::query_as(include_str!("../../queries/runs/submit_run.sql"))
-            .bind(&submission.thread_id)
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await?;
-        let (run_id, generation, live) = match open.into_iter().next() {
-            Some(row) => (row.id, row.generation, row.status == RunStatus::Leased),
-            None => {
-                let run_id = new_id("run");
-                sqlx::query(include_str!("../../queries/runs/insert_run.sql"))
-                    .bind(&run_id)
-                    .bind(&submission.session_id)
-                    .bind(&submission.thread_id)
-                    .bind(submission.max_attempts)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                (run_id, 1, false)
-            }
-        };
-        let message = RunSubmission {
-            run_id: run_id.clone(),
-            session_id: submission.session_id.clone(),
-            thread_id: submission.thread_id.clone(),
-            generation: generation as u64,
-            trace_context: submission.trace_context.into_iter().collect(),
-            submitted_at_ms: now,
-        };
-        let outbox = enqueue(&mut tx, &message, format!("{run_id}:{generation}"), now).await?;
+        let (attempts, trace) = (submission.max_attempts, submission.trace_context.as_slice());
+        let Runnable { run_id, generation, live, outbox } =
+            make_runnable(&mut tx, session, &submission.thread_id, attempts, trace, now).await?;
+        let mut also = Vec::with_capacity(submission.also_wake.len());
+        for thread in &submission.also_wake {
+            also.push(make_runnable(&mut tx, session, thread, attempts, trace, now).await?.outbox);
+        }
         tx.commit().await?;
-        Ok(Submitted { run_id, generation, live, events, outbox })
+        Ok(Submitted { run_id, generation, live, events, outbox, also })
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
@@ -306,6 +397,34 @@ impl RunStore for SqlStore {
     async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled> {
         let tx = self.primary.begin().await?;
         commit_in(tx, claim, events, Some(settlement), self.now()).await
+    }
+
+    async fn handoff(&self, claim: Option<&Claim>, handoff: Handoff) -> StoreResult<HandedOff> {
+        if let Some(claim) = claim
+            && claim.session_id != handoff.session_id
+        {
+            return Err(StoreError::Conflict(format!(
+                "a handoff of session {} under a claim of session {}",
+                handoff.session_id, claim.session_id
+            )));
+        }
+        if claim.is_none() && handoff.settlement.is_some() {
+            return Err(StoreError::Backend("a handoff settles only under a claim".to_owned()));
+        }
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
+        match handoff_in(&mut tx, claim, handoff, now).await {
+            Ok(handed) => {
+                crate::faults::crash_point("handoff.before");
+                tx.commit().await?;
+                crate::faults::crash_point("handoff.after");
+                Ok(handed)
+            }
+            Err(error) => {
+                tx.rollback().await?;
+                Err(error)
+            }
+        }
     }
 
     async fn stranded_runs(&self, cutoff_ms: i64, limit: i64) -> StoreResult<Vec<StrandedRun>> {

@@ -1,9 +1,10 @@
 //! Sessions and their committed event history. Projections are kept in step with the
 //! history by the transaction that commits it: the session's `status` (from
 //! `session.status_*` events), the time it spent running (from the same events), its
-//! cumulative `usage` (from `span.model_request_end` events, and web tool results for
-//! `server_tool_use`) and the tool-call ledger
-//! (`super::tool_calls`).
+//! cumulative `usage` (`super::usage`: model requests, the grader's, web tool results
+//! for `server_tool_use`, the advisor's) and the tool-call ledger
+//! (`super::tool_calls`). Once the session has child threads, its threads' rows and the
+//! status as their aggregate are kept instead (`super::session_threads`, ADR 0022).
 //!
 //! A session's `agent` is not stored in its row: sessions reference a row of
 //! `agent_snapshots` (migration 0012), one per distinct agent configuration, so all
@@ -20,10 +21,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::{Any, FromRow, Row, Transaction};
 
-use super::{JsonText, SqlStore, tool_calls};
+use super::{JsonText, SqlStore, session_threads, tool_calls, usage};
 use crate::capture;
 use crate::error::{StoreError, StoreResult};
-use crate::events::outcome_projection;
+use crate::events::{CROSS_POSTED, outcome_projection};
 use crate::store::{
     EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
     memory_store_ids,
@@ -56,6 +57,7 @@ struct SessionRow {
     inbox_version: i64,
     resources_revision: i64,
     agent_snapshot_id: Option<String>,
+    child_threads: i64,
 }
 
 impl From<SessionRow> for Session {
@@ -77,6 +79,7 @@ impl From<SessionRow> for Session {
             inbox_version: row.inbox_version,
             resources_revision: row.resources_revision,
             agent_snapshot_id: row.agent_snapshot_id,
+            child_threads: row.child_threads,
         }
     }
 }
@@ -129,8 +132,8 @@ impl From<EventRow> for StoredEvent {
     }
 }
 
-/// What `allocate_seq.sql` returns: the counter after the allocation and the usage
-/// projection before it.
+/// What `allocate_seq.sql` returns: the counter after the allocation, the usage
+/// projection before it, and whether the session has child threads.
 #[derive(Debug, FromRow)]
 struct Allocated {
     next_seq: i64,
@@ -139,6 +142,7 @@ struct Allocated {
     capture_level: Option<String>,
     captured_through_seq: i64,
     workspace_id: String,
+    child_threads: i64,
     webhook_subscriptions: i64,
 }
 
@@ -161,6 +165,14 @@ async fn store_agent(
         embed(body, agent);
         return Ok(None);
     }
+    let id = store_snapshot(tx, &agent, now).await?;
+    Ok(Some((id, agent)))
+}
+
+/// Stores `agent` in `agent_snapshots` (inside the caller's transaction) and returns
+/// its id: content-addressed, so writing one that exists is a no-op. A session's agent
+/// and a child thread's (ADR 0022) are stored alike.
+pub(super) async fn store_snapshot(tx: &mut Transaction<'_, Any>, agent: &Value, now: i64) -> StoreResult<String> {
     let text = agent.to_string();
     let id = format!("asnap_{}", &hex::encode(Sha256::digest(text.as_bytes()))[..32]);
     sqlx::query(include_str!("../../queries/sessions/insert_agent_snapshot.sql"))
@@ -171,7 +183,7 @@ async fn store_agent(
         .bind(now)
         .execute(&mut **tx)
         .await?;
-    Ok(Some((id, agent)))
+    Ok(id)
 }
 
 /// A session read by `RETURNING` (which cannot join) with the agent its writer stored.
@@ -181,29 +193,6 @@ fn with_agent(row: SessionRow, agent: Option<(String, Value)>) -> Session {
         embed(&mut session.body, agent);
     }
     session
-}
-
-/// The session status a committed event moves the session to, if any.
-fn status_of(kind: &str) -> Option<&'static str> {
-    match kind {
-        "session.status_running" => Some("running"),
-        "session.status_idle" => Some("idle"),
-        "session.status_rescheduled" => Some("rescheduling"),
-        "session.status_terminated" => Some("terminated"),
-        _ => None,
-    }
-}
-
-/// Adds one `span.model_request_end`'s `model_usage` to a cumulative usage object.
-fn add_usage(total: &mut Value, model_usage: &Value) {
-    let field = |usage: &Value, key: &str| usage[key].as_i64().unwrap_or(0);
-    for key in ["input_tokens", "output_tokens", "cache_read_input_tokens"] {
-        total[key] = json!(field(total, key) + field(model_usage, key));
-    }
-    let created = field(model_usage, "cache_creation_input_tokens");
-    let previous = total["cache_creation"]["ephemeral_5m_input_tokens"].as_i64().unwrap_or(0);
-    total["cache_creation"] =
-        json!({ "ephemeral_5m_input_tokens": previous + created, "ephemeral_1h_input_tokens": 0 });
 }
 
 /// Appends `events` inside the caller's transaction, numbering them from the session's
@@ -222,8 +211,11 @@ pub(super) async fn append(
     let count = events.len() as i64;
     // Only the primary thread's status is the session's status; the last one wins (the
     // events of one append share `now`, so the running time is the same either way).
-    let status =
-        events.iter().rev().filter(|event| event.thread_id == session_id).find_map(|event| status_of(&event.kind));
+    let status = events
+        .iter()
+        .rev()
+        .filter(|event| event.thread_id == session_id)
+        .find_map(|event| session_threads::status_of(&event.kind, true));
     let allocated = sqlx::query(include_str!("../../queries/sessions/allocate_seq.sql"))
         .bind(session_id)
         .bind(count)
@@ -234,8 +226,15 @@ pub(super) async fn append(
     let Some(allocated) = allocated else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
     };
-    let Allocated { next_seq, usage, capture_level, captured_through_seq, workspace_id, webhook_subscriptions } =
-        Allocated::from_row(&allocated)?;
+    let Allocated {
+        next_seq,
+        usage,
+        capture_level,
+        captured_through_seq,
+        workspace_id,
+        child_threads,
+        webhook_subscriptions,
+    } = Allocated::from_row(&allocated)?;
     let first = next_seq - count;
     let stored: Vec<StoredEvent> = events
         .into_iter()
@@ -255,18 +254,8 @@ pub(super) async fn append(
     }
     let mut usage = usage.0;
     let mut usage_changed = false;
-    for event in stored.iter().filter(|event| event.kind == "span.model_request_end") {
-        add_usage(&mut usage, &event.body["model_usage"]);
-        usage_changed = true;
-    }
-    // The outcome grader's tokens (docs/api/outcomes.md) count like a model request's.
-    for event in stored.iter().filter(|event| event.kind == "span.outcome_evaluation_end") {
-        add_usage(&mut usage, &event.body["usage"]);
-        usage_changed = true;
-    }
-    // Web tool calls that went out count in `server_tool_use` (`web.rs`).
-    for event in stored.iter().filter(|event| event.kind == "agent.tool_result") {
-        usage_changed |= crate::web::count_server_tool_use(&mut usage, &event.body);
+    for event in &stored {
+        usage_changed |= usage::add_event(&mut usage, event);
     }
     if usage_changed {
         sqlx::query(include_str!("../../queries/sessions/update_usage.sql"))
@@ -274,6 +263,11 @@ pub(super) async fn append(
             .bind(usage.to_string())
             .execute(&mut **tx)
             .await?;
+    }
+    // With child threads, each thread's row follows its own events and the session's
+    // status follows the rows (ADR 0022 §7); a single-agent append skips this.
+    if child_threads > 0 {
+        session_threads::project(tx, session_id, &stored, now).await?;
     }
     tool_calls::record(tx, session_id, &stored).await?;
     if webhook_subscriptions > 0 {
@@ -536,10 +530,19 @@ impl SessionStore for SqlStore {
         // Types are few and fixed-vocabulary; they are bound as parameters, never inlined.
         let types: Vec<String> = (0..query.types.len()).map(|i| format!("${}", 9 + i)).collect();
         let types = if types.is_empty() { String::new() } else { format!("AND type IN ({})", types.join(", ")) };
+        // The view's types are a constant list of known event types: inlined, so the
+        // statement text (and its prepared statement) is one per shape.
+        let view = if query.primary_view {
+            let cross: Vec<String> = CROSS_POSTED.iter().map(|kind| format!("'{}'", kind.as_str())).collect();
+            format!("AND (thread_id = $1 OR type IN ({}))", cross.join(", "))
+        } else {
+            String::new()
+        };
         let sql = include_str!("../../queries/sessions/select_events.sql")
             .replace("{after_op}", after_op)
             .replace("{order}", order)
-            .replace("{types}", &types);
+            .replace("{types}", &types)
+            .replace("{view}", &view);
         let mut statement = sqlx::query_as::<_, EventRow>(&sql)
             .bind(session_id)
             .bind(&query.thread_id)

@@ -1,6 +1,7 @@
 //! Runs and fencing: submission, claim, lease renewal and fenced commits.
 
 use async_trait::async_trait;
+use serde_json::Value;
 
 use super::outbox::OutboxMessage;
 use super::sessions::{NewEvent, StoredEvent};
@@ -138,6 +139,10 @@ pub struct Submission {
     pub max_attempts: i64,
     /// W3C trace context to carry to the worker.
     pub trace_context: Vec<(String, String)>,
+    /// Other threads of the session whose runs become runnable too (answers to calls
+    /// on several threads in one request, ADR 0022 §8): each like `thread_id`, its
+    /// queue message in [`Submitted::also`]. Each must be a thread of the session.
+    pub also_wake: Vec<String>,
 }
 
 /// What a submission committed.
@@ -153,6 +158,67 @@ pub struct Submitted {
     pub events: Vec<StoredEvent>,
     /// The outbox row holding the queue message to publish.
     pub outbox: OutboxMessage,
+    /// The outbox rows of the runs of [`Submission::also_wake`], in its order: publish
+    /// each like `outbox`.
+    pub also: Vec<OutboxMessage>,
+}
+
+/// The retry budget of a run a [`Handoff`] creates without a claim to take it from.
+pub const DEFAULT_MAX_ATTEMPTS: i64 = 5;
+
+/// A child thread to create in a [`Handoff`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewThread {
+    /// `sthr_…`, derived from the spawning call (`events::thread_id_for`), so a
+    /// repeated spawn is a `Conflict`, not a second thread.
+    pub id: String,
+    /// The thread that spawns it (the primary).
+    pub parent_id: String,
+    /// The agent it runs: a snapshot (stored content-addressed in `agent_snapshots`).
+    pub agent: Value,
+    /// The agent's name, for its events and listings.
+    pub agent_name: String,
+}
+
+/// Every cross-thread effect of one step, committed in one transaction by
+/// [`RunStore::handoff`] (ADR 0022 §3). Conditions are checked in the transaction: one
+/// that matches no row is a `Conflict` and nothing is written.
+#[derive(Debug, Clone, Default)]
+pub struct Handoff {
+    /// The session (with a claim: the claim's).
+    pub session_id: String,
+    /// Events on any threads of the session (a new thread's included).
+    pub events: Vec<NewEvent>,
+    /// Child threads to create, `running` (their runs are made by `wake`).
+    pub new_threads: Vec<NewThread>,
+    /// `(thread, tool_use_id)`: the thread's reply is awaited by the call. Requires a
+    /// child that is not archived and not awaited already.
+    pub awaits: Vec<(String, String)>,
+    /// `(thread, tool_use_id)`: the call no longer awaits the thread. Requires that
+    /// the call is what the thread is awaited by.
+    pub releases: Vec<(String, String)>,
+    /// Child threads to archive (`terminated`, out of the session's status). Requires a
+    /// child not archived yet.
+    pub archive: Vec<String>,
+    /// Threads whose run becomes runnable (created for a new thread), each with its
+    /// queue message in [`HandedOff::outbox`].
+    pub wake: Vec<String>,
+    /// With a claim: settle the attempt instead of only fencing the commit.
+    pub settlement: Option<Settlement>,
+    /// W3C trace context for the woken runs' queue messages.
+    pub trace_context: Vec<(String, String)>,
+}
+
+/// What a handoff committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandedOff {
+    /// The committed events.
+    pub events: Vec<StoredEvent>,
+    /// The claim's run afterwards, as [`Settled::status`] says (`Leased` when the
+    /// handoff did not settle). Without a claim: `Pending`.
+    pub status: RunStatus,
+    /// The outbox rows of the woken threads' runs, in [`Handoff::wake`]'s order.
+    pub outbox: Vec<OutboxMessage>,
 }
 
 /// What settling an attempt committed.
@@ -210,8 +276,8 @@ impl TryFrom<String> for RunStatus {
 pub trait RunStore: Send + Sync {
     /// Life of a turn, step 2, in one transaction: append the input events, make the
     /// thread's open run runnable (or create one, `pending`), and write the queue
-    /// message to the outbox. Nothing is published here. `NotFound` if the session does
-    /// not exist.
+    /// message to the outbox — the same for each thread of `also_wake`. Nothing is
+    /// published here. `NotFound` if the session does not exist.
     async fn submit(&self, submission: Submission) -> StoreResult<Submitted>;
 
     /// Reads a run.
@@ -235,6 +301,17 @@ pub trait RunStore: Send + Sync {
     /// Commits final events and settles the attempt in one fenced transaction. Input
     /// that arrived during the attempt leaves the run `pending` (see `Settled::status`).
     async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled>;
+
+    /// Commits a step that reaches past its own thread (ADR 0022 §3) in one
+    /// transaction, in lock order session → thread rows → runs: the new threads (the
+    /// first spawn of a session brings its primary's row in step with the session),
+    /// the events with their projections, the awaits, releases and archives, then
+    /// under `claim` the fence (or the settlement), then each woken thread's run made
+    /// runnable with its outbox row (a new run gets the claim's `max_attempts`, or
+    /// [`DEFAULT_MAX_ATTEMPTS`]). `Fenced` when the claim is stale and `Conflict` when a
+    /// condition of the handoff matches no row (or an id is taken): nothing written.
+    /// `NotFound` if the session does not exist.
+    async fn handoff(&self, claim: Option<&Claim>, handoff: Handoff) -> StoreResult<HandedOff>;
 
     /// Runs `pending` since before `cutoff_ms`, or leased with a lease that expired
     /// before it: candidates for a republished submission (see `stranded_runs.sql`).

@@ -42,6 +42,9 @@ pub struct Session {
     /// The stored agent snapshot the body's `agent` is (shared by every session of the
     /// same agent configuration; `None` for a body without an agent).
     pub agent_snapshot_id: Option<String>,
+    /// How many child threads the session has (ADR 0022). While 0 the session's status
+    /// is its primary thread's; after, the aggregate of its threads'.
+    pub child_threads: i64,
 }
 
 impl Session {
@@ -125,6 +128,9 @@ pub struct EventQuery {
     pub limit: i64,
     /// Newest first when true.
     pub descending: bool,
+    /// The session-level view of a session with child threads: the primary's events
+    /// and the child events of `events::CROSS_POSTED` only (ADR 0022 §6).
+    pub primary_view: bool,
 }
 
 /// An event to append to a session's history.
@@ -216,9 +222,14 @@ pub struct ResourcesReplacement {
 /// events are numbered by the database (`seq` from 1, gap-free, in commit order); every
 /// append locks the session row first (lock order: session, then run), so appends to
 /// one session serialize. Projections kept by the appending transaction itself: the
-/// session's `status` and running time (from `session.status_*` on the primary thread),
-/// its `usage` (from `span.model_request_end`) and the tool-call ledger
-/// ([`ToolCallStore`](super::ToolCallStore)). A session's `agent` is stored once per
+/// session's `status` and running time (from `session.status_*` on the primary thread;
+/// with child threads, from its threads' rows — `running` while any non-archived one
+/// runs, `idle` only when every one is, time with overlaps counted once: ADR 0022 §7),
+/// its `usage` (from `span.model_request_end`, the outcome grader's spans, web tool
+/// results and an `agent.tool_result`'s `_model_usage`; a span's `_model` also counts
+/// under `usage._models`), each thread's status, usage and clock once it has child
+/// threads ([`SessionThreadStore`](super::SessionThreadStore)) and the tool-call
+/// ledger ([`ToolCallStore`](super::ToolCallStore)). A session's `agent` is stored once per
 /// distinct configuration (`agent_snapshots`) and put back into single-session reads.
 /// The memory stores among its resources ([`memory_store_ids`]) are indexed for
 /// [`SessionQuery::memory_store_id`] by the transaction that writes the resources: its

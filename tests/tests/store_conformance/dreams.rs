@@ -313,6 +313,7 @@ conformance!(a_dream_starts_first_message_is_submitted_once, |store, _clock| asy
         events: vec![event(&session, "dream").with_id(agentd_schema::ids::derived_id(&dream, "sevt"))],
         max_attempts: 5,
         trace_context: vec![],
+        also_wake: vec![],
     };
     store.submit(message()).await.unwrap();
     let again = store.submit(message()).await;

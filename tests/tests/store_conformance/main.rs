@@ -28,6 +28,7 @@ mod protocol_config;
 mod providers;
 mod resources;
 mod runs;
+mod session_threads;
 mod sessions;
 mod skills;
 mod tenancy;
@@ -72,6 +73,7 @@ async fn submit(store: &dyn Store, session: &str, text: &str) -> agentd_schema::
             events: vec![event(session, text)],
             max_attempts: 5,
             trace_context: vec![],
+            also_wake: vec![],
         })
         .await
         .unwrap()

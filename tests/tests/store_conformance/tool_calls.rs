@@ -55,6 +55,7 @@ conformance!(every_append_path_keeps_the_ledger, |store, _clock| async move {
             events: vec![confirm("allow"), confirm("deny")],
             max_attempts: 5,
             trace_context: vec![],
+            also_wake: vec![],
         })
         .await
         .unwrap();

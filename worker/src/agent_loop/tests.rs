@@ -390,6 +390,7 @@ fn a_dream_sessions_memory_tool_is_run_by_the_worker_and_only_there() {
             active_ms: 0,
             running_since_ms: None,
             inbox_version: 0,
+            child_threads: 0,
             resources_revision: 1,
             agent_snapshot_id: None,
         };
