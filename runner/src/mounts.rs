@@ -1,7 +1,8 @@
 //! What a session sees under `/mnt/` (docs/api/files.md, docs/api/skills.md,
-//! docs/api/memory.md): its `file` resources at their mount paths and its agent's custom
-//! skills at `/mnt/skills/<name>/`, read-only; and `/mnt/session/outputs/`, where
-//! whatever its tools write becomes a file scoped to the session when the tool call ends.
+//! docs/api/memory.md): its `file` resources at their mount paths and the custom skills
+//! of its agent and of its multiagent roster's agents at `/mnt/skills/<name>/`,
+//! read-only; and `/mnt/session/outputs/`, where whatever its tools write becomes a file
+//! scoped to the session when the tool call ends.
 //! Its memory stores, at `/mnt/memory/<slug>/`, are `crate::memory`'s.
 //!
 //! On the host all of it lives in `<workdir>/mnt/`: the `namespace` sandbox binds that
@@ -107,12 +108,7 @@ impl Mounts {
             std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o444))?;
             std::fs::rename(&partial, &dest)?;
         }
-        for skill in session["agent"]["skills"].as_array().into_iter().flatten() {
-            if skill["type"] != "custom" {
-                continue;
-            }
-            let skill_id = skill["skill_id"].as_str().unwrap_or_default();
-            let version = skill["version"].as_str().unwrap_or("latest");
+        for (skill_id, version) in custom_skills(&session["agent"]) {
             place_skill(api, token, &mnt, skill_id, version)
                 .await
                 .with_context(|| format!("skill {skill_id} (version {version}) cannot be mounted"))?;
@@ -163,6 +159,37 @@ impl Mounts {
         }
         made
     }
+}
+
+/// The custom skills to mount for a session's agent (its snapshot), each `(skill_id,
+/// version)` once: the agent's own, then those of each agent of its multiagent roster,
+/// whose threads share the session's sandbox (docs/adr/0022 §10). The roster is a
+/// `coordinator`'s `agents` but its advisors, or an enabled
+/// `subagents.predefined_agents` of a `multiagent_20261001`; in a session each entry is
+/// the agent's full definition, skills pinned (a `self` sentinel is the agent itself).
+/// Skills share `/mnt/skills/<name>/`: of two versions of one skill, the first placed
+/// (the primary's) is the one mounted.
+fn custom_skills(agent: &Value) -> Vec<(&str, &str)> {
+    let multiagent = &agent["multiagent"];
+    let roster = match multiagent["type"].as_str() {
+        Some("coordinator") => &multiagent["agents"],
+        Some("multiagent_20261001") if multiagent["subagents"]["type"] == "enabled" => {
+            &multiagent["subagents"]["predefined_agents"]
+        }
+        _ => &Value::Null,
+    };
+    let roster = roster.as_array().into_iter().flatten().filter(|a| a["type"] != "advisor" && a["type"] != "self");
+    let mut skills: Vec<(&str, &str)> = Vec::new();
+    for of in std::iter::once(agent).chain(roster) {
+        for skill in of["skills"].as_array().into_iter().flatten().filter(|skill| skill["type"] == "custom") {
+            let placed =
+                (skill["skill_id"].as_str().unwrap_or_default(), skill["version"].as_str().unwrap_or("latest"));
+            if !skills.contains(&placed) {
+                skills.push(placed);
+            }
+        }
+    }
+    skills
 }
 
 /// Downloads a skill version and unpacks it at `<mnt>/skills/<name>/` (the archive's
@@ -246,6 +273,29 @@ mod tests {
         for bad in ["/etc/passwd", "/mnt/../etc", "/mnt//x", "/mnt/./x", "mnt/x", "/mnt/"] {
             assert_eq!(host_path(mnt, bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_roster_agents_skills_are_mounted_too() {
+        use serde_json::json;
+        let skill = |id: &str, version: &str| json!({ "type": "custom", "skill_id": id, "version": version });
+        let agent = |skills: Value| json!({ "type": "agent", "tools": [], "skills": skills });
+        let mut primary = agent(json!([skill("skill_a", "1"), { "type": "anthropic", "skill_id": "xlsx" }]));
+        primary["multiagent"] = json!({ "type": "coordinator", "agents": [
+            { "type": "self" },
+            agent(json!([skill("skill_b", "2"), skill("skill_a", "1")])),
+            { "type": "advisor", "model": "m", "skills": [skill("skill_x", "1")] },
+            agent(json!([{ "type": "custom", "skill_id": "skill_c" }])),
+        ] });
+        assert_eq!(custom_skills(&primary), [("skill_a", "1"), ("skill_b", "2"), ("skill_c", "latest")]);
+
+        primary["multiagent"] = json!({ "type": "multiagent_20261001",
+            "subagents": { "type": "enabled", "predefined_agents": [agent(json!([skill("skill_d", "3")]))] } });
+        assert_eq!(custom_skills(&primary), [("skill_a", "1"), ("skill_d", "3")]);
+        primary["multiagent"]["subagents"]["type"] = json!("disabled");
+        assert_eq!(custom_skills(&primary), [("skill_a", "1")]);
+        primary["multiagent"] = Value::Null;
+        assert_eq!(custom_skills(&primary), [("skill_a", "1")]);
     }
 
     #[test]

@@ -10,12 +10,11 @@
 
 use serde_json::{Value, json};
 
-use crate::store::WebhookDelivery;
+use crate::store::{StoredEvent, WebhookDelivery};
 
 /// Every event type agentd delivers; a subscription may name only these. Types of the
-/// SDK's union that agentd never produces (session threads, enforcement actions,
-/// external keys, credential refresh failures) are refused rather than accepted and
-/// never sent.
+/// SDK's union that agentd never produces (enforcement actions, external keys,
+/// credential refresh failures) are refused rather than accepted and never sent.
 pub const EVENT_TYPES: &[&str] = &[
     "session.created",
     "session.updated",
@@ -28,6 +27,9 @@ pub const EVENT_TYPES: &[&str] = &[
     "session.requires_action",
     "session.budget_reached",
     "session.outcome_evaluation_ended",
+    "session.thread_created",
+    "session.thread_idled",
+    "session.thread_terminated",
     "agent.created",
     "agent.updated",
     "agent.archived",
@@ -92,7 +94,7 @@ impl Fact {
 pub fn of_session_event(kind: &str, primary: bool, body: &Value) -> &'static [&'static str] {
     match kind {
         "session.status_running" if primary => &["session.status_run_started"],
-        "session.status_idle" if primary && body["stop_reason"]["type"] == "requires_action" => {
+        "session.status_idle" if primary && requires_action(body) => {
             &["session.status_idled", "session.requires_action"]
         }
         "session.status_idle" if primary => &["session.status_idled"],
@@ -102,6 +104,62 @@ pub fn of_session_event(kind: &str, primary: bool, body: &Value) -> &'static [&'
         "span.outcome_evaluation_end" => &["session.outcome_evaluation_ended"],
         _ => &[],
     }
+}
+
+fn requires_action(body: &Value) -> bool {
+    body["stop_reason"]["type"] == "requires_action"
+}
+
+/// The facts an append of `events` to a session reports (ADR 0022 §6). In a session with
+/// child threads the session's status is the aggregate of its threads' (`aggregate`:
+/// the projected status when the append changed it), so the status webhooks follow it,
+/// not the primary's events; and its threads' own lifecycle is reported as
+/// `session.thread_*`, each naming the thread.
+pub fn session_facts(
+    workspace_id: &str,
+    session_id: &str,
+    events: &[StoredEvent],
+    threaded: bool,
+    aggregate: Option<&str>,
+) -> Vec<Fact> {
+    let mut facts = Vec::new();
+    for event in events {
+        let primary = event.thread_id == session_id;
+        for event_type in of_session_event(&event.kind, primary && !threaded, &event.body) {
+            facts.push(Fact::new(workspace_id, event_type, session_id));
+        }
+        let thread = match event.kind.as_str() {
+            "session.thread_created" => {
+                event.body["session_thread_id"].as_str().map(|id| ("session.thread_created", id))
+            }
+            "session.thread_status_idle" => Some(("session.thread_idled", event.thread_id.as_str())),
+            "session.thread_status_terminated" => Some(("session.thread_terminated", event.thread_id.as_str())),
+            _ => None,
+        };
+        if let Some((event_type, thread_id)) = thread {
+            let mut fact = Fact::new(workspace_id, event_type, session_id);
+            fact.extra = Some(json!({ "session_thread_id": thread_id }));
+            facts.push(fact);
+        }
+    }
+    let status_types: &[&str] = match aggregate {
+        Some("running") => &["session.status_run_started"],
+        Some("idle")
+            if events
+                .iter()
+                .any(|e| e.thread_id == session_id && e.kind == "session.status_idle" && requires_action(&e.body)) =>
+        {
+            &["session.status_idled", "session.requires_action"]
+        }
+        Some("idle") => &["session.status_idled"],
+        Some("rescheduling") => &["session.status_rescheduled"],
+        Some("terminated") => &["session.status_terminated"],
+        _ => &[],
+    };
+    for event_type in status_types {
+        facts.push(Fact::new(workspace_id, event_type, session_id));
+    }
+    facts
 }
 
 /// What happened to a resource of the generic resource store.
@@ -191,5 +249,51 @@ mod tests {
         assert_eq!(of_session_event("session.status_idle", true, &body), &["session.status_idled"]);
         assert!(of_session_event("session.status_idle", false, &body).is_empty());
         assert!(of_session_event("agent.message", true, &body).is_empty());
+    }
+
+    fn event(thread_id: &str, body: Value) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_1".into(),
+            seq: 1,
+            event_id: "sevt_1".into(),
+            thread_id: thread_id.into(),
+            kind: body["type"].as_str().unwrap().into(),
+            body,
+            processed_at_ms: 0,
+        }
+    }
+
+    fn types(facts: &[Fact]) -> Vec<(&str, Option<&Value>)> {
+        facts.iter().map(|f| (f.event_type, f.extra.as_ref().map(|e| &e["session_thread_id"]))).collect()
+    }
+
+    #[test]
+    fn a_threaded_sessions_status_follows_the_aggregate_and_threads_are_named() {
+        let primary_idle = event("sesn_1", json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
+        // The primary idles while a child still runs: no session status fact.
+        let facts = session_facts("wrkspc_1", "sesn_1", std::slice::from_ref(&primary_idle), true, None);
+        assert!(facts.is_empty(), "{facts:?}");
+        // The aggregate went idle: the session idled.
+        let facts = session_facts("wrkspc_1", "sesn_1", std::slice::from_ref(&primary_idle), true, Some("idle"));
+        assert_eq!(types(&facts), [("session.status_idled", None)]);
+
+        let created = event("sesn_1", json!({"type": "session.thread_created", "session_thread_id": "sthr_a"}));
+        let child_idle =
+            event("sthr_a", json!({"type": "session.thread_status_idle", "stop_reason": {"type": "end_turn"}}));
+        let archived = event("sthr_a", json!({"type": "session.thread_status_terminated"}));
+        let facts = session_facts("wrkspc_1", "sesn_1", &[created, child_idle, archived], true, None);
+        let thread = json!("sthr_a");
+        assert_eq!(
+            types(&facts),
+            [
+                ("session.thread_created", Some(&thread)),
+                ("session.thread_idled", Some(&thread)),
+                ("session.thread_terminated", Some(&thread))
+            ]
+        );
+        assert!(facts.iter().all(|f| f.resource_id == "sesn_1" && known(f.event_type)));
+        // A single-agent session reports its primary's statuses as before.
+        let facts = session_facts("wrkspc_1", "sesn_1", std::slice::from_ref(&primary_idle), false, None);
+        assert_eq!(types(&facts), [("session.status_idled", None)]);
     }
 }

@@ -98,6 +98,11 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("POST", "/sessions/{session}/threads/{session}/archive", Subject::Session, false),
     ("GET", "/sessions/{session}/threads/{session}/events", Subject::Session, false),
     ("GET", "/sessions/{session}/threads/{session}/stream", Subject::Session, false),
+    // A child thread (`sthr_…`) the session does not have.
+    ("GET", "/sessions/{session}/threads/{sthr}", Subject::Session, false),
+    ("POST", "/sessions/{session}/threads/{sthr}/archive", Subject::Session, false),
+    ("GET", "/sessions/{session}/threads/{sthr}/events", Subject::Session, false),
+    ("GET", "/sessions/{session}/threads/{sthr}/stream", Subject::Session, false),
     ("GET", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
     ("POST", "/ext/sessions/{session}/live-inbox", Subject::Session, false),
     ("GET", "/ext/sessions/{session}/resources", Subject::Session, false),
@@ -556,6 +561,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{message}", &new_id("inbox"))
                         .replace("{key}", &new_id("apikey"))
                         .replace("{run}", &new_id("run"))
+                        .replace("{sthr}", &new_id("sthr"))
                         .replace("{file}", &new_id("file"))
                         .replace("{task}", "6f1c1c52-3b1e-4d5e-9a8f-2c1d7b9e4a10")
                         .replace("{chat}", "chat-key-of-the-client")
@@ -648,6 +654,7 @@ fn mixed_case(prefix: &str, rest: &str) -> String {
 /// Routes that name a second resource the matrix does not create (its handler answers 404).
 fn has_sub_id(route: &str) -> bool {
     [
+        "{sthr}",
         "{resource}",
         "{credential}",
         "{message}",

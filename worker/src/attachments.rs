@@ -126,14 +126,11 @@ async fn source_of(
 /// The system prompt's list of the agent's custom skills: each one's name and
 /// description and where its `SKILL.md` is, so the model reads it when a task calls for
 /// the skill. `None` without custom skills. A skill that cannot be read is listed by id
-/// with why, rather than silently left out.
-pub async fn skills_prompt(store: &dyn Store, session: &agentd_schema::Session) -> Option<String> {
-    let skills: Vec<&Value> = session.body["agent"]["skills"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|skill| skill["type"] == "custom")
-        .collect();
+/// with why, rather than silently left out. `agent` is the thread's (a child thread
+/// lists its own agent's skills).
+pub async fn skills_prompt(store: &dyn Store, session: &agentd_schema::Session, agent: &Value) -> Option<String> {
+    let skills: Vec<&Value> =
+        agent["skills"].as_array().into_iter().flatten().filter(|skill| skill["type"] == "custom").collect();
     if skills.is_empty() {
         return None;
     }

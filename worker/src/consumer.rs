@@ -10,13 +10,15 @@ use std::time::Duration;
 use agentd_proto::v1::RunSubmission;
 use agentd_proto::{Delivery, Lifecycle, Queue};
 use agentd_schema::{
-    ClaimOutcome, ErrorType, EventType, NewEvent, RetryStatus, RunStatus, SessionError, StopReason, StoreError,
+    ClaimOutcome, ErrorType, EventType, Handoff, NewEvent, RetryStatus, RunStatus, SessionError, Settlement,
+    StopReason, StoreError, ThreadQuery,
 };
 use prost::Message;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::{AttemptEnd, RunContext, drive};
+use crate::threads::{self, Owed, Replying, Waiting};
 
 /// Consumer settings.
 #[derive(Debug, Clone)]
@@ -90,8 +92,9 @@ pub async fn run(
             let Ok(permit) = permits.clone().acquire_owned().await else { break };
             let ctx = ctx.clone();
             let config = config.clone();
+            let queue = queue.clone();
             tokio::spawn(async move {
-                handle(&ctx, &config, delivery).await;
+                handle(&ctx, queue.as_ref(), &config, delivery).await;
                 drop(permit);
             });
         }
@@ -101,7 +104,7 @@ pub async fn run(
     tracing::info!("worker stopped consuming; in-flight runs settled");
 }
 
-async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
+async fn handle(ctx: &RunContext, queue: &dyn Queue, config: &ConsumerConfig, delivery: Delivery) {
     let submission = match RunSubmission::decode(delivery.payload.as_ref()) {
         Ok(submission) => submission,
         Err(error) => {
@@ -152,7 +155,7 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
             // instead of running again. Never a dead letter; that takes an explicit
             // operator quarantine.
             let ending = if claim.cancel_requested { Ending::Cancelled } else { Ending::Exhausted };
-            match exhaust(ctx, &claim, ending).await {
+            match exhaust(ctx, queue, &claim, ending).await {
                 Ok(()) => {
                     metrics::counter!("agentd_runs_exhausted_total").increment(1);
                     let _ = delivery.ack().await;
@@ -177,7 +180,7 @@ async fn handle(ctx: &RunContext, config: &ConsumerConfig, delivery: Delivery) {
         // claim as minted.
         let mut driven = claim.clone();
         let end = {
-            let driving = tracing::Instrument::instrument(drive(ctx, &mut driven, cancel.clone()), span);
+            let driving = tracing::Instrument::instrument(drive(ctx, Some(queue), &mut driven, cancel.clone()), span);
             let heartbeat = heartbeat(ctx, &claim, &delivery, config.lease, &cancel);
             tokio::select! {
                 end = driving => end,
@@ -239,7 +242,16 @@ enum Ending {
 /// one fenced transaction. Their ids derive from the run and its generation, so a
 /// replay cannot add a second copy (the unique event id rejects it). A model request
 /// cut off by the last lost worker is closed first, so history reads cleanly.
-async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim, ending: Ending) -> Result<(), StoreError> {
+///
+/// A child thread's failure is its parent's tool error, never a hang: a child whose
+/// reply a call awaits replies with the error in the same transaction, and a primary
+/// closes the waits of its calls (`threads::reply_handoff`, `threads::close_awaiting`).
+async fn exhaust(
+    ctx: &RunContext,
+    queue: &dyn Queue,
+    claim: &agentd_schema::Claim,
+    ending: Ending,
+) -> Result<(), StoreError> {
     let id = |what: &str| {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(format!("{}:{}:{what}", claim.run_id, claim.generation));
@@ -274,10 +286,86 @@ async fn exhaust(ctx: &RunContext, claim: &agentd_schema::Claim, ending: Ending)
         Ending::Exhausted => (StopReason::RetriesExhausted, "indeterminate"),
         Ending::Cancelled => (StopReason::EndTurn, "cancelled"),
     };
+    let owed =
+        Owed { stop: Some(stop_reason.clone()), interrupted: matches!(ending, Ending::Cancelled), text: String::new() };
     events.push(NewEvent::status_idle(thread, stop_reason).with_id(id("idle")));
-    let settled = ctx.store.settle(claim, events, agentd_schema::Settlement::Done { outcome: outcome.into() }).await?;
+    let settlement = Settlement::Done { outcome: outcome.into() };
+    let primary = claim.thread_id == claim.session_id;
+    for _ in 0..3 {
+        let (events, handoff) = thread_effects(ctx, claim, events.clone(), &owed).await?;
+        let Some(mut handoff) = handoff else { return settle_alone(ctx, claim, events, settlement).await };
+        handoff.settlement = Some(settlement.clone());
+        match ctx.store.handoff(Some(claim), handoff).await {
+            Ok(handed) => {
+                agentd_schema::live::publish_committed(ctx.bus.as_ref(), &handed.events).await;
+                for message in &handed.outbox {
+                    if let Err(error) = agentd_schema::outbox::publish(ctx.store.as_ref(), queue, message).await {
+                        tracing::warn!(%error, msg_id = %message.msg_id, "thread wake deferred to the outbox relay");
+                    }
+                }
+                return Ok(());
+            }
+            // A child replied meanwhile: the primary reads which calls still wait again.
+            Err(StoreError::Conflict(why)) if primary => {
+                tracing::info!(run = %claim.run_id, %why, "a thread replied meanwhile; closing the other waits");
+            }
+            // The child's wait was released meanwhile (the parent's turn ended): nothing is owed.
+            Err(StoreError::Conflict(why)) => {
+                tracing::info!(run = %claim.run_id, %why, "thread wait released meanwhile");
+                return settle_alone(ctx, claim, events, settlement).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Err(StoreError::Conflict(format!("the thread waits of run {} kept changing", claim.run_id)))
+}
+
+/// Settles the ended run with `events`, touching no other thread.
+async fn settle_alone(
+    ctx: &RunContext,
+    claim: &agentd_schema::Claim,
+    events: Vec<NewEvent>,
+    settlement: Settlement,
+) -> Result<(), StoreError> {
+    let settled = ctx.store.settle(claim, events, settlement).await?;
     agentd_schema::live::publish_committed(ctx.bus.as_ref(), &settled.events).await;
     Ok(())
+}
+
+/// The ended run's `events` as its thread commits them (a child's statuses are
+/// `session.thread_status_*`), and the handoff that also settles what other threads
+/// wait on: a child's error reply to the call awaiting it, or a primary's waits closed.
+async fn thread_effects(
+    ctx: &RunContext,
+    claim: &agentd_schema::Claim,
+    events: Vec<NewEvent>,
+    owed: &Owed,
+) -> Result<(Vec<NewEvent>, Option<Handoff>), StoreError> {
+    let store = ctx.store.as_ref();
+    let session_id = claim.session_id.as_str();
+    if claim.thread_id == claim.session_id {
+        let query = ThreadQuery { limit: 1_000, ..ThreadQuery::default() };
+        let waiting: Vec<Waiting> = store
+            .list_threads(session_id, &query)
+            .await?
+            .into_iter()
+            .filter_map(|row| Some(Waiting { call_id: row.awaited_by?, thread_id: row.id }))
+            .collect();
+        if waiting.is_empty() {
+            return Ok((events, None));
+        }
+        let handoff = threads::close_awaiting(session_id, &claim.thread_id, events.clone(), &waiting);
+        return Ok((events, Some(handoff)));
+    }
+    let Some(row) = store.get_thread(session_id, &claim.thread_id).await? else { return Ok((events, None)) };
+    let agent_name = row.agent_name.clone().unwrap_or_default();
+    let events: Vec<NewEvent> = events.into_iter().map(|event| event.for_thread(&agent_name)).collect();
+    let (Some(call_id), Some(parent)) = (row.awaited_by.as_deref(), row.parent_id.as_deref()) else {
+        return Ok((events, None));
+    };
+    let to = Replying { session_id, primary: parent, thread_id: &claim.thread_id, agent_name: &agent_name, call_id };
+    let handoff = threads::reply_handoff(to, owed, events.clone());
+    Ok((events, Some(handoff)))
 }
 
 /// Renews the lease every third of it and marks the message in progress. Returns when

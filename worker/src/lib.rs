@@ -15,4 +15,5 @@ pub mod providers;
 pub mod remote;
 pub mod run;
 pub mod signals;
+pub mod threads;
 pub mod web;

@@ -127,6 +127,16 @@ impl Remote {
                 };
                 Outcome { events: vec![event], failed: false }
             }
+            // The advisor is asked by the attempt (`run/advisor.rs`), with its providers.
+            RemoteTarget::Advisor => Outcome {
+                events: vec![NewEvent::tool_result(
+                    &self.session_id,
+                    &call.id,
+                    text_content("the advisor is not reachable from here"),
+                    true,
+                )],
+                failed: false,
+            },
             RemoteTarget::A2a { tool } => {
                 let text_result = |text: String, is_error: bool| Outcome {
                     events: vec![NewEvent::tool_result(&self.session_id, &call.id, text_content(&text), is_error)],

@@ -6,18 +6,26 @@
 //! An `Attempt` is one claim being driven: `claim` takes it up (session, agent, bus
 //! watchers, cached history), `steps` loops decide → act, `model.rs` streams a model
 //! request (previews on the bus, provider retries), `judge.rs` judges the `auto` tool
-//! uses of its response, `calls.rs` makes remote tool calls, `outcome.rs` grades an
-//! outcome when a turn ends, and `commit` / `settle` are the only writes.
+//! uses of its response, `calls.rs` makes remote tool calls (`advisor.rs` the advisor's),
+//! `threads.rs` dispatches thread calls to child threads, waits for and sends their
+//! replies, `outcome.rs` grades an outcome when a turn ends, and `commit` / `settle` /
+//! the handoffs of `threads.rs` are the only writes.
+//!
+//! A run is a thread's: the session's primary thread (the session's id) or a child
+//! thread a primary spawned (ADR 0022). A child runs its own agent snapshot without
+//! thread tools, and its `session.status_*` are committed as `session.thread_status_*`.
 
+mod advisor;
 mod calls;
 mod forced;
 mod judge;
 mod model;
 mod outcome;
+mod threads;
 
 use std::sync::Arc;
 
-use agentd_proto::Bus;
+use agentd_proto::{Bus, Queue};
 use agentd_schema::budget::Standing;
 use agentd_schema::secrets::SecretBox;
 use agentd_schema::{
@@ -87,9 +95,15 @@ impl From<StoreError> for Stop {
 }
 
 /// Drives a claimed run until it parks, is fenced, or cannot continue. `cancel` fires
-/// when the lease is lost.
-pub async fn drive(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToken) -> AttemptEnd {
-    let result = match Attempt::claim(ctx, claim, cancel).await {
+/// when the lease is lost. `queue` takes the submissions of the threads a step wakes
+/// (without it, or when it fails, the outbox relay publishes them).
+pub async fn drive(
+    ctx: &RunContext,
+    queue: Option<&dyn Queue>,
+    claim: &mut Claim,
+    cancel: CancellationToken,
+) -> AttemptEnd {
+    let result = match Attempt::claim(ctx, queue, claim, cancel).await {
         Ok(Some(attempt)) => attempt.run().await,
         // The session was deleted: nothing to do, and nothing to write.
         Ok(None) => Ok(RunStatus::Done),
@@ -105,9 +119,19 @@ pub async fn drive(ctx: &RunContext, claim: &mut Claim, cancel: CancellationToke
 /// One claim of a run, being driven.
 struct Attempt<'a> {
     ctx: &'a RunContext,
+    /// Where the submissions of threads a handoff wakes are published.
+    queue: Option<&'a dyn Queue>,
     claim: &'a Claim,
-    /// The session's agent snapshot.
+    /// The thread's agent: the session's snapshot on the primary thread (armed with its
+    /// thread tools), the thread's own on a child.
     agent: Value,
+    /// The claim's thread is the session's primary thread.
+    primary: bool,
+    /// The name of the agent a child thread runs (its status events carry it).
+    agent_name: String,
+    /// The primary's model: a child's requests to another model are marked with theirs
+    /// (`events::MODEL_KEY`), priced by the session's `_price_snapshot.models`.
+    primary_model: String,
     /// The lease is lost.
     cancel: CancellationToken,
     interrupts: Interrupts,
@@ -144,15 +168,35 @@ impl<'a> Attempt<'a> {
 
     /// Takes up a claimed run: its session, its bus watchers and its cached history.
     /// `None` when the session was deleted.
-    async fn claim(ctx: &'a RunContext, claim: &'a Claim, cancel: CancellationToken) -> Result<Option<Self>, Stop> {
+    async fn claim(
+        ctx: &'a RunContext,
+        queue: Option<&'a dyn Queue>,
+        claim: &'a Claim,
+        cancel: CancellationToken,
+    ) -> Result<Option<Self>, Stop> {
         let Some(session) = ctx.store.load_session(&claim.session_id).await? else { return Ok(None) };
+        let primary = claim.thread_id == claim.session_id;
+        let primary_model = session.body["agent"]["model"]["id"].as_str().unwrap_or_default().to_owned();
+        let (mut agent, agent_name) = if primary {
+            let mut agent = session.body["agent"].clone();
+            crate::dream_memory::arm(&session, &mut agent);
+            crate::threads::arm(&session, &mut agent);
+            let name = agent["name"].as_str().unwrap_or_default().to_owned();
+            (agent, name)
+        } else {
+            // A child thread runs the agent it was spawned with; it has no thread tools.
+            let Some(thread) = ctx.store.get_thread(&claim.session_id, &claim.thread_id).await? else {
+                return Ok(None);
+            };
+            let agent = thread.agent.unwrap_or_default();
+            let name = thread.agent_name.unwrap_or_else(|| agent["name"].as_str().unwrap_or_default().to_owned());
+            (agent, name)
+        };
         let watching = cancel.child_token();
         let interrupts = Interrupts::watch(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &watching).await;
         let control = Control::watch(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
-        let mut agent = session.body["agent"].clone();
-        crate::dream_memory::arm(&session, &mut agent);
         crate::web::arm(&mut agent);
-        let skills = crate::attachments::skills_prompt(ctx.store.as_ref(), &session).await;
+        let skills = crate::attachments::skills_prompt(ctx.store.as_ref(), &session, &agent).await;
         for section in [skills, crate::attachments::memory_prompt(&session.body)].into_iter().flatten() {
             let system = agent["system"].as_str().filter(|s| !s.is_empty());
             agent["system"] = Value::String(match system {
@@ -162,8 +206,12 @@ impl<'a> Attempt<'a> {
         }
         Ok(Some(Self {
             ctx,
+            queue,
             claim,
             agent,
+            primary,
+            agent_name,
+            primary_model,
             cancel,
             interrupts,
             control,
@@ -236,9 +284,10 @@ impl<'a> Attempt<'a> {
             match decision {
                 Decision::Park => return self.settle(Vec::new()).await,
                 Decision::AwaitHands { events } => return self.await_hands(&session, events).await,
+                Decision::AwaitThreads { events, waiting } => return self.await_threads(events, waiting).await,
                 // Messages queued in the live inbox after the last request keep the turn going.
                 Decision::Idle { .. }
-                    if session.inbox_version > 0 && ends_turn && store.inbox_pending(&session.id).await? =>
+                    if self.takes_inbox(&session) && ends_turn && store.inbox_pending(&session.id).await? =>
                 {
                     self.commit_with_inbox(Vec::new()).await?;
                 }
@@ -264,15 +313,34 @@ impl<'a> Attempt<'a> {
                         self.commit(events).await?;
                         continue;
                     }
-                    let reconcile = Reconcile { before: session.usage.clone(), body: session.body.clone() };
-                    self.model_request(before, request, reconcile, session.inbox_version > 0).await?;
+                    let reconcile = Reconcile {
+                        before: session.usage.clone(),
+                        body: session.body.clone(),
+                        model: self.span_model().map(str::to_owned),
+                    };
+                    let take_inbox = self.takes_inbox(&session);
+                    self.model_request(before, request, reconcile, take_inbox).await?;
                 }
                 Decision::CallRemote { before, calls } => {
                     self.commit(before).await?;
                     self.remote_calls(calls).await?;
                 }
+                Decision::CallThreads { before, calls } => self.call_threads(&session, before, calls).await?,
             }
         }
+    }
+
+    /// Whether this attempt delivers the session's live-inbox messages: they are the
+    /// primary thread's input.
+    fn takes_inbox(&self, session: &Session) -> bool {
+        self.primary && session.inbox_version > 0
+    }
+
+    /// The model a child thread's requests go to when it is not the primary's (its spans
+    /// say so, for pricing); `None` on the primary or on the primary's model.
+    fn span_model(&self) -> Option<&str> {
+        let model = self.agent["model"]["id"].as_str().filter(|model| !model.is_empty())?;
+        (!self.primary && model != self.primary_model).then_some(model)
     }
 
     /// The outcome the thread is working on, if one is defined and not done.
@@ -292,12 +360,16 @@ impl<'a> Attempt<'a> {
             .history
             .iter()
             .rev()
-            .find_map(|e| e.event_type().filter(|kind| kind.is_session_status()))
-            .is_some_and(|kind| kind == EventType::SessionStatusRunning);
+            .find_map(|e| e.event_type().filter(|kind| kind.is_session_status() || is_thread_status(*kind)))
+            .is_some_and(|kind| {
+                matches!(kind, EventType::SessionStatusRunning | EventType::SessionThreadStatusRunning)
+            });
         let events =
             if running { vec![NewEvent::status_idle(&self.claim.thread_id, StopReason::EndTurn)] } else { Vec::new() };
         tracing::info!(run = %self.claim.run_id, "paused at a step boundary");
-        self.settle(events).await
+        // A pause ends no turn: a child owes no reply yet, and a parent keeps its waits
+        // (the replies wait for `resume`).
+        self.settle_alone(self.on_thread(events)).await
     }
 
     /// Parks while built-in calls are out with the hands. The hands may have stopped
@@ -351,15 +423,44 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    /// Settles the run awaiting input, committing `events` with it.
+    /// Settles the run awaiting input, committing `events` with it — through a handoff
+    /// when the settlement reaches another thread (a child's reply, a primary closing
+    /// its waits: `threads.rs`).
     async fn settle(&self, events: Vec<NewEvent>) -> Result<RunStatus, Stop> {
-        let settled = self.ctx.store.settle(self.claim, self.on_thread(events), Settlement::Awaiting).await?;
+        let events = self.on_thread(events);
+        if let Some(status) = self.settle_threads(events.clone()).await? {
+            return Ok(status);
+        }
+        self.settle_alone(events).await
+    }
+
+    /// Settles the run awaiting input with `events` (on its thread), touching no other thread.
+    async fn settle_alone(&self, events: Vec<NewEvent>) -> Result<RunStatus, Stop> {
+        let settled = self.ctx.store.settle(self.claim, events, Settlement::Awaiting).await?;
         live::publish_committed(self.ctx.bus.as_ref(), &settled.events).await;
         Ok(settled.status)
     }
 
-    /// Everything an attempt writes is on its claim's thread.
+    /// Everything an attempt writes is on its claim's thread; a child's statuses are
+    /// its thread's (`session.thread_status_*`), never the session's.
     fn on_thread(&self, events: Vec<NewEvent>) -> Vec<NewEvent> {
-        events.into_iter().map(|event| event.on(&self.claim.thread_id)).collect()
+        let thread = &self.claim.thread_id;
+        let on = |event: NewEvent| event.on(thread);
+        if self.primary {
+            events.into_iter().map(on).collect()
+        } else {
+            events.into_iter().map(|event| on(event).for_thread(&self.agent_name)).collect()
+        }
     }
+}
+
+/// A `session.thread_status_*` event.
+fn is_thread_status(kind: EventType) -> bool {
+    matches!(
+        kind,
+        EventType::SessionThreadStatusRunning
+            | EventType::SessionThreadStatusIdle
+            | EventType::SessionThreadStatusRescheduled
+            | EventType::SessionThreadStatusTerminated
+    )
 }

@@ -447,6 +447,21 @@ impl Translator {
                     "content": text_of(&body["content"]), "role": "tool",
                 })));
             }
+            // A subagent's turn is a step named after its agent and thread.
+            Some(EventType::SessionThreadStatusRunning) => {
+                let step = thread_step(event);
+                if !self.open_steps.contains(&step) {
+                    self.open_steps.push(step.clone());
+                    out.push(at(json!({ "type": "STEP_STARTED", "stepName": step })));
+                }
+            }
+            Some(EventType::SessionThreadStatusIdle | EventType::SessionThreadStatusTerminated) => {
+                let step = thread_step(event);
+                if let Some(i) = self.open_steps.iter().position(|s| *s == step) {
+                    self.open_steps.remove(i);
+                    out.push(at(json!({ "type": "STEP_FINISHED", "stepName": step })));
+                }
+            }
             Some(EventType::SessionUsage) => self.usage = Some(body["usage"].clone()),
             Some(EventType::SessionError) if RetryStatus::of(body) == Some(RetryStatus::Exhausted) => {
                 out.extend(self.close_steps(event.processed_at_ms));
@@ -472,6 +487,12 @@ impl Translator {
         }
         (out, false)
     }
+}
+
+/// The AG-UI step of a subagent's turn: `<agent name> (<sthr_…>)`, unique while two
+/// threads run the same agent.
+fn thread_step(event: &StoredEvent) -> String {
+    format!("{} ({})", event.body["agent_name"].as_str().unwrap_or("subagent"), event.thread_id)
 }
 
 impl Translator {
@@ -558,6 +579,29 @@ mod tests {
 
     fn types(events: &[Value]) -> Vec<&str> {
         events.iter().map(|e| e["type"].as_str().unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn a_subagents_turn_is_a_step_named_after_its_agent_and_thread() {
+        let mut translator = translator();
+        let status = |kind: &str, thread: &str| StoredEvent {
+            thread_id: thread.into(),
+            kind: kind.into(),
+            body: json!({ "type": kind, "agent_name": "researcher" }),
+            ..message("sevt_t", "")
+        };
+        let (out, done) = translator.events(&status("session.thread_status_running", "sthr_a"));
+        assert!(!done);
+        assert_eq!(out[0]["type"], "STEP_STARTED");
+        assert_eq!(out[0]["stepName"], "researcher (sthr_a)");
+        let (out, _) = translator.events(&status("session.thread_status_running", "sthr_b"));
+        assert_eq!(out[0]["stepName"], "researcher (sthr_b)", "two threads of one agent are two steps");
+        let (out, done) = translator.events(&status("session.thread_status_idle", "sthr_a"));
+        assert!(!done, "a subagent's idle never ends the run");
+        assert_eq!(types(&out), ["STEP_FINISHED"]);
+        assert_eq!(out[0]["stepName"], "researcher (sthr_a)");
+        // The run's end closes the step still open.
+        assert_eq!(translator.close_steps(9)[0]["stepName"], "researcher (sthr_b)");
     }
 
     #[test]

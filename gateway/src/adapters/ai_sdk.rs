@@ -251,6 +251,12 @@ impl Chunker {
                     }));
                 }
             }
+            Some(
+                EventType::SessionThreadStatusRunning
+                | EventType::SessionThreadStatusIdle
+                | EventType::SessionThreadStatusRescheduled
+                | EventType::SessionThreadStatusTerminated,
+            ) => out.push(thread_part(event)),
             Some(EventType::SessionUsage) => self.usage = Some(body["usage"].clone()),
             Some(EventType::SessionError) if RetryStatus::of(body) == Some(RetryStatus::Exhausted) => {
                 let message = body["error"]["message"].as_str().unwrap_or("the turn failed");
@@ -282,6 +288,22 @@ impl Chunker {
         }
         (out, false)
     }
+}
+
+/// A subagent's status as an AI SDK data part (docs/api/multiagent.md): one part per
+/// session thread, reconciled by its id, so a UI shows each subagent's latest state.
+fn thread_part(event: &StoredEvent) -> Value {
+    let status = event.kind.strip_prefix("session.thread_status_").unwrap_or_default();
+    json!({
+        "type": "data-session-thread",
+        "id": event.thread_id,
+        "data": {
+            "session_thread_id": event.thread_id,
+            "agent_name": event.body["agent_name"],
+            "status": status,
+            "stop_reason": event.body.get("stop_reason").cloned().unwrap_or(Value::Null),
+        },
+    })
 }
 
 impl Translate for Chunker {
@@ -472,6 +494,33 @@ mod tests {
 
     fn delta(id: &str, delta: &str) -> Preview {
         Preview::Delta { id: id.into(), kind: Kind::Message, delta: delta.into(), text: delta.into() }
+    }
+
+    #[test]
+    fn a_subagents_status_is_a_data_part_reconciled_by_its_thread() {
+        let mut chunker = Chunker::default();
+        let mut status = |kind: &str, body: Value| {
+            let mut event = event(kind, "sevt_t", "");
+            event.thread_id = "sthr_a".into();
+            event.body = body;
+            chunker.translate(&event)
+        };
+        let (out, done) = status("session.thread_status_running", json!({ "agent_name": "researcher" }));
+        assert!(!done, "a subagent's status never ends the primary's stream");
+        assert_eq!(
+            out,
+            [json!({ "type": "data-session-thread", "id": "sthr_a", "data": {
+                "session_thread_id": "sthr_a", "agent_name": "researcher", "status": "running", "stop_reason": null,
+            } })]
+        );
+        let (out, done) = status(
+            "session.thread_status_idle",
+            json!({ "agent_name": "researcher", "stop_reason": { "type": "end_turn" } }),
+        );
+        assert!(!done);
+        assert_eq!(out[0]["id"], "sthr_a");
+        assert_eq!(out[0]["data"]["status"], "idle");
+        assert_eq!(out[0]["data"]["stop_reason"]["type"], "end_turn");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use super::{HISTORY_UNAVAILABLE, text_of};
 use crate::AppState;
+use crate::domain::session_threads;
 
 /// What a preview is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,9 +215,13 @@ async fn send(tx: &mpsc::Sender<Value>, items: Vec<Value>) -> Result<(), ()> {
 }
 
 impl<T: Translate> Follower<T> {
-    /// One committed event, the next in history.
+    /// One committed event, the next in history. A child thread's event outside the
+    /// session-level view (ADR 0022 §6) only moves the follower past it.
     async fn committed(&mut self, event: &StoredEvent) -> Flow {
         self.last_seq = event.seq;
+        if !session_threads::in_session_view(&event.session_id, &event.thread_id, &event.kind) {
+            return Flow::Go;
+        }
         let (dropped, shown) = self.merge.on_commit(event);
         let mut out = Vec::new();
         for change in &dropped {
@@ -276,6 +281,8 @@ impl<T: Translate> Follower<T> {
                     None => Flow::Read,
                 }
             }
+            // A child thread's previews reach only its thread's stream.
+            Some(live_event::Kind::Preview(_)) if message.thread_id != session_id => Flow::Go,
             Some(live_event::Kind::Preview(preview)) => {
                 let Ok(frame) = serde_json::from_str::<Value>(&preview.body_json) else { return Flow::Go };
                 let Some(change) = self.merge.on_frame(&preview.event_type, &frame) else { return Flow::Go };

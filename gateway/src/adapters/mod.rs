@@ -54,7 +54,9 @@ pub(crate) async fn thread_messages(
         return Err(ApiError::NotFound(format!("thread not found: {thread}")));
     };
     let session = sessions::load(store, tenant, &session_id).await?;
-    let events = store.query_events(&session.id, &EventQuery { limit: 100_000, ..EventQuery::default() }).await?;
+    // A session with child threads: its session-level view (ADR 0022 §6).
+    let history = EventQuery { limit: 100_000, primary_view: session.child_threads > 0, ..EventQuery::default() };
+    let events = store.query_events(&session.id, &history).await?;
     let all = render(&events);
     let start = after.as_deref().and_then(|id| all.iter().position(|m| m["id"] == id)).map_or(0, |i| i + 1);
     let rows: Vec<Value> = all[start.min(all.len())..].iter().take(limit as usize + 1).cloned().collect();

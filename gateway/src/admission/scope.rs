@@ -433,6 +433,15 @@ mod tests {
             ids("/sessions/{session_id}/threads/{thread_id}", &[("session_id", &session), ("thread_id", "x")]),
             Err(ApiError::NotFound(_))
         ));
+        // A session's threads: its primary (the session's id) and its children (`sthr_…`).
+        let child = agentd_schema::ids::new_id("sthr");
+        for thread in [session.as_str(), child.as_str()] {
+            let params = [("session_id", session.as_str()), ("thread_id", thread)];
+            assert!(ids("/sessions/{session_id}/threads/{thread_id}/stream", &params).is_ok(), "{thread}");
+        }
+        let other = agentd_schema::ids::new_id("agent");
+        let params = [("session_id", session.as_str()), ("thread_id", other.as_str())];
+        assert!(matches!(ids("/sessions/{session_id}/threads/{thread_id}", &params), Err(ApiError::NotFound(_))));
     }
 
     #[test]

@@ -113,15 +113,17 @@ pub async fn validate(
     agent_id: &AgentId,
 ) -> DomainResult<Result<Map<String, Value>, Vec<FieldError>>> {
     let draft = get(store, workspace_id, agent_id).await?;
-    check(store, catalog, workspace_id, &draft.body).await
+    check(store, catalog, workspace_id, agent_id, &draft.body).await
 }
 
 /// The managed API's checks of an agent's configuration, reporting every problem rather
-/// than the first; the skills it names are then checked against the workspace.
+/// than the first; the skills it names are then checked against the workspace, and its
+/// `multiagent` roster resolved as [`agents`] resolves it (for agent `agent_id`).
 async fn check(
     store: &dyn Store,
     catalog: &Catalog,
     workspace_id: &str,
+    agent_id: &AgentId,
     body: &Value,
 ) -> DomainResult<Result<Map<String, Value>, Vec<FieldError>>> {
     let Some(map) = body.as_object() else {
@@ -133,7 +135,7 @@ async fn check(
         .filter(|key| !CONFIG_FIELDS.contains(&key.as_str()))
         .map(|key| FieldError { path: format!("/{}", escape(key)), message: format!("{key}: unknown field") })
         .collect();
-    let config = match agent_config::check_in(map, catalog) {
+    let mut config = match agent_config::check_in(map, catalog) {
         Ok(config) => config,
         Err(problems) => {
             errors.extend(problems);
@@ -141,6 +143,11 @@ async fn check(
         }
     };
     match skills::require_usable(store, workspace_id, config.get("skills").unwrap_or(&Value::Null)).await {
+        Ok(()) => {}
+        Err(DomainError::Invalid { message, .. }) => errors.push(FieldError::from_message(message)),
+        Err(other) => return Err(other),
+    }
+    match super::multiagent::resolve(store, workspace_id, agent_id, &mut config).await {
         Ok(()) => {}
         Err(DomainError::Invalid { message, .. }) => errors.push(FieldError::from_message(message)),
         Err(other) => return Err(other),

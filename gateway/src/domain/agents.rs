@@ -1,27 +1,30 @@
 //! Agents: a new agent, and a new immutable version of one — the rules once. The managed
 //! `POST /v1/agents` and `POST /v1/agents/{agent_id}` and the control plane's publish
 //! (`POST /v1/config/agents/{agent_id}/publish`, [`super::agent_drafts`]) write agents
-//! here. The configuration arrives complete and normalized (`managed::agent_config`).
+//! here. The configuration arrives complete and normalized (`managed::agent_config`); its
+//! `multiagent` roster is resolved against the workspace here ([`super::multiagent`]).
 
 use agentd_schema::{NewResource, Resource, ResourceUpdate, Store};
 use serde_json::{Map, Value, json};
 
 use super::error::{DomainError, DomainResult};
-use super::skills;
+use super::{multiagent, skills};
 use crate::managed::query::{now_ms, rfc3339};
 
 /// The stored kind of agents.
 pub const KIND: &str = "agent";
 
 /// Creates agent `id` of the workspace at version 1. The skills it names must be usable
-/// in the workspace. A taken id is a `Conflict`.
+/// in the workspace, the agents of its `multiagent` roster live agents of it. A taken id
+/// is a `Conflict`.
 pub async fn create(
     store: &dyn Store,
     workspace_id: &str,
     id: String,
-    config: Map<String, Value>,
+    mut config: Map<String, Value>,
 ) -> DomainResult<Resource> {
     skills::require_usable(store, workspace_id, config.get("skills").unwrap_or(&Value::Null)).await?;
+    multiagent::resolve(store, workspace_id, &id, &mut config).await?;
     let now = rfc3339(now_ms());
     let mut agent = Map::new();
     agent.insert("type".into(), json!("agent"));
@@ -62,17 +65,20 @@ pub fn check_updatable(current: &Resource, expected: Option<i64>) -> DomainResul
 /// the configuration `current` already has: then `current` itself, and no version is
 /// written. `skills_set`: the change sets the skills, which are checked against the
 /// workspace now (skills kept were checked when they were set; sessions check them again
-/// when they start). Call [`check_updatable`] first.
+/// when they start). The `multiagent` roster is resolved again, as on a create: string
+/// ids pinned to the latest version, every agent still live. Call [`check_updatable`]
+/// first.
 pub async fn update(
     store: &dyn Store,
     workspace_id: &str,
     current: &Resource,
-    config: Map<String, Value>,
+    mut config: Map<String, Value>,
     skills_set: bool,
 ) -> DomainResult<Resource> {
     if skills_set {
         skills::require_usable(store, workspace_id, config.get("skills").unwrap_or(&Value::Null)).await?;
     }
+    multiagent::resolve(store, workspace_id, &current.id, &mut config).await?;
     let changed = config.iter().any(|(field, value)| current.body.get(field) != Some(value));
     if !changed {
         return Ok(current.clone());

@@ -18,32 +18,62 @@ pub(crate) async fn submit_and_publish(
     session_id: &str,
     events: Vec<NewEvent>,
 ) -> DomainResult<Vec<StoredEvent>> {
+    submit_to_threads(state, session_id, session_id, Vec::new(), events).await
+}
+
+/// [`submit_and_publish`] making the runs of `thread_id` and of each of `also_wake`
+/// runnable (ADR 0022 §8: one request may answer calls on several threads of the
+/// session; each event names its own thread).
+pub(crate) async fn submit_to_threads(
+    state: &AppState,
+    session_id: &str,
+    thread_id: &str,
+    also_wake: Vec<String>,
+    events: Vec<NewEvent>,
+) -> DomainResult<Vec<StoredEvent>> {
     let (Some(queue), Some(bus)) = (&state.backends.queue, &state.backends.bus) else {
         return Err(DomainError::Unavailable("durable ingress is not configured on this process".to_owned()));
     };
     let store = state.backends.store.as_ref();
-    // W3C trace context rides with the submission so the worker's span joins this trace
-    // (empty when no OTLP exporter is configured).
-    let mut trace_context = HashMap::new();
-    opentelemetry::global::get_text_map_propagator(|propagator| {
-        use tracing_opentelemetry::OpenTelemetrySpanExt;
-        propagator.inject_context(&tracing::Span::current().context(), &mut trace_context);
-    });
     let submitted = store
         .submit(Submission {
             session_id: session_id.to_owned(),
-            thread_id: session_id.to_owned(),
+            thread_id: thread_id.to_owned(),
             events,
             max_attempts: state.max_attempts,
-            also_wake: Vec::new(),
-            trace_context: trace_context.into_iter().collect(),
+            trace_context: trace_context(),
+            also_wake,
         })
         .await?;
-    if let Err(error) = state.outbox.publish(queue.as_ref(), &submitted.outbox).await {
-        tracing::warn!(%error, run = %submitted.run_id, "submission publish deferred to the outbox relay");
+    for outbox in std::iter::once(&submitted.outbox).chain(&submitted.also) {
+        if let Err(error) = state.outbox.publish(queue.as_ref(), outbox).await {
+            tracing::warn!(%error, run = %submitted.run_id, "submission publish deferred to the outbox relay");
+        }
     }
     live::publish_committed(bus.as_ref(), &submitted.events).await;
     Ok(submitted.events)
+}
+
+/// W3C trace context to ride with a submission, so the worker's span joins this trace
+/// (empty when no OTLP exporter is configured).
+pub(crate) fn trace_context() -> Vec<(String, String)> {
+    let mut context = HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        propagator.inject_context(&tracing::Span::current().context(), &mut context);
+    });
+    context.into_iter().collect()
+}
+
+/// Publishes submissions a change wrote to the outbox, after its commit (the outbox relay
+/// retries any that fail).
+pub(crate) async fn publish_outbox(state: &AppState, messages: &[agentd_schema::OutboxMessage]) {
+    let Some(queue) = &state.backends.queue else { return };
+    for message in messages {
+        if let Err(error) = state.outbox.publish(queue.as_ref(), message).await {
+            tracing::warn!(%error, "a submission's publish deferred to the outbox relay");
+        }
+    }
 }
 
 /// Appends events that drive no run (an interrupt) and publishes them.

@@ -11,9 +11,9 @@ use agentd_schema::store::{ToolCall, ToolUseKind};
 use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent, live};
 use serde_json::{Value, json};
 
-use super::commit::{append_and_publish, queue_hands, submit_and_publish};
+use super::commit::{append_and_publish, queue_hands, submit_to_threads};
 use super::error::{DomainError, DomainResult};
-use super::sessions;
+use super::{session_threads, sessions};
 use crate::AppState;
 use crate::admission::{Access, Tenant};
 
@@ -135,8 +135,12 @@ pub fn rubric_file(event: &NewEvent) -> Option<&str> {
 }
 
 /// Submits `events` (bodies already validated as client events, each with its id) to
-/// the session's primary thread: admission, tool-call checks, commit, publish, hands.
-/// Input that drives no run (`user.interrupt`) is appended and published only.
+/// the session: admission, tool-call checks, commit, publish, hands. Each answer goes to
+/// the thread of the call it answers, and a `user.interrupt` to the thread it names — or,
+/// naming none, to every thread that is not archived (ADR 0022 §8); everything else to
+/// the primary thread. Input that drives no run (`user.interrupt`) is appended and
+/// published only, unless the session has child threads: then the interrupted threads
+/// wake (`session_threads::commit`).
 pub async fn submit(
     state: &AppState,
     tenant: &Tenant,
@@ -212,6 +216,13 @@ pub async fn submit(
             _ => None,
         };
         let Some((field, kinds)) = answer_key else {
+            if event.is(EventType::UserInterrupt)
+                && let Some(thread) = event.body["session_thread_id"].as_str()
+            {
+                let field = format!("events[{i}].session_thread_id");
+                session_threads::require_open(state, &session, thread, &field).await?;
+                event.thread_id = thread.to_owned();
+            }
             slots.push(Slot::New(event));
             continue;
         };
@@ -252,6 +263,12 @@ pub async fn submit(
             slots.push(Slot::SameAs(first.clone()));
             continue;
         }
+        // The answer goes to the thread of its call, which must still take input.
+        if call.thread_id != session.id {
+            let field = format!("events[{i}].{field}");
+            session_threads::require_open(state, &session, &call.thread_id, &field).await?;
+            event.thread_id = call.thread_id.clone();
+        }
         if event.is(EventType::UserToolResult) && runner_answer {
             event.kind = EventType::AgentToolResult.as_str().to_owned();
             event.body["type"] = json!(EventType::AgentToolResult);
@@ -259,26 +276,40 @@ pub async fn submit(
         answered_now.insert(key, event.event_id.clone());
         slots.push(Slot::New(event));
     }
-    let fresh: Vec<NewEvent> = slots
-        .iter()
-        .filter_map(|slot| match slot {
-            Slot::New(new) => Some(new.clone()),
-            _ => None,
-        })
-        .collect();
-    let drives_run = fresh.iter().any(|e| one_of(e, RUN_INPUTS));
+    let mut fresh: Vec<NewEvent> = Vec::with_capacity(slots.len());
+    for slot in &slots {
+        let Slot::New(new) = slot else { continue };
+        // An interrupt naming no thread reaches every thread that is not archived.
+        let everywhere = new.is(EventType::UserInterrupt) && new.body["session_thread_id"].is_null();
+        if everywhere && session.child_threads > 0 {
+            let threads = session_threads::interruptible(state, &session).await?;
+            fresh.extend(session_threads::fan_out(new.clone(), &threads));
+        } else {
+            fresh.push(new.clone());
+        }
+    }
+    // The threads whose runs the input makes runnable, the primary first.
+    let mut woken: Vec<String> = Vec::new();
+    for event in fresh.iter().filter(|e| one_of(e, RUN_INPUTS)) {
+        if !woken.contains(&event.thread_id) {
+            woken.push(event.thread_id.clone());
+        }
+    }
+    woken.sort_by_key(|thread| *thread != session.id);
+    let interrupts = fresh.iter().any(|e| e.is(EventType::UserInterrupt));
     let committed = if fresh.is_empty() {
         Vec::new()
-    } else if drives_run {
-        let committed = submit_and_publish(state, &session.id, fresh).await?;
-        // New input after the previous work item stopped needs hands again.
-        if agentd_schema::hands::needs_hands(&session.body["agent"]) {
-            queue_hands(state, tenant, &session).await?;
-        }
-        committed
+    } else if interrupts && session.child_threads > 0 {
+        session_threads::commit(state, &session, fresh, woken.clone()).await?
+    } else if let Some((thread, also_wake)) = woken.split_first() {
+        submit_to_threads(state, &session.id, thread, also_wake.to_vec(), fresh).await?
     } else {
         append_and_publish(state, &session.id, fresh).await?
     };
+    // New input after the previous work item stopped needs hands again.
+    if !woken.is_empty() && agentd_schema::hands::needs_hands(&session.body["agent"]) {
+        queue_hands(state, tenant, &session).await?;
+    }
     let by_id: HashMap<&str, &StoredEvent> = committed.iter().map(|e| (e.event_id.as_str(), e)).collect();
     let echoed = slots
         .iter()

@@ -1,9 +1,8 @@
 //! Run control: cancel a run (durable routes, A2A CancelTask) and interrupt a turn
 //! (AG-UI and MCP clients that go away mid-run).
 
-use agentd_schema::{NewEvent, Run, RunStatus};
+use agentd_schema::{Run, RunStatus};
 
-use super::commit;
 use super::error::{DomainError, DomainResult};
 use crate::AppState;
 
@@ -51,18 +50,19 @@ pub async fn cancel_open(state: &AppState, thread: &str) -> DomainResult<Option<
 
 /// Publishes submissions a run-control change wrote to the outbox (the relay retries).
 pub async fn publish(state: &AppState, messages: &[agentd_schema::OutboxMessage]) {
-    let Some(queue) = &state.backends.queue else { return };
-    for message in messages {
-        if let Err(error) = state.outbox.publish(queue.as_ref(), message).await {
-            tracing::warn!(%error, "run control's submission deferred to the outbox relay");
-        }
-    }
+    super::commit::publish_outbox(state, messages).await;
 }
 
-/// Interrupts the session's turn: commits `user.interrupt` (committed history stays;
-/// the worker stops the model request and idles with `end_turn`).
+/// Interrupts the session's turn on every thread that is not archived: commits
+/// `user.interrupt` on each (committed history stays; the worker stops the model request
+/// and idles with `end_turn`; ADR 0022 §8).
 pub async fn interrupt(state: &AppState, session_id: &str) -> DomainResult<()> {
-    let event = NewEvent::user_interrupt(session_id);
-    commit::append_and_publish(state, session_id, vec![event]).await?;
+    let session = state
+        .backends
+        .store
+        .load_session(session_id)
+        .await?
+        .ok_or_else(|| DomainError::NotFound(format!("session not found: {session_id}")))?;
+    super::session_threads::interrupt_all(state, &session).await?;
     Ok(())
 }

@@ -123,6 +123,9 @@ async fn agent_snapshot(state: &AppState, tenant: &Tenant, agent: &AgentRef) -> 
     let skills = snapshot.get("skills").cloned().unwrap_or(Value::Null);
     let pinned = super::skills::resolve(store, &tenant.workspace_id, &skills, "agent.skills").await?;
     snapshot.insert("skills".into(), pinned);
+    // Its threads' agents too, at their pinned versions: the worker never reads agents.
+    let multiagent = super::multiagent::session_shape(store, &tenant.workspace_id, &snapshot).await?;
+    snapshot.insert("multiagent".into(), multiagent);
     Ok(Value::Object(snapshot))
 }
 
@@ -142,16 +145,10 @@ pub async fn check_resources(
     super::memory_mounts::attach(store, workspace_id, resources, current).await
 }
 
-/// A budget needs a model with a list price in `catalog` (the workspace's effective one).
+/// A budget needs a list price in `catalog` (the workspace's effective one) for every
+/// model a thread of the session may run.
 pub fn check_budgetable(catalog: &agentd_schema::catalog::Catalog, agent: &Value) -> DomainResult<()> {
-    let model = agent["model"]["id"].as_str().unwrap_or_default();
-    if catalog.find(model).and_then(|m| m.prices).is_none() {
-        return Err(DomainError::invalid_with_code(
-            "model_not_budgetable",
-            format!("budget: model {model} has no list price"),
-        ));
-    }
-    Ok(())
+    super::multiagent::check_budgetable(catalog, agent)
 }
 
 /// Creates a session; its initial events are submitted and its hands queued.
@@ -218,7 +215,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "user_profile_id": request.user_profile_id.as_ref().map(UserProfileId::as_str),
         "content_capture": capture.to_json(),
         "created_at": now,
-        "_price_snapshot": agentd_schema::budget::snapshot(&catalog, agent["model"]["id"].as_str().unwrap_or_default()),
+        "_price_snapshot": super::multiagent::price_snapshot(&catalog, &agent),
     });
     let session = store
         .create_session(NewSession {

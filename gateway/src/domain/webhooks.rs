@@ -456,7 +456,7 @@ mod tests {
             assert!(WebhookSubscriptionId::parse(bad).is_err(), "{bad}");
         }
         assert!(check_event_types("event_types", &[]).is_err());
-        assert!(check_event_types("event_types", &["session.thread_created".into()]).is_err());
+        assert!(check_event_types("event_types", &["external_key.failed".into()]).is_err());
         let types = check_event_types("event_types", &["agent.created".into(), "agent.created".into()]).unwrap();
         assert_eq!(types, vec!["agent.created".to_owned()]);
     }

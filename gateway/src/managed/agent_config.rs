@@ -10,8 +10,9 @@ use serde_json::{Map, Value, json};
 use super::body::{self, FieldError, as_object, join, kind, tag};
 use super::limits::{
     MAX_AGENT_BYTES, MAX_DESCRIPTION_CHARS, MAX_ID_CHARS, MAX_INPUT_SCHEMA_BYTES, MAX_MCP_SERVER_NAME_CHARS,
-    MAX_MCP_SERVERS, MAX_MULTIAGENT_BYTES, MAX_NAME_CHARS, MAX_ROLE_ARN_CHARS, MAX_SKILLS, MAX_SYSTEM_CHARS,
-    MAX_TOOL_CONFIG_BYTES, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_NAME_CHARS, MAX_TOOLS, MAX_URL_CHARS, json_bytes,
+    MAX_MCP_SERVERS, MAX_MULTIAGENT_BYTES, MAX_NAME_CHARS, MAX_ROLE_ARN_CHARS, MAX_ROSTER_AGENTS, MAX_SKILLS,
+    MAX_SYSTEM_CHARS, MAX_TOOL_CONFIG_BYTES, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_NAME_CHARS, MAX_TOOLS, MAX_URL_CHARS,
+    json_bytes,
 };
 use super::web_tool_config;
 use crate::error::{ApiError, ApiResult};
@@ -114,7 +115,13 @@ pub fn check_in(config: &Map<String, Value>, catalog: &Catalog) -> Result<Map<St
     out.insert("skills".into(), skills(config.get("skills"), &mut problems));
     let metadata = problems.take(body::optional_metadata(config.get("metadata"))).unwrap_or_default();
     out.insert("metadata".into(), Value::Object(metadata));
-    out.insert("multiagent".into(), problems.take(multiagent(config.get("multiagent"))).unwrap_or(Value::Null));
+    let multiagent = problems.take(multiagent(config.get("multiagent"), catalog)).unwrap_or(Value::Null);
+    if problems.is_empty() {
+        // A custom tool named like an enabled thread tool (ADR 0022 §4).
+        let tools = out.get("tools").unwrap_or(&Value::Null);
+        problems.take(crate::domain::multiagent::check_tool_names(tools, &multiagent).map_err(ApiError::invalid));
+    }
+    out.insert("multiagent".into(), multiagent);
     let identity = problems.take(execution_identity(config.get("execution_identity")));
     out.insert("execution_identity".into(), identity.unwrap_or(Value::Null));
     if !problems.is_empty() {
@@ -459,26 +466,210 @@ fn skills(value: Option<&Value>, problems: &mut Problems) -> Value {
     Value::Array(out)
 }
 
-fn multiagent(value: Option<&Value>) -> ApiResult<Value> {
-    match value {
-        None | Some(Value::Null) => Ok(Value::Null),
-        Some(value) => {
-            let map = as_object(value, "multiagent")?;
-            match tag(map, "multiagent")? {
-                // Accepted and stored, no thread would ever be spawned: refused until
-                // session threads exist (issue 22), rather than silently ignored.
-                kind @ ("coordinator" | "multiagent_20261001") => {
-                    body::bounded_json(value, "multiagent", MAX_MULTIAGENT_BYTES)?;
-                    Err(ApiError::invalid(format!(
-                        "multiagent: {kind} (session threads, subagents and advisors) is not available in this agentd \
-                         yet; create the agent without `multiagent` (or set it to null)"
-                    )))
-                }
-                other => Err(ApiError::invalid(format!(
-                    "multiagent.type: must be coordinator or multiagent_20261001, got {other:?}"
-                ))),
+/// `multiagent` (ADR 0022 §1): either type's shape, normalized with its defaults. A roster
+/// entry's string id becomes `{"type":"agent","id"}` and `self` stays the sentinel;
+/// `domain::multiagent::resolve` (which reads the store) pins the versions and checks
+/// the agents. `workflows` enabled — by default too — is refused: no workflow run
+/// exists in this agentd.
+fn multiagent(value: Option<&Value>, catalog: &Catalog) -> ApiResult<Value> {
+    let value = match value {
+        None | Some(Value::Null) => return Ok(Value::Null),
+        Some(value) => body::bounded_json(value, "multiagent", MAX_MULTIAGENT_BYTES)?,
+    };
+    let map = as_object(value, "multiagent")?;
+    match tag(map, "multiagent")? {
+        "coordinator" => {
+            body::only_known(map, &["type", "agents"], "multiagent")?;
+            let agents = roster(map.get("agents"), "multiagent.agents", true, catalog)?;
+            if agents.is_empty() {
+                return Err(ApiError::invalid(format!(
+                    "multiagent.agents: a coordinator's roster has 1 to {MAX_ROSTER_AGENTS} entries, got none"
+                )));
             }
+            Ok(json!({ "type": "coordinator", "agents": agents }))
         }
+        "multiagent_20261001" => {
+            body::only_known(map, &["type", "advisor", "subagents", "workflows"], "multiagent")?;
+            let advisor = advisor(map.get("advisor"), catalog)?;
+            let subagents = subagents(map.get("subagents"), catalog)?;
+            workflows(map.get("workflows"))?;
+            Ok(json!({
+                "type": "multiagent_20261001",
+                "advisor": advisor,
+                "subagents": subagents,
+                "workflows": { "type": "disabled" },
+            }))
+        }
+        other => Err(ApiError::invalid(format!(
+            "multiagent.type: must be coordinator or multiagent_20261001, got {other:?}"
+        ))),
+    }
+}
+
+/// A roster: agent ids, `{"type":"agent","id","version"?}`, at most one `{"type":"self"}`
+/// and, where `advisors`, one `{"type":"advisor","model"}`; each agent named once.
+fn roster(value: Option<&Value>, path: &str, advisors: bool, catalog: &Catalog) -> ApiResult<Vec<Value>> {
+    let mut ids = HashSet::new();
+    let (mut has_self, mut has_advisor) = (false, false);
+    let mut out = Vec::new();
+    for (i, item) in body::array(value, path, MAX_ROSTER_AGENTS)?.iter().enumerate() {
+        let path = format!("{path}[{i}]");
+        let entry = match item {
+            Value::String(id) => json!({ "type": "agent", "id": agent_id(id, &path)? }),
+            Value::Object(map) => match tag(map, &path)? {
+                "agent" => {
+                    body::only_known(map, &["type", "id", "version"], &path)?;
+                    let id = body::string(map.get("id"), &join(&path, "id"), 1, MAX_ID_CHARS)?;
+                    let mut entry = json!({ "type": "agent", "id": agent_id(&id, &join(&path, "id"))? });
+                    match map.get("version") {
+                        None | Some(Value::Null) => {}
+                        Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v >= 1) => entry["version"] = json!(n),
+                        Some(other) => {
+                            return Err(ApiError::invalid(format!(
+                                "{path}.version: expected an integer ≥ 1, got {other}"
+                            )));
+                        }
+                    }
+                    entry
+                }
+                "self" => {
+                    body::only_known(map, &["type"], &path)?;
+                    if std::mem::replace(&mut has_self, true) {
+                        return Err(ApiError::invalid(format!("{path}: at most one `self` entry")));
+                    }
+                    json!({ "type": "self" })
+                }
+                "advisor" if advisors => {
+                    body::only_known(map, &["type", "model"], &path)?;
+                    if std::mem::replace(&mut has_advisor, true) {
+                        return Err(ApiError::invalid(format!("{path}: at most one advisor entry")));
+                    }
+                    json!({ "type": "advisor", "model": advisor_model(map.get("model"), &join(&path, "model"), catalog)? })
+                }
+                other => {
+                    let expected = if advisors { "agent, self or advisor" } else { "agent or self" };
+                    return Err(ApiError::invalid(format!("{path}.type: must be {expected}, got {other:?}")));
+                }
+            },
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "{path}: expected an agent id or an object, got {}",
+                    kind(other)
+                )));
+            }
+        };
+        if let Some(id) = entry["id"].as_str()
+            && !ids.insert(id.to_owned())
+        {
+            return Err(ApiError::invalid(format!(
+                "{path}: agent {id} is named twice; entries must be distinct agents"
+            )));
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+fn agent_id(id: &str, path: &str) -> ApiResult<String> {
+    agentd_schema::ids::AgentId::parse(id)
+        .map(|id| id.to_string())
+        .map_err(|_| ApiError::invalid(format!("{path}: {id:?} is not an agent id")))
+}
+
+/// An advisor's model: one of the workspace's effective catalog (GET /v1/models).
+fn advisor_model(value: Option<&Value>, path: &str, catalog: &Catalog) -> ApiResult<String> {
+    let model = body::string(value, path, 1, MAX_ID_CHARS)?;
+    if catalog.find(&model).is_none() {
+        return Err(ApiError::invalid(format!(
+            "{path}: model {model:?} is not in this workspace's model catalog, so it cannot be an advisor; see GET /v1/models"
+        )));
+    }
+    Ok(model)
+}
+
+/// `multiagent_20261001.advisor` (default disabled).
+fn advisor(value: Option<&Value>, catalog: &Catalog) -> ApiResult<Value> {
+    const PATH: &str = "multiagent.advisor";
+    let Some(value) = value.filter(|v| !v.is_null()) else { return Ok(json!({ "type": "disabled" })) };
+    let map = as_object(value, PATH)?;
+    match tag(map, PATH)? {
+        "disabled" => {
+            body::only_known(map, &["type"], PATH)?;
+            Ok(json!({ "type": "disabled" }))
+        }
+        "enabled" => {
+            body::only_known(map, &["type", "model"], PATH)?;
+            Ok(
+                json!({ "type": "enabled", "model": advisor_model(map.get("model"), "multiagent.advisor.model", catalog)? }),
+            )
+        }
+        other => Err(ApiError::invalid(format!("{PATH}.type: must be enabled or disabled, got {other:?}"))),
+    }
+}
+
+/// `multiagent_20261001.subagents` (default enabled, inline agents enabled, no predefined
+/// agents).
+fn subagents(value: Option<&Value>, catalog: &Catalog) -> ApiResult<Value> {
+    const PATH: &str = "multiagent.subagents";
+    let enabled = Map::from_iter([("type".to_owned(), json!("enabled"))]);
+    let map = match value {
+        None | Some(Value::Null) => &enabled,
+        Some(value) => as_object(value, PATH)?,
+    };
+    match tag(map, PATH)? {
+        "disabled" => {
+            body::only_known(map, &["type"], PATH)?;
+            Ok(json!({ "type": "disabled" }))
+        }
+        "enabled" => {
+            body::only_known(map, &["type", "inline_agents", "predefined_agents"], PATH)?;
+            let inline = match map.get("inline_agents") {
+                None | Some(Value::Null) => "enabled",
+                Some(value) => {
+                    let path = "multiagent.subagents.inline_agents";
+                    let inline = as_object(value, path)?;
+                    body::only_known(inline, &["type"], path)?;
+                    match tag(inline, path)? {
+                        "enabled" => "enabled",
+                        "disabled" => "disabled",
+                        other => {
+                            return Err(ApiError::invalid(format!(
+                                "{path}.type: must be enabled or disabled, got {other:?}"
+                            )));
+                        }
+                    }
+                }
+            };
+            let path = "multiagent.subagents.predefined_agents";
+            let predefined = roster(map.get("predefined_agents"), path, false, catalog)?;
+            if inline == "disabled" && predefined.is_empty() {
+                return Err(ApiError::invalid(format!(
+                    "{path}: with inline_agents disabled, name at least one predefined agent (or enable inline_agents)"
+                )));
+            }
+            Ok(json!({ "type": "enabled", "inline_agents": { "type": inline }, "predefined_agents": predefined }))
+        }
+        other => Err(ApiError::invalid(format!("{PATH}.type: must be enabled or disabled, got {other:?}"))),
+    }
+}
+
+/// `multiagent_20261001.workflows`: only `{"type":"disabled"}`; omitted or `null` it
+/// defaults to enabled, which is refused as well (ADR 0022 item 3).
+fn workflows(value: Option<&Value>) -> ApiResult<()> {
+    const PATH: &str = "multiagent.workflows";
+    let unavailable = |how: &str| {
+        ApiError::invalid(format!(
+            "{PATH}: workflow runs are not available in this agentd{how}; send {{\"type\":\"disabled\"}}"
+        ))
+    };
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Err(unavailable(" (omitted or null, workflows defaults to enabled)"));
+    };
+    let map = as_object(value, PATH)?;
+    match tag(map, PATH)? {
+        "disabled" => body::only_known(map, &["type"], PATH),
+        "enabled" => Err(unavailable("")),
+        other => Err(ApiError::invalid(format!("{PATH}.type: must be enabled or disabled, got {other:?}"))),
     }
 }
 

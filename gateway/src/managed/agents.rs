@@ -17,17 +17,25 @@ use super::family::{Family, with_lifecycle};
 use super::query::{ChunkedPage, Query, decode_cursor, now_ms, rfc3339};
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::domain::agents;
+use crate::domain::{agents, multiagent};
 use crate::error::{ApiError, ApiResult};
 
 /// The wire agent of the latest version, with lifecycle fields from the row.
 const FAMILY: Family = Family { kind: agents::KIND, noun: "agent" };
 
-/// The wire agent: the stored body with its lifecycle fields and version.
+/// The wire agent: the stored body with its lifecycle fields and version, `self` in its
+/// `multiagent` roster rendered as the agent itself.
 pub(crate) fn render(resource: &Resource) -> Value {
     let mut agent = with_lifecycle(resource);
     agent["version"] = json!(resource.version);
+    multiagent::render(&mut agent);
     agent
+}
+
+/// A stored version of an agent on the wire.
+fn render_version(mut body: Value) -> Value {
+    multiagent::render(&mut body);
+    body
 }
 
 async fn load(store: &dyn Store, tenant: &Tenant, id: &str) -> ApiResult<Resource> {
@@ -64,7 +72,7 @@ pub async fn retrieve(
             .store
             .get_resource_version(&id, version)
             .await?
-            .map(Json)
+            .map(|body| Json(render_version(body)))
             .ok_or_else(|| ApiError::NotFound(format!("agent {id} has no version {version}"))),
     }
 }
@@ -99,6 +107,10 @@ pub async fn update(
                 let merged =
                     body::patch_metadata(current.body.get("metadata").unwrap_or(&Value::Null), patch, "metadata")?;
                 config.insert("metadata".into(), merged);
+            }
+            // A `multiagent_20261001` onto a stored one merges level by level.
+            ("multiagent", value) => {
+                config.insert("multiagent".into(), multiagent::merge(current.body.get("multiagent"), value));
             }
             (_, value) => {
                 config.insert(field.clone(), value.clone());
@@ -170,7 +182,7 @@ pub async fn versions(
     while let Some((after, n)) = page.next_fetch() {
         let after = after.and_then(|version| version.parse::<i64>().ok());
         let rows = store.list_resource_versions(&id, after, n, true).await?;
-        page.take(&rows, |(version, _)| version.to_string(), |(_, body)| body.clone());
+        page.take(&rows, |(version, _)| version.to_string(), |(_, body)| render_version(body.clone()));
     }
     Ok(Json(page.finish()))
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use agentd_proto::BusItem;
 use agentd_proto::v1::{LiveEvent, live_event};
-use agentd_schema::{EventQuery, EventType, NewEvent, Session, Store, TimeBounds, live};
+use agentd_schema::{EventQuery, EventType, NewEvent, Session, SessionThread, Store, TimeBounds, live};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -27,11 +27,11 @@ use tokio::sync::mpsc;
 
 use super::body;
 use super::content;
-use super::query::{ChunkedPage, Query, decode_cursor, rfc3339};
+use super::query::{ChunkedPage, Query, decode_cursor, encode_cursor, now_ms, rfc3339};
 use super::sessions::load;
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::domain::input;
+use crate::domain::{input, session_threads};
 use crate::error::{ApiError, ApiResult};
 
 /// Every type `events.list?types[]=` accepts: the wire's, and `session.budget_reached`,
@@ -139,7 +139,9 @@ async fn list_events(
         };
         descending = query.descending(false)?;
     }
-    let base = EventQuery { thread_id: thread, types, processed, after_seq: None, limit: 0, descending, primary_view: false };
+    // The session-level list of a session with child threads is its primary view.
+    let primary_view = thread.is_none() && session.child_threads > 0;
+    let base = EventQuery { thread_id: thread, types, processed, after_seq: None, limit: 0, descending, primary_view };
     // An event can be large (a 2 MiB message): read them in chunks, not all at once.
     let mut page = ChunkedPage::new(after_seq.map(|seq| seq.to_string()), limit, 32);
     while let Some((after, n)) = page.next_fetch() {
@@ -262,9 +264,17 @@ impl Forwarder {
         }
     }
 
+    /// Whether this stream shows an event of `kind` on `thread_id`: a thread's stream its
+    /// thread's events, the session's stream its view (`session_threads::in_session_view`).
+    fn shows(&self, thread_id: &str, kind: &str) -> bool {
+        match &self.thread {
+            Some(thread) => thread == thread_id,
+            None => session_threads::in_session_view(&self.session_id, thread_id, kind),
+        }
+    }
+
     /// Forwards one live message; `Ok(false)` ends the stream.
     async fn forward(&mut self, message: LiveEvent) -> Result<bool, ()> {
-        let on_thread = self.thread.as_deref().is_none_or(|thread| thread == message.thread_id);
         match message.kind {
             Some(live_event::Kind::Committed(committed)) => {
                 if committed.seq <= self.last_seq {
@@ -280,12 +290,15 @@ impl Forwarder {
                 self.last_seq = committed.seq;
                 let head = Head::of(&committed.body_json);
                 self.note_activity(head.as_ref().and_then(|head| head.kind.parse().ok()));
-                if on_thread {
+                let kind = head.as_ref().map_or("", |head| head.kind.as_ref());
+                if self.shows(&message.thread_id, kind) {
                     self.send_framed(&committed.body_json, head).await?;
                 }
                 Ok(true)
             }
             Some(live_event::Kind::Preview(preview)) => {
+                // Previews are never cross-posted: a child's reach only its thread's stream.
+                let on_thread = self.thread.as_deref().unwrap_or(&self.session_id) == message.thread_id;
                 if on_thread && preview.event_type.parse().is_ok_and(|kind| self.deltas.contains(&kind)) {
                     self.send_json(&preview.body_json).await?;
                 }
@@ -314,7 +327,7 @@ impl Forwarder {
             for event in events {
                 self.last_seq = event.seq;
                 self.note_activity(event.event_type());
-                if self.thread.as_deref().is_none_or(|thread| thread == event.thread_id) {
+                if self.shows(&event.thread_id, &event.kind) {
                     self.send(&live::render(&event)).await?;
                 }
             }
@@ -383,37 +396,51 @@ impl Drop for GaugeGuard {
     }
 }
 
-/// The primary thread of a session as a `session_thread`.
-fn primary_thread(session: &Session) -> Value {
-    let mut agent = session.body["agent"].clone();
+/// A thread as the wire's `session_thread` (ADR 0022 §9): `agent` is its agent's
+/// definition — the session's for the primary, without the roster the session already
+/// shows; a child's snapshot (`agent` or `inline`) — and `stats` / `usage` its own.
+fn render_thread(session: &Session, thread: &SessionThread) -> Value {
+    let now = now_ms();
+    let mut agent = thread.agent.clone().unwrap_or_else(|| session.body["agent"].clone());
     if let Some(map) = agent.as_object_mut() {
         map.remove("multiagent");
     }
+    // The primary shows its session's archiving (a session's threads stop with it).
+    let archived_at_ms = thread.archived_at_ms.or(session.archived_at_ms.filter(|_| thread.is_primary()));
+    let until = archived_at_ms.unwrap_or(now);
+    let active_seconds = thread.active_seconds(now);
+    let mut usage = thread.usage.clone();
+    let standing = agentd_schema::budget::Standing::of(&session.body, &usage);
+    if let Some(map) = usage.as_object_mut() {
+        map.remove(agentd_schema::events::MODELS_KEY);
+        map.insert("active_seconds".into(), json!(active_seconds));
+        if standing.spent_units.is_some() {
+            map.insert("list_cost".into(), standing.list_cost());
+        }
+    }
     json!({
         "type": "session_thread",
-        "id": session.id,
+        "id": thread.id,
         "session_id": session.id,
         "agent": agent,
-        "status": session.status,
-        "parent_thread_id": null,
-        "archived_at": session.archived_at_ms.map(rfc3339),
-        "created_at": rfc3339(session.created_at_ms),
-        "updated_at": rfc3339(session.updated_at_ms),
-        "stats": null,
-        "usage": null,
+        "status": thread.status,
+        "parent_thread_id": thread.parent_id,
+        "archived_at": archived_at_ms.map(rfc3339),
+        "created_at": rfc3339(thread.created_at_ms),
+        "updated_at": rfc3339(thread.updated_at_ms),
+        "stats": {
+            "active_seconds": active_seconds,
+            "duration_seconds": (until - thread.created_at_ms).max(0) as f64 / 1000.0,
+            // A child starts running as it is created.
+            "startup_seconds": if thread.is_primary() { Value::Null } else { json!(0.0) },
+        },
+        "usage": usage,
         "workflow_run_id": null,
     })
 }
 
-async fn load_thread(state: &AppState, tenant: &Tenant, session_id: &str, thread_id: &str) -> ApiResult<Session> {
-    let session = load(state.backends.store.as_ref(), tenant, session_id).await?;
-    if thread_id != session.id {
-        return Err(ApiError::NotFound(format!("thread not found: {thread_id} in session {session_id}")));
-    }
-    Ok(session)
-}
-
-/// `GET /v1/sessions/{session_id}/threads`.
+/// `GET /v1/sessions/{session_id}/threads`: the primary first, then the children in id
+/// order; `statuses[]` filters, `limit` defaults to 1000, `page` goes forward.
 pub async fn threads(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
@@ -421,12 +448,19 @@ pub async fn threads(
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
     let query = Query::from_uri(&uri);
-    query.int("limit", 1, 1000)?;
+    let limit = query.int("limit", 1, 1000)?.unwrap_or(1000);
+    let after = query.string("page").map(decode_cursor).transpose()?;
+    let statuses = query.list("statuses").into_iter().map(str::to_owned).collect();
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
-    let statuses = query.list("statuses");
-    let thread = primary_thread(&session);
-    let data = if statuses.is_empty() || statuses.contains(&session.status.as_str()) { vec![thread] } else { vec![] };
-    Ok(Json(json!({ "data": data, "next_page": null })))
+    let mut rows = session_threads::list(&state, &session, statuses, after, limit).await?;
+    let next_page = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|thread| encode_cursor(&thread.id))
+    } else {
+        None
+    };
+    let data: Vec<Value> = rows.iter().map(|thread| render_thread(&session, thread)).collect();
+    Ok(Json(json!({ "data": data, "next_page": next_page })))
 }
 
 /// `GET /v1/sessions/{session_id}/threads/{thread_id}`.
@@ -435,37 +469,40 @@ pub async fn thread(
     Extension(tenant): Extension<Tenant>,
     Path((id, thread_id)): Path<(SessionId, ThreadId)>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(primary_thread(&load_thread(&state, &tenant, &id, &thread_id).await?)))
+    let (session, thread) = session_threads::load(&state, &tenant, &id, &thread_id).await?;
+    Ok(Json(render_thread(&session, &thread)))
 }
 
-/// `POST /v1/sessions/{session_id}/threads/{thread_id}/archive`.
+/// `POST /v1/sessions/{session_id}/threads/{thread_id}/archive`: a child thread that is
+/// not running (`domain::session_threads::archive` has the rules).
 pub async fn archive_thread(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     Path((id, thread_id)): Path<(SessionId, ThreadId)>,
 ) -> ApiResult<Json<Value>> {
-    load_thread(&state, &tenant, &id, &thread_id).await?;
-    Err(ApiError::invalid(format!("thread {thread_id} is the session's primary thread; archive the session instead")))
+    let (session, thread) = session_threads::archive(&state, &tenant, &id, &thread_id).await?;
+    Ok(Json(render_thread(&session, &thread)))
 }
 
-/// `GET /v1/sessions/{session_id}/threads/{thread_id}/events`.
+/// `GET /v1/sessions/{session_id}/threads/{thread_id}/events`: the thread's own events.
 pub async fn thread_events(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     Path((id, thread_id)): Path<(SessionId, ThreadId)>,
     uri: Uri,
 ) -> ApiResult<Json<Value>> {
-    let session = load_thread(&state, &tenant, &id, &thread_id).await?;
-    Ok(Json(list_events(&state, &session, Some(thread_id.into()), &uri, false).await?))
+    let (session, thread) = session_threads::load(&state, &tenant, &id, &thread_id).await?;
+    Ok(Json(list_events(&state, &session, Some(thread.id), &uri, false).await?))
 }
 
-/// `GET /v1/sessions/{session_id}/threads/{thread_id}/stream`.
+/// `GET /v1/sessions/{session_id}/threads/{thread_id}/stream`: the thread's own events,
+/// its previews included.
 pub async fn thread_stream(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     Path((id, thread_id)): Path<(SessionId, ThreadId)>,
     uri: Uri,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let session = load_thread(&state, &tenant, &id, &thread_id).await?;
-    open_stream(state, session, Some(thread_id.into()), uri).await
+    let (session, thread) = session_threads::load(&state, &tenant, &id, &thread_id).await?;
+    open_stream(state, session, Some(thread.id), uri).await
 }

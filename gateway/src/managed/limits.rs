@@ -38,8 +38,11 @@ pub const MAX_TOOL_DESCRIPTION_CHARS: usize = 10_000;
 pub const MAX_INPUT_SCHEMA_BYTES: usize = 64 * 1024;
 /// One entry of an `agent_toolset_20260401` `configs` list, stored as sent.
 pub const MAX_TOOL_CONFIG_BYTES: usize = 16 * 1024;
-/// An agent's `multiagent` object, stored as sent.
+/// An agent's `multiagent` object as sent.
 pub const MAX_MULTIAGENT_BYTES: usize = 16 * 1024;
+/// Agents of a `coordinator` roster (wire: "1–20 entries") and of a
+/// `multiagent_20261001` member's `predefined_agents` (wire: "At most 20").
+pub const MAX_ROSTER_AGENTS: usize = 20;
 /// Agent `skills`.
 pub const MAX_SKILLS: usize = 64;
 /// Every URL field (MCP servers, A2A agents, repositories, token endpoints).

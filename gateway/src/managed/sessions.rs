@@ -52,6 +52,10 @@ pub fn render(session: &Session) -> Value {
     }
     out["status"] = json!(session.status);
     out["usage"] = session.usage.clone();
+    // The usage spent on each model other than the session's (ADR 0022 §7) is the store's.
+    if let Some(usage) = out["usage"].as_object_mut() {
+        usage.remove(agentd_schema::events::MODELS_KEY);
+    }
     let standing = agentd_schema::budget::Standing::of(&session.body, &session.usage);
     if standing.spent_units.is_some() {
         out["usage"]["list_cost"] = standing.list_cost();
@@ -318,8 +322,11 @@ pub async fn update(
         if current.status == "running" {
             return Err(ApiError::invalid("agent: cannot be updated while the session is running"));
         }
+        // The session's `multiagent` is its resolved snapshot, not an agent's
+        // configuration: it is not checked again, only the new tools against it.
         let mut config: Map<String, Value> = agent_config::CONFIG_FIELDS
             .iter()
+            .filter(|f| **f != "multiagent")
             .filter_map(|f| current.body["agent"].get(*f).map(|v| ((*f).to_owned(), v.clone())))
             .collect();
         for (key, value) in map {
@@ -327,6 +334,8 @@ pub async fn update(
         }
         let catalog = state.catalogs.of(&tenant.workspace_id)?;
         let resolved = normalize_in(&config, &catalog).map_err(|e| ApiError::invalid(format!("agent: {e}")))?;
+        crate::domain::multiagent::check_tool_names(&resolved["tools"], &current.body["agent"]["multiagent"])
+            .map_err(|e| ApiError::invalid(format!("agent.{e}")))?;
         let mut agent_next = current.body["agent"].clone();
         agent_next["tools"] = resolved["tools"].clone();
         agent_next["mcp_servers"] = resolved["mcp_servers"].clone();

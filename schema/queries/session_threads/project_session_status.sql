@@ -4,6 +4,8 @@
 -- only when every thread is. The session's running clock follows the aggregate, so
 -- time during which several threads ran counts once (`usage.active_seconds`).
 --
+-- It returns the status, so the append reports a change of the aggregate to webhooks.
+--
 -- Runs inside the transaction that changed the rows, which holds the session row.
 --
 -- $1 session id, $2 now (ms)
@@ -33,3 +35,4 @@ FROM (
     WHERE session_id = $1
 ) AS threads
 WHERE sessions.id = $1
+RETURNING status

@@ -99,13 +99,14 @@ struct ThreadChange<'a> {
 /// Keeps the rows of a session with child threads in step with an append (inside the
 /// appending transaction, which holds the session row): each thread whose status
 /// changed or that spent usage gets one `update_thread.sql`, and when a status changed
-/// the session's status is projected from the rows (`project_session_status.sql`).
+/// the session's status is projected from the rows (`project_session_status.sql`);
+/// returns that status when the append changed it.
 pub(super) async fn project(
     tx: &mut Transaction<'_, Any>,
     session_id: &str,
     stored: &[StoredEvent],
     now: i64,
-) -> StoreResult<()> {
+) -> StoreResult<Option<String>> {
     let mut changes: BTreeMap<&str, ThreadChange<'_>> = BTreeMap::new();
     for event in stored {
         let primary = event.thread_id == session_id;
@@ -117,7 +118,7 @@ pub(super) async fn project(
         }
     }
     if changes.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut usages = BTreeMap::new();
     if changes.values().any(|change| !change.spent.is_empty()) {
@@ -156,20 +157,30 @@ pub(super) async fn project(
             .execute(&mut **tx)
             .await?;
     }
-    if status_changed {
-        project_session(tx, session_id, now).await?;
+    if !status_changed {
+        return Ok(None);
     }
-    Ok(())
+    project_session(tx, session_id, now).await
 }
 
 /// Projects the session's status and running clock from its threads' rows.
-pub(super) async fn project_session(tx: &mut Transaction<'_, Any>, session_id: &str, now: i64) -> StoreResult<()> {
-    sqlx::query(include_str!("../../queries/session_threads/project_session_status.sql"))
-        .bind(session_id)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+pub(super) async fn project_session(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    now: i64,
+) -> StoreResult<Option<String>> {
+    let before: Option<(String,)> =
+        sqlx::query_as(include_str!("../../queries/session_threads/select_session_status.sql"))
+            .bind(session_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let after: Option<(String,)> =
+        sqlx::query_as(include_str!("../../queries/session_threads/project_session_status.sql"))
+            .bind(session_id)
+            .bind(now)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(after.map(|(after,)| after).filter(|after| before.as_ref().is_none_or(|(before,)| before != after)))
 }
 
 /// Counts `count` new child threads of the session, locking its row (the spawning

@@ -266,16 +266,12 @@ pub(super) async fn append(
     }
     // With child threads, each thread's row follows its own events and the session's
     // status follows the rows (ADR 0022 §7); a single-agent append skips this.
-    if child_threads > 0 {
-        session_threads::project(tx, session_id, &stored, now).await?;
-    }
+    let aggregate =
+        if child_threads > 0 { session_threads::project(tx, session_id, &stored, now).await? } else { None };
     tool_calls::record(tx, session_id, &stored).await?;
     if webhook_subscriptions > 0 {
-        let facts: Vec<Fact> = stored
-            .iter()
-            .flat_map(|event| webhooks::of_session_event(&event.kind, event.thread_id == session_id, &event.body))
-            .map(|event_type| Fact::new(&workspace_id, event_type, session_id))
-            .collect();
+        let facts =
+            webhooks::session_facts(&workspace_id, session_id, &stored, child_threads > 0, aggregate.as_deref());
         super::webhooks::record(tx, &facts, now).await?;
     }
     if stored.iter().any(|event| outcome_projection::projected(&event.kind)) {

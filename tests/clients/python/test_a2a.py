@@ -841,3 +841,25 @@ def test_js_client_send_and_stream(turns: Deployment, fake_anthropic: FakeAnthro
     assert kinds[0] == "task" and kinds[-2:] == ["artifactUpdate", "statusUpdate"], streamed
     assert streamed["events"][-2]["text"] == f"streamed to js {key}"
     assert streamed["events"][-1]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_coordinators_task_answers_with_the_primarys_words_only(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    """docs/api/multiagent.md: a task of a coordinator is the primary thread's exchange; its
+    subagents' messages are their threads' own and never the task's answer or history."""
+    helper = agent(turns)
+    helper_name = turns.client().beta.agents.retrieve(helper).name
+    boss = agent(turns, multiagent={"type": "coordinator", "agents": [helper]})
+    key, job = unique("a2a-boss"), unique("a2a-job")
+    fake_anthropic.script(key, call("spawn_thread", {"agent": helper_name, "message": job}), say(f"the primary's answer {key}"))
+    fake_anthropic.script(job, say("the subagent's words"))
+
+    async def scenario() -> None:
+        client = await client_for(turns, agent_base(turns, boss))
+        (event,) = await collect(client, user(f"go {key}"))
+        task = event["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+        assert answer(task) == f"the primary's answer {key}"
+        assert "the subagent's words" not in json.dumps(task)
+        await client.close()
+
+    run(scenario())

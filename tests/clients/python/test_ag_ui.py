@@ -125,3 +125,23 @@ def test_bad_requests(turns: Deployment) -> None:
     assert http.post("/v1/ag-ui", json={"runId": "r", "messages": []}, headers=headers).status_code == 400
     assert http.post("/v1/ag-ui", json=base).status_code == 401
     assert http.get(f"/v1/ag-ui/threads/{unique('none')}/messages", headers=headers).status_code == 404
+
+
+def test_a_subagents_turn_is_a_step_of_the_run(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    """docs/api/multiagent.md: `spawn_thread` is a tool call of the run and the subagent's
+    turn a step, in an order the official client's verifier accepts."""
+    client = turns.client()
+    helper = client.beta.agents.create(name=unique("agui-helper"), model=MODEL)
+    boss = agent(client, multiagent={"type": "coordinator", "agents": [helper.id]})
+    key, job = unique("agui-boss"), unique("agui-job")
+    fake_anthropic.script(key, call("spawn_thread", {"agent": helper.name, "message": job}), say(f"done {key}"))
+    fake_anthropic.script(job, say("the child's answer"))
+    report = drive("ag_ui.mjs", "send", turns, thread=unique("thread"), agent=boss, text=f"go {key}")
+    assert report["failures"] == [] and report["runErrors"] == [], report
+    seen = report["seen"]
+    assert seen[-1] == "RUN_FINISHED", seen
+    # Two model requests of the primary and the subagent's turn.
+    assert seen.count("STEP_STARTED") == seen.count("STEP_FINISHED") == 3, seen
+    assert "TOOL_CALL_RESULT" in seen
+    assistant = [m for m in report["messages"] if m["role"] == "assistant"]
+    assert assistant[-1]["content"] == f"done {key}"

@@ -196,3 +196,23 @@ def test_the_default_agent_starts_threads_that_name_none(launch: Any) -> None:
     # The configured agent was used: this one does not exist, and the error names it.
     assert response.status_code in (400, 404), response.text
     assert "agent_configured_default" in response.json()["error"]["message"], response.text
+
+
+def test_subagents_show_as_tool_calls_and_one_data_part_per_thread(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    """docs/api/multiagent.md: a coordinator's `spawn_thread` is a tool call of the primary,
+    and each subagent's status is a `data-session-thread` part the client reconciles by id."""
+    client = turns.client()
+    helper = client.beta.agents.create(name=unique("aisdk-helper"), model=MODEL)
+    boss = agent(client, multiagent={"type": "coordinator", "agents": [helper.id]})
+    key, job = unique("aisdk-boss"), unique("aisdk-job")
+    fake_anthropic.script(key, call("spawn_thread", {"agent": helper.name, "message": job}), say(f"done {key}"))
+    fake_anthropic.script(job, say("the child's answer"))
+    report = drive("send", turns, thread=unique("thread"), agent=boss, text=f"go {key}")
+    assert report["status"] == "ready" and report["errors"] == [], report
+    assistant = report["messages"][-1]
+    (thread,) = [p for p in assistant["parts"] if p["type"] == "data-session-thread"]
+    assert thread["id"].startswith("sthr_") and thread["data"]["agent_name"] == helper.name
+    assert thread["data"]["status"] == "idle", "the running part was replaced by the idle one"
+    (tool,) = [p for p in assistant["parts"] if p.get("toolName") == "spawn_thread"]
+    assert tool["state"] == "output-available" and "the child's answer" in tool["output"]
+    assert texts(assistant)[-1] == f"done {key}"

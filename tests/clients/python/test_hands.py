@@ -690,6 +690,104 @@ def test_lost_leases_are_offered_again_then_given_up(turns: Deployment, fake_ant
     assert poll(http, environment_id, env_key).json() is None, "nothing is offered after the give-up"
 
 
+def test_a_roster_agent_with_sandbox_tools_gives_the_session_hands(turns: Deployment) -> None:
+    """A session needs hands when its agent or an agent of its multiagent roster has a
+    sandbox tool: the roster's threads share the session's sandbox (ADR 0022 §10). An
+    advisor runs no tools; a roster without sandbox tools queues no work."""
+    client = turns.client()
+    http = turns.http()
+    environment_id = make_environment(client, "self_hosted")
+    env_key = api_environment_key(turns, turns.bootstrap_key, environment_id)["secret"]
+    quiet = client.beta.agents.create(name=unique("hands-quiet"), model=MODEL)
+    handy = client.beta.agents.create(name=unique("hands-member"), model=MODEL, tools=[TOOLSET])
+    advisor = {"type": "advisor", "model": MODEL}
+
+    def session_of(multiagent: dict[str, Any]) -> str:
+        agent = client.beta.agents.create(name=unique("hands-boss"), model=MODEL, multiagent=multiagent)
+        return client.beta.sessions.create(agent=agent.id, environment_id=environment_id).id
+
+    session_of({"type": "coordinator", "agents": [quiet.id, advisor]})
+    assert poll(http, environment_id, env_key).json() is None, "no agent of the roster has a sandbox tool"
+    for multiagent in (
+        {"type": "coordinator", "agents": [quiet.id, handy.id]},
+        {
+            "type": "multiagent_20261001",
+            "advisor": {"type": "disabled"},
+            "subagents": {"type": "enabled", "predefined_agents": [handy.id]},
+            "workflows": {"type": "disabled"},
+        },
+    ):
+        session_id = session_of(multiagent)
+        item = poll_item(http, environment_id, env_key)
+        assert item["data"] == {"type": "session", "id": session_id}, (multiagent["type"], item)
+        stop_work(http, environment_id, item["id"], env_key, force=True)
+
+
+@pytest.mark.slow
+def test_lost_hands_of_a_subagent_give_up_its_sandbox_call_on_its_thread(
+    turns: Deployment, fake_anthropic: FakeAnthropic
+) -> None:
+    """A coordinator without sandbox tools spawns a subagent that has them; the hands lose
+    three leases while the child's bash call waits: that call gets the error result and
+    the session.error on the child's thread, ending the child's turn; the primary's
+    spawn_thread call is not a sandbox call and is answered by the child's thread, not
+    by the give-up."""
+    client = turns.client()
+    http = turns.http()
+    headers = turns.headers()
+    environment_id = make_environment(client, "self_hosted")
+    env_key = api_environment_key(turns, turns.bootstrap_key, environment_id)["secret"]
+    member = client.beta.agents.create(name=unique("hands-member"), model=MODEL, tools=[TOOLSET], description="Runs commands.")
+    boss = client.beta.agents.create(
+        name=unique("hands-boss"), model=MODEL, multiagent={"type": "coordinator", "agents": [member.id]}
+    )
+    key, task = unique("lostchild"), unique("childtask")
+    fake_anthropic.script(key, call("spawn_thread", {"agent": member.name, "message": task}), say(f"recovered {key}"))
+    # The child's one reply: the primary's later requests mention `task` too (the spawn's
+    # input), and a key with replies left would take them.
+    fake_anthropic.script(task, call("bash", {"command": "echo never answered"}))
+    session = client.beta.sessions.create(agent=boss.id, environment_id=environment_id)
+
+    # Lease 1 is taken before the turn; the child's bash call then waits for the hands.
+    item, _, beat = take(http, environment_id, env_key, "worker-a", beat=True)
+    assert beat is not None
+    client.beta.sessions.events.send(session.id, events=[user_message(key)])
+
+    def bash_use(events: list[dict[str, Any]]) -> bool:
+        return any(e["type"] == "agent.tool_use" and e["name"] == "bash" for e in events)
+
+    events = wait_events(http, headers, session.id, bash_use, what="the child's bash call")
+    (spawn,) = [e for e in of_type(events, "agent.tool_use") if e["name"] == "spawn_thread"]
+    (bash,) = [e for e in of_type(events, "agent.tool_use") if e["name"] == "bash"]
+    child = bash["session_thread_id"]
+    assert child.startswith("sthr_") and child != session.id, bash
+    # Leases 2 and 3 are taken and lost too: given up.
+    for worker in ("worker-b", "worker-c"):
+        wait_work_state(http, headers, environment_id, item["id"], "queued", timeout=LEASE_WAIT)
+        assert not idles(events_of(http, headers, session.id)), "fewer than three lost leases do not end the turn"
+        take(http, environment_id, env_key, worker, beat=True)
+    wait_work_state(http, headers, environment_id, item["id"], "stopped", timeout=LEASE_WAIT + 10)
+
+    own = list_all(http, f"/v1/sessions/{session.id}/threads/{child}/events", headers, limit=1000)
+    (result,) = [e for e in of_type(own, "agent.tool_result") if e["tool_use_id"] == bash["id"]]
+    assert result["is_error"] is True and "lost 3 times" in result_text(result), result
+    (error,) = of_type(own, "session.error")
+    assert error["error"]["retry_status"] == {"type": "exhausted"}, error
+    assert types_of(own).index("agent.tool_result") < types_of(own).index("session.error"), types_of(own)
+    assert len(fake_anthropic.received(task)) == 1, "the given-up child turn does not ask the model again"
+
+    # The primary's spawn_thread call is answered by the child's thread, never by the give-up.
+    events = wait_idles(http, headers, session.id, timeout=TURN_TIMEOUT)
+    assert_unique_ids(events)
+    (answer,) = [e for e in of_type(events, "agent.tool_result") if e["tool_use_id"] == spawn["id"]]
+    assert result_text(answer) != result_text(result), answer
+    assert "session_thread_id" not in answer or answer["session_thread_id"] in (None, session.id), answer
+    primary = list_all(http, f"/v1/sessions/{session.id}/threads/{session.id}/events", headers, limit=1000)
+    assert not of_type(primary, "session.error"), types_of(primary)
+    assert message_texts(events)[-1] == f"recovered {key}", types_of(events)
+    assert poll(http, environment_id, env_key).json() is None, "nothing is offered after the give-up"
+
+
 @pytest.mark.slow
 def test_renewing_a_lease_that_expired_is_a_precondition_failure(turns: Deployment) -> None:
     """A worker whose lease expired (the item is queued again) renews with its last

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import anthropic
 import pytest
 
-from fake_models import FakeAnthropic, say
+from fake_models import FakeAnthropic, call, say
 from harness import BETA, Deployment, unique
 
 SUBSCRIPTIONS = "/v1/config/webhook-subscriptions"
@@ -171,7 +171,7 @@ def test_refusals_on_the_shared_deployment(agentd: Deployment) -> None:
         response = http.put(f"{SUBSCRIPTIONS}/{unique('bad')}", json={"url": url, "event_types": ["agent.created"]}, headers=headers)
         body = problem(response, 422, fragment)
         assert "127.0.0.1" not in body["detail"] and "169.254" not in body["detail"], body
-    for types, fragment in ((["session.thread_created"], "does not deliver"), ([], "at least one"), ("agent.created", "array")):
+    for types, fragment in ((["external_key.failed"], "does not deliver"), ([], "at least one"), ("agent.created", "array")):
         response = http.put(f"{SUBSCRIPTIONS}/{unique('bad')}", json={"url": "https://hooks.invalid/x", "event_types": types}, headers=headers)
         problem(response, 422, fragment)
     problem(http.put(f"{SUBSCRIPTIONS}/{unique('bad')}", json={"url": "https://hooks.invalid/x", "event_types": ["agent.created"], "secret": "x"}, headers=headers), 422, "unknown field")
@@ -375,3 +375,34 @@ def test_organization_endpoint_api(hooks: Deployment, receiver: Receiver) -> Non
 
 def collect_all(page: Any) -> list[Any]:
     return [item for item in page]
+
+
+def test_a_multiagent_sessions_threads_are_reported_and_it_idles_once(
+    hooks: Deployment, fake_anthropic: FakeAnthropic, receiver: Receiver
+) -> None:
+    """docs/api/multiagent.md: a subagent's thread is `session.thread_created` and
+    `session.thread_idled` naming the thread (verified with the SDK's own union), and the
+    session itself idles once — when every thread is idle, not when a thread is."""
+    client = hooks.client()
+    types = ["session.status_idled", "session.thread_created", "session.thread_idled"]
+    secret = subscribe(hooks, "threads", receiver.url("/threads"), types)["secret"]
+    environment = client.beta.environments.create(name=unique("hook-env"), config={"type": "cloud"})
+    helper = client.beta.agents.create(name=unique("hook-helper"), model=MODEL)
+    boss = client.beta.agents.create(
+        name=unique("hook-boss"), model=MODEL, multiagent={"type": "coordinator", "agents": [helper.id]}
+    )
+    key, job = unique("hook-boss"), unique("hook-job")
+    fake_anthropic.script(key, call("spawn_thread", {"agent": helper.name, "message": job}), say(f"done {key}"))
+    fake_anthropic.script(job, say("child done"))
+    session = client.beta.sessions.create(agent=boss.id, environment_id=environment.id)
+    client.beta.sessions.events.send(session.id, events=[{"type": "user.message", "content": [{"type": "text", "text": key}]}])
+
+    got = receiver.wait("/threads", lambda e: {x["data"]["type"] for x in e} >= set(types))
+    events = [verify(client, secret, delivery) for delivery in got]
+    thread_id = next(t.id for t in client.beta.sessions.threads.list(session.id) if t.parent_thread_id)
+    of_type = lambda t: [e.data for e in events if e.data.type == t]  # noqa: E731
+    assert [(d.id, d.session_thread_id) for d in of_type("session.thread_created")] == [(session.id, thread_id)]
+    assert [(d.id, d.session_thread_id) for d in of_type("session.thread_idled")] == [(session.id, thread_id)]
+    time.sleep(1.0)
+    idled = [json.loads(b)["data"] for _, b, _ in receiver.received("/threads") if json.loads(b)["data"]["type"] == "session.status_idled"]
+    assert [d["id"] for d in idled] == [session.id], "the session idles once, after its last thread"

@@ -5,6 +5,7 @@ use agentd_schema::{EventType, StoredEvent};
 use serde_json::{Value, json};
 
 use crate::providers::{Block, Message, ModelRequest, Role};
+use crate::threads::{CallRole, thread_call};
 
 fn text_blocks(content: &Value) -> Vec<Block> {
     content
@@ -53,7 +54,7 @@ pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, 
                     add(&mut messages, &mut system, held);
                 }
             }
-            kind if in_request && kind.is_client_input() => deferred.push(event),
+            kind if in_request && (kind.is_client_input() || is_request(event)) => deferred.push(event),
             _ => add(&mut messages, &mut system, event),
         }
     }
@@ -62,6 +63,13 @@ pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, 
     }
     let system = (!system.is_empty()).then(|| system.join("\n\n"));
     (system, messages)
+}
+
+/// A parent's request delivered to a child thread (not a reply: its tool result is the
+/// input).
+fn is_request(event: &StoredEvent) -> bool {
+    event.is(EventType::AgentThreadMessageReceived)
+        && thread_call(&event.body).is_some_and(|(_, role)| role == CallRole::Request)
 }
 
 /// A request's tool-result block for a result event (`answers_key` names the call).
@@ -84,6 +92,8 @@ fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEven
     let Some(kind) = event.event_type() else { return };
     match kind {
         EventType::UserMessage => push(Role::User, text_blocks(&body["content"])),
+        // A child thread's request from its parent is its user's message.
+        EventType::AgentThreadMessageReceived if is_request(event) => push(Role::User, text_blocks(&body["content"])),
         EventType::SystemMessage => {
             system.extend(text_blocks(&body["content"]).into_iter().filter_map(|b| match b {
                 Block::Text(t) => Some(t),

@@ -19,6 +19,8 @@ use agentd_schema::{EventType, NewEvent, StopReason, StoredEvent};
 use serde_json::Value;
 
 use crate::providers::{Message, ModelRequest, Role};
+use crate::threads::ThreadTool;
+pub use crate::threads::{ThreadCall, Waiting};
 pub use conversation::{append_user_input, conversation};
 use state::Thread;
 pub use tools::{ToolClass, classify, is_builtin, tool_specs};
@@ -52,6 +54,23 @@ pub enum Decision {
         before: Vec<NewEvent>,
         /// The calls, in the order the model made them.
         calls: Vec<RemoteCall>,
+    },
+    /// Commit `before`, then dispatch these thread calls to child threads in one
+    /// handoff (`run/threads.rs`): spawn or message each, or refuse it.
+    CallThreads {
+        /// Events to commit first (a status change, synthetic results of refused calls).
+        before: Vec<NewEvent>,
+        /// The calls, in the order the model made them.
+        calls: Vec<ThreadCall>,
+    },
+    /// Dispatched thread calls wait for their children's replies: park (the session
+    /// stays `running`; a reply wakes the run), or idle `requires_action` when every
+    /// awaited child waits on the client (`run/threads.rs`).
+    AwaitThreads {
+        /// Events to commit first (a status change, a closed span).
+        events: Vec<NewEvent>,
+        /// The calls waited on, in the order the model made them.
+        waiting: Vec<Waiting>,
     },
     /// Nothing to do: park the run without committing.
     Park,
@@ -89,7 +108,9 @@ impl RemoteCall {
     pub fn kind(&self) -> EventType {
         match self.target {
             RemoteTarget::Mcp { .. } => EventType::AgentMcpToolUse,
-            RemoteTarget::A2a { .. } | RemoteTarget::Memory | RemoteTarget::Web(_) => EventType::AgentToolUse,
+            RemoteTarget::A2a { .. } | RemoteTarget::Memory | RemoteTarget::Web(_) | RemoteTarget::Advisor => {
+                EventType::AgentToolUse
+            }
         }
     }
 }
@@ -113,6 +134,8 @@ pub enum RemoteTarget {
     Memory,
     /// `web_fetch` or `web_search` of the built-in toolset (`web/`).
     Web(agentd_schema::web::WebTool),
+    /// `consult_advisor` of the primary thread (`run/advisor.rs`).
+    Advisor,
 }
 
 /// The result of a remote call the user interrupted before it was made (the live
@@ -150,6 +173,12 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         }
         return Decision::CallRemote { before, calls };
     }
+    // Thread calls are dispatched next, before the turn waits on the client: a response
+    // mixing them with custom tools starts its children first.
+    if !routed.threads.is_empty() {
+        resume(&thread, &mut before);
+        return Decision::CallThreads { before, calls: routed.threads };
+    }
     if !routed.blocking.is_empty() {
         let stop = StopReason::RequiresAction { event_ids: routed.blocking };
         if thread.idled_with(&stop) && before.is_empty() {
@@ -162,6 +191,12 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         resume(&thread, &mut before);
         return Decision::AwaitHands { events: before };
     }
+    // Replies are awaited unless the user interrupted the turn: then it ends (and
+    // `run.rs` closes the waits with error results).
+    if !routed.waiting.is_empty() && !thread.interrupted() {
+        resume(&thread, &mut before);
+        return Decision::AwaitThreads { events: before, waiting: routed.waiting };
+    }
     let synthetic_results = before.iter().any(|e| e.event_type().is_some_and(EventType::is_tool_answer));
     if (synthetic_results || thread.input_pending()) && !thread.interrupted() {
         resume(&thread, &mut before);
@@ -173,6 +208,21 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         return Decision::Idle { events: before };
     }
     Decision::Park
+}
+
+/// The dispatched thread calls of a primary thread's history still waiting for a reply.
+pub fn awaiting(history: &[StoredEvent]) -> Vec<Waiting> {
+    let thread = Thread::of(history);
+    let waiting = thread.calls.open().iter().filter_map(|call| {
+        let thread_id = thread.dispatched.get(&call.id)?;
+        Some(Waiting { call_id: call.id.clone(), thread_id: thread_id.clone() })
+    });
+    waiting.collect()
+}
+
+/// Whether the thread already idled with `stop` and no input came since.
+pub fn idled_with(history: &[StoredEvent], stop: &StopReason) -> bool {
+    Thread::of(history).idled_with(stop)
 }
 
 /// Marks an idle session running again first; whether it was idle.
@@ -199,6 +249,10 @@ struct Routed {
     with_hands: bool,
     /// Made by the worker now.
     remote: Vec<RemoteCall>,
+    /// Thread calls to dispatch now.
+    threads: Vec<ThreadCall>,
+    /// Dispatched thread calls waiting for a reply.
+    waiting: Vec<Waiting>,
     /// Calls that will not run, with their synthetic error results.
     refused: Vec<NewEvent>,
 }
@@ -208,6 +262,8 @@ enum Route {
     Blocking,
     Hands,
     Remote(RemoteTarget),
+    Thread(ThreadTool),
+    Waiting(String),
     Refused(String),
 }
 
@@ -223,6 +279,10 @@ fn route_calls(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Route
                 input: call.input.clone(),
                 released_now: false,
             }),
+            Route::Thread(tool) => {
+                routed.threads.push(ThreadCall { id: call.id.clone(), tool, input: call.input.clone() })
+            }
+            Route::Waiting(thread_id) => routed.waiting.push(Waiting { call_id: call.id.clone(), thread_id }),
             Route::Refused(why) => {
                 routed.refused.push(NewEvent::synthetic_result(&thread.thread_id, call.kind, &call.id, &why));
             }
@@ -250,6 +310,18 @@ fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCal
     let class = classify(agent, name);
     let a2a = matches!(class, ToolClass::A2a { .. });
     let memory = class == ToolClass::Memory;
+    let advisor = class == ToolClass::Advisor;
+    // A thread call waits for its child once dispatched; until then it is made like a
+    // remote call (an interrupt since it was made means it is not).
+    if let Some(thread_id) = thread.dispatched.get(&call.id) {
+        return Route::Waiting(thread_id.clone());
+    }
+    if let ToolClass::Thread(tool) = class {
+        if thread.last_interrupt.is_some_and(|interrupt| interrupt > call.at) {
+            return Route::Refused(NOT_MADE_INTERRUPTED.to_owned());
+        }
+        return Route::Thread(tool);
+    }
     let web = match class {
         ToolClass::Web { tool, .. } if call.kind == EventType::AgentToolUse => Some(tool),
         _ => None,
@@ -258,7 +330,7 @@ fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCal
     // committed since it was released (its use, or the confirmation allowing it) means
     // it is not made.
     let released = confirmation.map_or(call.at, |c| c.at).max(call.at);
-    let remote = call.kind == EventType::AgentMcpToolUse || a2a || memory || web.is_some();
+    let remote = call.kind == EventType::AgentMcpToolUse || a2a || memory || advisor || web.is_some();
     if remote && thread.last_interrupt.is_some_and(|interrupt| interrupt > released) {
         return Route::Refused(INTERRUPTED_UNANSWERED.to_owned());
     }
@@ -269,6 +341,7 @@ fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCal
         },
         _ if a2a => Route::Remote(RemoteTarget::A2a { tool: name.to_owned() }),
         _ if memory => Route::Remote(RemoteTarget::Memory),
+        _ if advisor => Route::Remote(RemoteTarget::Advisor),
         // A URL to fetch must have appeared in the conversation before the call.
         _ if let Some(tool) = web => match tool {
             WebTool::Fetch if let Some(why) = crate::web::refuse_fetch(agent, history, call.at, &call.input) => {

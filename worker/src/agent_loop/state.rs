@@ -2,8 +2,12 @@
 //! the open tool calls and where the last input, interrupt, request and status are.
 //! Positions are indexes into the history.
 
+use std::collections::HashMap;
+
 use agentd_schema::events::{OutcomeVerdict, ToolCalls};
 use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
+
+use crate::threads::{CallRole, thread_call};
 
 /// The fold of a thread's committed history.
 #[derive(Debug, Default)]
@@ -30,8 +34,12 @@ pub struct Thread {
     pub last_idle: Option<(usize, Option<StopReason>)>,
     /// The last `session.error` that gave up (retries, hands or a remote server exhausted).
     pub last_given_up: Option<usize>,
-    /// Whether the last status event is `session.status_running`.
+    /// Whether the last status event is `session.status_running` (or, on a child
+    /// thread, `session.thread_status_running`).
     pub running: bool,
+    /// The thread calls dispatched to a child thread (their `agent.thread_message_sent`
+    /// is committed): call id → the child thread.
+    pub dispatched: HashMap<String, String>,
 }
 
 impl Thread {
@@ -50,7 +58,11 @@ impl Thread {
     fn fold(&mut self, at: usize, event: &StoredEvent) {
         self.calls.fold(at, event);
         let Some(kind) = event.event_type() else { return };
-        let client_input = kind.is_client_input() && kind != EventType::UserInterrupt;
+        // A child thread's request from its parent is its client's input; a reply to a
+        // call is not input (the call's `agent.tool_result` is).
+        let request = kind == EventType::AgentThreadMessageReceived
+            && thread_call(&event.body).is_some_and(|(_, role)| role == CallRole::Request);
+        let client_input = (kind.is_client_input() && kind != EventType::UserInterrupt) || request;
         if client_input {
             self.last_client_input = Some(at);
         }
@@ -68,11 +80,18 @@ impl Thread {
                     self.last_completed_start = self.last_model_start;
                 }
             }
-            EventType::SessionStatusIdle => {
+            // A child thread's statuses are `session.thread_status_*` (`run.rs` rewrites them).
+            EventType::SessionStatusIdle | EventType::SessionThreadStatusIdle => {
                 self.last_idle = Some((at, StopReason::of(&event.body)));
                 self.running = false;
             }
-            EventType::SessionStatusRunning => self.running = true,
+            EventType::SessionStatusRunning | EventType::SessionThreadStatusRunning => self.running = true,
+            EventType::AgentThreadMessageSent => {
+                if let Some((call, CallRole::Request)) = thread_call(&event.body) {
+                    let to = event.body["to_session_thread_id"].as_str().unwrap_or_default();
+                    self.dispatched.insert(call.to_owned(), to.to_owned());
+                }
+            }
             // The grader's feedback on an outcome is input for the agent's next request
             // (not the client's: it does not resume an interrupted turn).
             EventType::SpanOutcomeEvaluationEnd

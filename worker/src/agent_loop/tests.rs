@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::providers::{Block, Role};
+use crate::threads::ThreadTool;
 
 fn bodies(events: &[NewEvent]) -> Vec<Value> {
     events.iter().map(|e| e.body.clone()).collect()
@@ -390,9 +391,9 @@ fn a_dream_sessions_memory_tool_is_run_by_the_worker_and_only_there() {
             active_ms: 0,
             running_since_ms: None,
             inbox_version: 0,
-            child_threads: 0,
             resources_revision: 1,
             agent_snapshot_id: None,
+            child_threads: 0,
         };
         let mut agent = custom_memory.clone();
         crate::dream_memory::arm(&session, &mut agent);
@@ -476,4 +477,181 @@ fn a_web_search_that_asks_waits_for_the_confirmation_then_runs() {
     let Decision::CallRemote { calls, .. } = decide(&web_agent(), &history(&events)) else { panic!() };
     assert_eq!(calls[0].target, RemoteTarget::Web(WebTool::Search));
     assert!(calls[0].released_now);
+}
+
+/// A primary thread's agent armed with its thread tools (`threads::arm`).
+fn lead() -> Value {
+    json!({
+        "model": { "id": "claude-sonnet-4-5" },
+        "tools": [
+            { "type": "custom", "name": "lookup", "description": "d", "input_schema": { "type": "object" } },
+            { "type": crate::threads::TOOL_TYPE, "spawn": true, "names": ["researcher"],
+              "agents": [{ "name": "researcher", "description": "digs", "self": false }],
+              "inline_agents": false, "advisor": "claude-opus-4-1" }
+        ]
+    })
+}
+
+fn thread_tool_use(id: &str, name: &str, input: Value) -> Value {
+    let mut call = builtin_tool_use(name, input, "always_allow");
+    call["id"] = json!(id);
+    call
+}
+
+/// The parent's `agent.thread_message_sent` that dispatched the call `call` to `to`.
+fn dispatched(call: &str, to: &str) -> Value {
+    json!({ "type": "agent.thread_message_sent", "to_session_thread_id": to, "to_agent_name": "researcher",
+            "content": [{ "type": "text", "text": "find" }],
+            "_thread_call": { "tool_use_id": call, "role": "request" } })
+}
+
+fn thread_result(call: &str) -> Value {
+    json!({ "type": "agent.tool_result", "tool_use_id": call, "is_error": false,
+            "content": [{ "type": "text", "text": "session_thread_id: sthr_1\n\nfound" }] })
+}
+
+#[test]
+fn thread_tools_are_the_primarys_offered_always_allowed() {
+    let armed = lead();
+    assert_eq!(classify(&armed, "spawn_thread"), ToolClass::Thread(ThreadTool::Spawn));
+    assert_eq!(classify(&armed, "message_thread"), ToolClass::Thread(ThreadTool::Message));
+    assert_eq!(classify(&armed, "consult_advisor"), ToolClass::Advisor);
+    let names: Vec<String> = tool_specs(&armed).into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["lookup", "spawn_thread", "message_thread", "consult_advisor"]);
+    // A child's agent has no thread tools: a call of one is refused, not dispatched.
+    let child = agent();
+    assert_eq!(classify(&child, "spawn_thread"), ToolClass::Unknown);
+    let events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        thread_tool_use("t1", "spawn_thread", json!({ "agent": "researcher", "message": "x" })),
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::CallModel { before, .. } = decide(&child, &history(&events)) else { panic!("refused") };
+    assert_eq!(before[0].body["is_error"], true);
+}
+
+#[test]
+fn thread_calls_dispatch_before_the_turn_waits_on_the_client_then_await_their_replies() {
+    let spawn = thread_tool_use("t1", "spawn_thread", json!({ "agent": "researcher", "message": "find" }));
+    let mut events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        spawn,
+        json!({"type":"agent.custom_tool_use","id":"t2","name":"lookup","input":{}}),
+        json!({"type":"span.model_request_end"}),
+    ];
+    let decision = decide(&lead(), &history(&events));
+    let Decision::CallThreads { before, calls } = decision else { panic!("{decision:?}") };
+    assert!(before.is_empty(), "already running");
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].id.as_str(), calls[0].tool), ("t1", ThreadTool::Spawn));
+    assert_eq!(calls[0].input["message"], "find");
+
+    // Dispatched: the custom tool blocks the turn as usual.
+    events.push(dispatched("t1", "sthr_1"));
+    let Decision::Idle { events: idle_events } = decide(&lead(), &history(&events)) else { panic!() };
+    assert_eq!(idle_events[0].body["stop_reason"], json!({ "type": "requires_action", "event_ids": ["t2"] }));
+    events.extend(bodies(&idle_events));
+
+    // Answered: the reply is awaited, and the session runs again meanwhile.
+    events.push(json!({"type":"user.custom_tool_result","custom_tool_use_id":"t2","content":[]}));
+    let decision = decide(&lead(), &history(&events));
+    let Decision::AwaitThreads { events: before, waiting } = decision else { panic!("{decision:?}") };
+    assert_eq!(bodies(&before), vec![json!({ "type": "session.status_running" })]);
+    assert_eq!(waiting, [Waiting { call_id: "t1".into(), thread_id: "sthr_1".into() }]);
+    events.extend(bodies(&before));
+    assert!(
+        matches!(decide(&lead(), &history(&events)), Decision::AwaitThreads { ref events, .. } if events.is_empty())
+    );
+
+    // The reply's message is not input; the call's result is.
+    events.push(json!({ "type": "agent.thread_message_received", "from_session_thread_id": "sthr_1",
+                        "from_agent_name": "researcher", "content": [{ "type": "text", "text": "found" }],
+                        "_thread_call": { "tool_use_id": "t1", "role": "reply" } }));
+    assert!(matches!(decide(&lead(), &history(&events)), Decision::AwaitThreads { .. }));
+    events.push(thread_result("t1"));
+    let Decision::CallModel { before, request } = decide(&lead(), &history(&events)) else { panic!() };
+    assert!(before.is_empty());
+    assert!(matches!(request.messages.last().unwrap().content.last(), Some(Block::ToolResult { .. })));
+    assert_eq!(awaiting(&history(&events)), []);
+}
+
+#[test]
+fn an_interrupted_parent_ends_its_turn_instead_of_waiting_or_dispatching() {
+    let mut events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        thread_tool_use("t1", "spawn_thread", json!({ "agent": "researcher", "message": "a" })),
+        thread_tool_use("t2", "spawn_thread", json!({ "agent": "researcher", "message": "b" })),
+        json!({"type":"span.model_request_end"}),
+        dispatched("t1", "sthr_1"),
+        json!({"type":"user.interrupt"}),
+    ];
+    let decision = decide(&lead(), &history(&events));
+    let Decision::Idle { events: end } = decision else { panic!("{decision:?}") };
+    // The undispatched call is not made; the dispatched one is left to `run.rs`, which
+    // closes the wait with the idle.
+    assert_eq!(end.len(), 2);
+    assert_eq!((end[0].body["tool_use_id"].as_str(), end[0].body["is_error"].as_bool()), (Some("t2"), Some(true)));
+    assert_eq!(end[0].body["content"][0]["text"], NOT_MADE_INTERRUPTED);
+    assert_eq!(end[1].body["stop_reason"]["type"], "end_turn");
+    assert_eq!(awaiting(&history(&events)), [Waiting { call_id: "t1".into(), thread_id: "sthr_1".into() }]);
+    events.extend(bodies(&end));
+    events.push(json!({"type":"agent.tool_result","tool_use_id":"t1","is_error":true,"content":[]}));
+    assert_eq!(decide(&lead(), &history(&events)), Decision::Park, "closed, and stays ended");
+}
+
+#[test]
+fn the_advisor_is_a_remote_call_of_the_worker() {
+    let events = vec![
+        user("go"),
+        json!({"type":"session.status_running"}),
+        thread_tool_use("t1", "consult_advisor", json!({ "question": "which?" })),
+        json!({"type":"span.model_request_end"}),
+    ];
+    let Decision::CallRemote { calls, .. } = decide(&lead(), &history(&events)) else { panic!() };
+    assert_eq!((calls[0].target.clone(), calls[0].kind()), (RemoteTarget::Advisor, EventType::AgentToolUse));
+}
+
+/// A child thread's history: on `sthr_1`, its statuses `session.thread_status_*`.
+fn child_history(events: &[Value]) -> Vec<StoredEvent> {
+    let mut stored = history(events);
+    for event in &mut stored {
+        event.thread_id = "sthr_1".into();
+    }
+    stored
+}
+
+#[test]
+fn a_childs_request_is_its_input_and_its_thread_statuses_are_its_status() {
+    let mut events = vec![
+        json!({ "type": "session.thread_status_running", "session_thread_id": "sthr_1", "agent_name": "researcher" }),
+        json!({ "type": "agent.thread_message_received", "from_session_thread_id": "sesn_1",
+                "content": [{ "type": "text", "text": "find the paper" }],
+                "_thread_call": { "tool_use_id": "t1", "role": "request" } }),
+    ];
+    let decision = decide(&agent(), &child_history(&events));
+    let Decision::CallModel { before, request } = decision else { panic!("{decision:?}") };
+    assert!(before.is_empty(), "running already: the dispatch said so");
+    assert_eq!(request.messages.len(), 1);
+    assert_eq!(request.messages[0].role, Role::User);
+    assert_eq!(request.messages[0].content, vec![Block::Text("find the paper".into())]);
+
+    events.push(json!({"type":"span.model_request_start"}));
+    events.push(json!({"type":"agent.message","content":[{"type":"text","text":"found"}]}));
+    events.push(json!({"type":"span.model_request_end"}));
+    let Decision::Idle { events: end } = decide(&agent(), &child_history(&events)) else { panic!() };
+    assert_eq!(end[0].body["stop_reason"]["type"], "end_turn");
+    // Committed by a child, the idle is a thread status; folded, it ends the turn once.
+    let idle = end[0].clone().for_thread("researcher");
+    assert_eq!(idle.kind, "session.thread_status_idle");
+    events.push(idle.body);
+    assert_eq!(decide(&agent(), &child_history(&events)), Decision::Park);
+
+    // The reply the child sent is not input to it.
+    events.push(json!({ "type": "agent.thread_message_sent", "to_session_thread_id": "sesn_1",
+                        "content": [{ "type": "text", "text": "found" }],
+                        "_thread_call": { "tool_use_id": "t1", "role": "reply" } }));
+    assert_eq!(decide(&agent(), &child_history(&events)), Decision::Park);
 }

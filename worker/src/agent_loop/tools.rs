@@ -1,11 +1,13 @@
 //! The agent's tools: how a call is classified from the agent's configuration, and
 //! the tool specs offered to the model. Of the built-in toolset, the sandbox tools go
-//! to the hands and `web_fetch` / `web_search` run in the worker.
+//! to the hands and `web_fetch` / `web_search` run in the worker, as do the primary
+//! thread's thread tools (`threads/`).
 
 use agentd_schema::web::WebTool;
 use serde_json::{Value, json};
 
 use crate::providers::ToolSpec;
+use crate::threads::{Armed, ThreadTool};
 
 /// How a tool call is handled, from the agent's tool configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +34,11 @@ pub enum ToolClass {
         /// `always_allow`, `always_ask` or `auto`.
         policy: String,
     },
+    /// A thread tool of the primary thread (`threads/`): the worker dispatches it to a
+    /// child thread and waits for the reply.
+    Thread(ThreadTool),
+    /// `consult_advisor` (`run/advisor.rs`), run by the worker.
+    Advisor,
     /// Not a tool of this agent.
     Unknown,
 }
@@ -76,6 +83,12 @@ pub fn classify(agent: &Value, name: &str) -> ToolClass {
         match tool["type"].as_str() {
             Some("custom") if tool["name"] == name => return ToolClass::Custom,
             Some(crate::dream_memory::TOOL_TYPE) if tool["name"] == name => return ToolClass::Memory,
+            Some(crate::threads::TOOL_TYPE) if let Some(armed) = crate::threads::class(tool, name) => {
+                return match armed {
+                    Armed::Thread(tool) => ToolClass::Thread(tool),
+                    Armed::Advisor => ToolClass::Advisor,
+                };
+            }
             Some("a2a_agent") if tool["name"] == name => {
                 let policy = tool["permission_policy"]["type"].as_str().unwrap_or("always_allow");
                 return ToolClass::A2a { policy: policy.to_owned() };
@@ -151,6 +164,7 @@ pub fn tool_specs(agent: &Value) -> Vec<ToolSpec> {
                     input_schema,
                 });
             }
+            Some(crate::threads::TOOL_TYPE) => specs.extend(crate::threads::specs(tool)),
             // MCP tools are listed from their servers at run time (`mcp.rs`).
             _ => {}
         }

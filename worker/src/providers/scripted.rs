@@ -2,11 +2,13 @@
 //! real with no key. It answers by echoing the last user text; if that text names one
 //! of the request's tools as `use <tool>`, it calls that tool once (with `{"text": …}`;
 //! `use bash: <command>` calls the built-in `bash` with that command), and after a tool
-//! result it reports the result.
+//! result it reports the result. `use <tool> {…}` calls the tool with that JSON object
+//! as its input, and every such call in the text is made in the one response (two
+//! `use spawn_thread {…}` start two threads at once).
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Block, BlockKind, ModelEvent, ModelRequest, ModelStream, Provider, ProviderError, Role, Usage};
 
@@ -35,10 +37,34 @@ fn last_user_text(request: &ModelRequest) -> (String, Option<String>) {
     (text.join(" "), result)
 }
 
+/// The `use <tool> {…}` calls in `text` of tools the request offers, in order.
+fn json_calls(text: &str, request: &ModelRequest) -> Vec<(String, Value)> {
+    let mut calls = Vec::new();
+    let lower = text.to_ascii_lowercase();
+    for (at, _) in lower.match_indices("use ") {
+        let rest = &text[at + 4..];
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
+        let after = rest[name.len()..].trim_start().trim_start_matches(':').trim_start();
+        if !after.starts_with('{') || !request.tools.iter().any(|t| t.name == name) {
+            continue;
+        }
+        if let Some(Ok(input @ Value::Object(_))) =
+            serde_json::Deserializer::from_str(after).into_iter::<Value>().next()
+        {
+            calls.push((name, input));
+        }
+    }
+    calls
+}
+
 #[async_trait]
 impl Provider for Scripted {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let (text, tool_result) = last_user_text(&request);
+        let calls = if tool_result.is_none() { json_calls(&text, &request) } else { Vec::new() };
+        if !calls.is_empty() {
+            return Ok(calls_stream(&request, calls));
+        }
         let wanted = text
             .split_whitespace()
             .collect::<Vec<_>>()
@@ -77,5 +103,66 @@ impl Provider for Scripted {
 
     fn name(&self) -> &'static str {
         "scripted"
+    }
+}
+
+/// A response that makes `calls` (name, input), each in its own block.
+fn calls_stream(request: &ModelRequest, calls: Vec<(String, Value)>) -> ModelStream {
+    let input_tokens = request.messages.len() as u64 * 10;
+    let names: Vec<&str> = calls.iter().map(|(name, _)| name.as_str()).collect();
+    let reply = format!("Calling {}.", names.join(", "));
+    let mut events = vec![
+        ModelEvent::Usage(Usage { input_tokens, ..Usage::default() }),
+        ModelEvent::BlockStart { index: 0, kind: BlockKind::Text },
+        ModelEvent::TextDelta { index: 0, text: reply.clone() },
+        ModelEvent::BlockStop { index: 0 },
+    ];
+    for (i, (name, input)) in calls.into_iter().enumerate() {
+        let id = format!("toolu_scripted_{}", uuid::Uuid::new_v4().simple());
+        events.push(ModelEvent::BlockStart { index: i + 1, kind: BlockKind::ToolUse { id, name } });
+        events.push(ModelEvent::InputDelta { index: i + 1, json: input.to_string() });
+        events.push(ModelEvent::BlockStop { index: i + 1 });
+    }
+    let output_tokens = reply.split_whitespace().count() as u64;
+    events.push(ModelEvent::Usage(Usage { input_tokens, output_tokens, ..Usage::default() }));
+    events.push(ModelEvent::Done { stop_reason: "tool_use".to_owned() });
+    futures::stream::iter(events.into_iter().map(Ok)).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::{Message, ToolSpec};
+
+    fn request(text: &str, tools: &[&str]) -> ModelRequest {
+        ModelRequest {
+            model: "agentd-test-scripted".into(),
+            messages: vec![Message { role: Role::User, content: vec![Block::Text(text.into())] }],
+            tools: tools
+                .iter()
+                .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })
+                .collect(),
+            ..ModelRequest::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn use_with_json_calls_each_tool_with_that_input() {
+        let text = r#"use spawn_thread {"agent":"self","message":"a"} and use spawn_thread: {"agent":"self","message":"b"} not use other {"x":1}"#;
+        let events: Vec<ModelEvent> =
+            Scripted.stream(request(text, &["spawn_thread"])).await.unwrap().map(Result::unwrap).collect().await;
+        let inputs: Vec<Value> = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::InputDelta { json, .. } => serde_json::from_str(json).ok(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(inputs, [json!({"agent":"self","message":"a"}), json!({"agent":"self","message":"b"})]);
+        assert_eq!(events.last(), Some(&ModelEvent::Done { stop_reason: "tool_use".into() }));
+        // Without JSON, the one call with the text as before.
+        let plain: Vec<ModelEvent> =
+            Scripted.stream(request("use lookup now", &["lookup"])).await.unwrap().map(Result::unwrap).collect().await;
+        assert!(plain.iter().any(|e| matches!(e, ModelEvent::InputDelta { json, .. } if json.contains("\"text\""))));
     }
 }

@@ -1,9 +1,11 @@
-//! The remote tool calls of a step (MCP servers, A2A agents), made one by one.
+//! The remote tool calls of a step (MCP servers, A2A agents, the web tools, the
+//! advisor), made one by one.
 
 use agentd_schema::NewEvent;
 
 use super::{Attempt, Stop};
-use crate::agent_loop::{self, RemoteCall};
+use crate::agent_loop::{self, RemoteCall, RemoteTarget};
+use crate::remote::Outcome;
 
 impl Attempt<'_> {
     /// Makes a step's remote tool calls one by one, committing each result as soon as
@@ -27,9 +29,21 @@ impl Attempt<'_> {
                 self.commit(not_made(agent_loop::NOT_MADE_INTERRUPTED)).await?;
                 continue;
             }
+            let providers = self.providers();
+            let (remote, agent, history) = (&mut self.remote, &self.agent, &self.history);
+            let made = async {
+                match call.target {
+                    RemoteTarget::Advisor => {
+                        let model = crate::threads::advisor_model(agent);
+                        let result = super::advisor::advise(&providers, model, agent, history, &thread, &call).await;
+                        Outcome { events: vec![result], failed: false }
+                    }
+                    _ => remote.run(agent, &call).await,
+                }
+            };
             let outcome = tokio::select! {
                 () = self.cancel.cancelled() => return Err(Stop::Fenced),
-                outcome = self.remote.run(&self.agent, &call) => Some(outcome),
+                outcome = made => Some(outcome),
                 () = self.interrupts.after(seen_seq) => None,
             };
             let events = match outcome {

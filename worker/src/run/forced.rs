@@ -1,5 +1,5 @@
 //! A side model call forced to answer through one tool (the permission judge, the
-//! outcome grader): the answer is the input of its first call of that tool, with its
+//! outcome grader, the advisor): the answer is the input of its first call of that tool, with its
 //! text kept as the fallback the callers' strict parsers may accept.
 
 use futures::StreamExt;
@@ -46,4 +46,22 @@ pub(super) async fn ask(
         }
     }
     Err(ProviderError::transport("the response ended before it was complete"))
+}
+
+/// The last of `lines` that fit in `max` characters, oldest first, saying how many
+/// earlier ones were left out: the bounded transcript a side call reads.
+pub(super) fn tail(lines: &[String], max: usize) -> String {
+    let mut kept = 0;
+    let mut size = 0;
+    for line in lines.iter().rev() {
+        if size + line.len() > max {
+            break;
+        }
+        size += line.len() + 1;
+        kept += 1;
+    }
+    let omitted = lines.len() - kept;
+    let mut out = if omitted > 0 { format!("[{omitted} earlier lines omitted]\n") } else { String::new() };
+    out.push_str(&lines[omitted..].join("\n"));
+    out
 }

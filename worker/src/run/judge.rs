@@ -204,7 +204,7 @@ pub(super) fn add(total: &mut Usage, more: &Usage) {
 }
 
 /// `text` cut at `max` characters, saying so.
-fn cut(text: &str, max: usize) -> String {
+pub(super) fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…[cut]", &text[..at]),
         None => text.to_owned(),
@@ -223,8 +223,8 @@ fn text_of(content: &Value) -> String {
     parts.join("\n")
 }
 
-/// One line of the conversation as the judge reads it.
-fn line(role: Role, block: &Block) -> String {
+/// One line of the conversation as the judge (and the advisor) reads it.
+pub(super) fn line(role: Role, block: &Block) -> String {
     let speaker = match role {
         Role::User => "user",
         Role::Assistant => "assistant",
@@ -260,19 +260,7 @@ fn transcript(messages: &[Message], response: &[NewEvent]) -> String {
             _ => {}
         }
     }
-    let mut kept = 0;
-    let mut size = 0;
-    for line in lines.iter().rev() {
-        if size + line.len() > TAIL_CHARS {
-            break;
-        }
-        size += line.len() + 1;
-        kept += 1;
-    }
-    let omitted = lines.len() - kept;
-    let mut out = if omitted > 0 { format!("[{omitted} earlier lines omitted]\n") } else { String::new() };
-    out.push_str(&lines[omitted..].join("\n"));
-    out
+    super::forced::tail(&lines, TAIL_CHARS)
 }
 
 /// The judge's request about the tool use `call` (`agent.tool_use` or

@@ -98,7 +98,11 @@ impl Attempt<'_> {
                 cache_read_input_tokens: usage.cache_read_input_tokens,
                 cache_creation_input_tokens: usage.cache_creation_input_tokens,
             };
-            closing.push(NewEvent::model_request_end(&thread, &start_id, failed, model_usage));
+            let mut end = NewEvent::model_request_end(&thread, &start_id, failed, model_usage);
+            if let Some(model) = self.span_model() {
+                end.body[agentd_schema::events::MODEL_KEY] = json!(model);
+            }
+            closing.push(end);
             // Whether the failed response produced anything, before usage is appended.
             let produced = closing.len() > 1;
             closing.push(reconcile.snapshot(&thread, &usage));
@@ -270,7 +274,8 @@ fn finish_block(agent: &Value, remote: &Remote, thread: &str, block: OpenBlock) 
             };
             match agent_loop::classify(agent, &name) {
                 ToolClass::Custom => vec![NewEvent::custom_tool_use(thread, &name, input).with_id(id)],
-                ToolClass::Memory => {
+                // The worker's own tools are always allowed and never judged.
+                ToolClass::Memory | ToolClass::Thread(_) | ToolClass::Advisor => {
                     vec![NewEvent::tool_use(thread, &name, input, Permission::of_policy("always_allow")).with_id(id)]
                 }
                 ToolClass::Builtin { policy } | ToolClass::A2a { policy } | ToolClass::Web { policy, .. } => {

@@ -76,7 +76,13 @@ pub async fn view(state: &AppState, row: &A2aTask) -> A2aResult<View> {
     let mut events: Vec<StoredEvent> = Vec::new();
     loop {
         let after = events.last().map_or(row.first_seq - 1, |e| e.seq);
-        let query = EventQuery { after_seq: Some(after), limit: PAGE, ..EventQuery::default() };
+        // A task is the primary thread's exchange: a subagent's work is not its answer.
+        let query = EventQuery {
+            thread_id: Some(row.session_id.clone()),
+            after_seq: Some(after),
+            limit: PAGE,
+            ..EventQuery::default()
+        };
         let page = store.query_events(&row.session_id, &query).await?;
         let done = (page.len() as i64) < PAGE || page.iter().any(|e| ends(row, e));
         events.extend(page);
