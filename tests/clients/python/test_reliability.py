@@ -498,6 +498,59 @@ def test_retry_exhaustion_after_max_attempts(
     )
 
 
+def test_subagent_sigkill_mid_turn_recovers_without_duplicates(
+    launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    """ADR 0022 §10: the worker running a subagent's turn is SIGKILLed while the child's model
+    streams. Another worker reclaims the child's run and repeats the request; the parked
+    parent is untouched. One thread, one spawn, one reply pair, one result per call."""
+    deployment = launch("prod", worker=False, extra_env=fast_env(provider_env))
+    client = deployment.client()
+    helper = client.beta.agents.create(name=unique("rel-helper"), model=PRICED_MODEL)
+    boss = client.beta.agents.create(
+        name=unique("rel-boss"), model=PRICED_MODEL, multiagent={"type": "coordinator", "agents": [helper.id]}
+    )
+    environment = client.beta.environments.create(name=unique("rel-env"), config={"type": "cloud"})
+    session = client.beta.sessions.create(agent=boss.id, environment_id=environment.id)
+    key, job = unique("rel-boss"), unique("rel-job")
+    spawn = Reply(blocks=[tool_use("spawn_thread", {"agent": helper.name, "message": job})], stop_reason="tool_use")
+    fake_anthropic.script(key, spawn, say(f"all done {key}"))
+    fake_anthropic.script(job, slow("this reply never ends " * 4, chunks=200, delay=0.5), say("the child's answer"))
+    worker = deployment.start_worker()
+    client.beta.sessions.events.send(session.id, events=[user_message(key)])
+
+    wait_streaming(fake_anthropic, job, index=0, events=3)
+    kill9(worker)
+    replacement = deployment.start_worker()
+    events = wait_idles(deployment, session.id, timeout=60)
+    settle(3.0)  # two lease + ack-wait periods: any repeated commit would show now
+    events = events_of(deployment, session.id)
+
+    assert client.beta.sessions.retrieve(session.id).status == "idle"
+    threads = [t for t in client.beta.sessions.threads.list(session.id) if t.parent_thread_id]
+    assert len(threads) == 1, threads
+    (child,) = threads
+    assert [e["session_thread_id"] for e in of_type(events, "session.thread_created")] == [child.id]
+    assert len(of_type(events, "agent.thread_message_sent")) == 1
+    (received,) = of_type(events, "agent.thread_message_received")
+    assert received["from_session_thread_id"] == child.id
+    assert "the child's answer" in str(received["content"])
+    (use,) = [e for e in of_type(events, "agent.tool_use") if e["name"] == "spawn_thread"]
+    results = [e for e in of_type(events, "agent.tool_result") if e["tool_use_id"] == use["id"]]
+    assert len(results) == 1 and not results[0].get("is_error"), results
+    assert message_texts(events)[-1] == f"all done {key}"
+    assert len({e["id"] for e in events}) == len(events), "no event is committed twice"
+
+    own = list_all(deployment.http(), f"/v1/sessions/{session.id}/threads/{child.id}/events", deployment.headers(), limit=1000)
+    assert [e["type"] for e in own].count("agent.thread_message_sent") == 1
+    assert message_texts(own) == ["the child's answer"], "the killed attempt's partial text never committed"
+    starts = {e["id"] for e in of_type(own, "span.model_request_start")}
+    closed = {e["model_request_start_id"] for e in of_type(own, "span.model_request_end")}
+    assert starts == closed, f"the killed attempt's span was never closed: {[e['type'] for e in own]}"
+    assert len(fake_anthropic.received(job)) == 2, "the child's request was repeated once, by the reclaiming worker"
+    assert replacement.alive(), replacement.output_tail()
+
+
 def test_stale_worker_is_fenced_out(
     launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
 ) -> None:
