@@ -39,6 +39,16 @@ impl Tokens {
                 + n(&usage["cache_creation"]["ephemeral_1h_input_tokens"]),
         }
     }
+
+    /// These tokens less `other` (never below zero).
+    fn less(self, other: Tokens) -> Self {
+        Self {
+            input: self.input.saturating_sub(other.input),
+            output: self.output.saturating_sub(other.output),
+            cache_read: self.cache_read.saturating_sub(other.cache_read),
+            cache_write: self.cache_write.saturating_sub(other.cache_write),
+        }
+    }
 }
 
 /// The exact cost of `tokens` at `prices`, in units of 10⁻¹² USD.
@@ -81,6 +91,24 @@ pub fn list_cost(units: u128) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_of_another_model_are_priced_at_that_models_prices() {
+        let prices = |input: u64| json!({ "input": input, "output": 0 });
+        let body = json!({
+            "_price_snapshot": { "model": "a", "prices": prices(3_000_000), "models": { "b": prices(5_000_000) } },
+        });
+        let usage = json!({ "input_tokens": 1_200_000, "_models": { "b": { "input_tokens": 1_000_000 } } });
+        // 200k at $3 + 1M at $5 = $5.60.
+        assert_eq!(Standing::of(&body, &usage).list_cost(), json!({ "amount": "560", "currency": "USD" }));
+        let unpriced = json!({ "input_tokens": 10, "_models": { "c": { "input_tokens": 10 } } });
+        assert_eq!(
+            Standing::of(&body, &unpriced).spent_units,
+            None,
+            "a model without a price leaves the spend unknown"
+        );
+        assert_eq!(Standing::of(&body, &json!({ "input_tokens": 1_000_000 })).list_cost()["amount"], "300");
+    }
 
     fn prices() -> Prices {
         // $3 / $15 per million tokens, cache read $0.30, cache write $3.75; a search 1¢.
@@ -205,7 +233,10 @@ pub fn snapshot(catalog: &crate::catalog::Catalog, model: &str) -> Value {
 }
 
 fn snapshot_prices(snapshot: &Value) -> Option<Prices> {
-    let p = &snapshot["prices"];
+    prices_of(&snapshot["prices"])
+}
+
+fn prices_of(p: &Value) -> Option<Prices> {
     Some(Prices {
         input: p["input"].as_u64()?,
         output: p["output"].as_u64()?,
@@ -228,10 +259,24 @@ pub struct Standing {
 impl Standing {
     /// A session's standing from its stored body (budget, `_price_snapshot`) and usage:
     /// its tokens and its server tool requests (`usage.server_tool_use`).
+    ///
+    /// In a multiagent session the tokens a thread spent on another model than the
+    /// primary's are also kept per model (`usage._models`, ADR 0022 §7): those are priced
+    /// at that model's prices of the snapshot (`_price_snapshot.models`), the rest at the
+    /// primary's. A model without a price there leaves the spend unknown.
     pub fn of(body: &Value, usage: &Value) -> Self {
         let (fetches, searches) = crate::web::server_tool_counts(usage);
-        let spent_units = snapshot_prices(&body["_price_snapshot"])
-            .map(|p| cost_units(Tokens::from_usage(usage), p) + server_tool_units(fetches, searches, p));
+        let snapshot = &body["_price_snapshot"];
+        let spent_units = snapshot_prices(snapshot).and_then(|primary| {
+            let mut rest = Tokens::from_usage(usage);
+            let mut units = server_tool_units(fetches, searches, primary);
+            for (model, spent) in usage[crate::events::MODELS_KEY].as_object().into_iter().flatten() {
+                let tokens = Tokens::from_usage(spent);
+                units += cost_units(tokens, prices_of(&snapshot["models"][model])?);
+                rest = rest.less(tokens);
+            }
+            Some(units + cost_units(rest, primary))
+        });
         Self { spent_units, ceiling_cents: ceiling_cents(&body["budget"]) }
     }
 

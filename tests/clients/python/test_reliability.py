@@ -413,6 +413,38 @@ def test_turn_within_budget_ends_normally_with_usage(turns: Deployment, fake_ant
     assert stop_reasons(events) == ["end_turn", "end_turn"]
 
 
+def test_a_subagents_tokens_count_in_the_budget_at_its_own_models_price(
+    turns: Deployment, fake_anthropic: FakeAnthropic
+) -> None:
+    """ADR 0022 §7: every thread's usage is the session's, each priced at its model's list
+    price from the session's price snapshot — not at the primary's."""
+    client = turns.client()
+    helper = client.beta.agents.create(name=unique("rel-opus"), model="claude-opus-4-6")  # $5 / MTok in
+    boss = client.beta.agents.create(
+        name=unique("rel-boss"), model=PRICED_MODEL, multiagent={"type": "coordinator", "agents": [helper.id]}
+    )
+    environment = client.beta.environments.create(name=unique("rel-env"), config={"type": "cloud"})
+    budget = {"type": "limit", "max_list_cost": {"amount": "100000", "currency": "USD"}}
+    session = client.beta.sessions.create(agent=boss.id, environment_id=environment.id, budget=budget)
+    key, job = unique("rel-boss"), unique("rel-job")
+    spent = Usage(input_tokens=100_000, output_tokens=0)
+    fake_anthropic.script(
+        key,
+        Reply(blocks=[tool_use("spawn_thread", {"agent": helper.name, "message": job})], stop_reason="tool_use", usage=spent),
+        Reply(blocks=[text("done")], usage=spent),
+    )
+    fake_anthropic.script(job, Reply(blocks=[text("expensive answer")], usage=Usage(input_tokens=1_000_000, output_tokens=0)))
+    client.beta.sessions.events.send(session.id, events=[user_message(key)])
+    wait_idles(turns, session.id)
+    (request,) = fake_anthropic.received(job)
+    assert request.body["model"] == "claude-opus-4-6"
+    # 2 × 100k at $3 + 1M at $5 = $5.60 (at the primary's price it would be $3.60).
+    usage = client.beta.sessions.retrieve(session.id).usage
+    assert usage.input_tokens == 1_200_000
+    assert usage.list_cost is not None and usage.list_cost.amount == "560", usage
+    assert "_models" not in client.beta.sessions.retrieve(session.id).model_dump_json(), "private usage stays private"
+
+
 # ---------------------------------------------------------------------------------------
 # 2.–6. Distributed mode: faults on real processes
 
