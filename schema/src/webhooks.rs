@@ -90,17 +90,20 @@ impl Fact {
 }
 
 /// The webhook events one committed session event reports. Only the primary thread's
-/// status is the session's; `body` is the event's body (an idle's `stop_reason`).
-pub fn of_session_event(kind: &str, primary: bool, body: &Value) -> &'static [&'static str] {
+/// status is the session's (and only while it has no child threads: then the session's
+/// status is their aggregate, see [`session_facts`]); a budget is reached once for the
+/// session, by its primary thread. `body` is the event's body (an idle's `stop_reason`).
+pub fn of_session_event(kind: &str, primary: bool, threaded: bool, body: &Value) -> &'static [&'static str] {
+    let status = primary && !threaded;
     match kind {
-        "session.status_running" if primary => &["session.status_run_started"],
-        "session.status_idle" if primary && requires_action(body) => {
+        "session.status_running" if status => &["session.status_run_started"],
+        "session.status_idle" if status && requires_action(body) => {
             &["session.status_idled", "session.requires_action"]
         }
-        "session.status_idle" if primary => &["session.status_idled"],
-        "session.status_rescheduled" if primary => &["session.status_rescheduled"],
-        "session.status_terminated" if primary => &["session.status_terminated"],
-        "session.budget_reached" => &["session.budget_reached"],
+        "session.status_idle" if status => &["session.status_idled"],
+        "session.status_rescheduled" if status => &["session.status_rescheduled"],
+        "session.status_terminated" if status => &["session.status_terminated"],
+        "session.budget_reached" if primary => &["session.budget_reached"],
         "span.outcome_evaluation_end" => &["session.outcome_evaluation_ended"],
         _ => &[],
     }
@@ -125,7 +128,7 @@ pub fn session_facts(
     let mut facts = Vec::new();
     for event in events {
         let primary = event.thread_id == session_id;
-        for event_type in of_session_event(&event.kind, primary && !threaded, &event.body) {
+        for event_type in of_session_event(&event.kind, primary, threaded, &event.body) {
             facts.push(Fact::new(workspace_id, event_type, session_id));
         }
         let thread = match event.kind.as_str() {
@@ -144,10 +147,13 @@ pub fn session_facts(
     }
     let status_types: &[&str] = match aggregate {
         Some("running") => &["session.status_run_started"],
+        // Idle waiting for the client: the primary, or the thread whose idle made the
+        // session idle, stopped for it.
         Some("idle")
-            if events
-                .iter()
-                .any(|e| e.thread_id == session_id && e.kind == "session.status_idle" && requires_action(&e.body)) =>
+            if events.iter().any(|e| {
+                matches!(e.kind.as_str(), "session.status_idle" | "session.thread_status_idle")
+                    && requires_action(&e.body)
+            }) =>
         {
             &["session.status_idled", "session.requires_action"]
         }
@@ -237,7 +243,7 @@ mod tests {
         }
         let idle = json!({"stop_reason": {"type": "requires_action"}});
         for kind in ["session.status_running", "session.status_idle", "session.budget_reached"] {
-            for event_type in of_session_event(kind, true, &idle) {
+            for event_type in of_session_event(kind, true, false, &idle) {
                 assert!(known(event_type), "{event_type}");
             }
         }
@@ -246,9 +252,12 @@ mod tests {
     #[test]
     fn only_the_primary_threads_status_is_reported() {
         let body = json!({"stop_reason": {"type": "end_turn"}});
-        assert_eq!(of_session_event("session.status_idle", true, &body), &["session.status_idled"]);
-        assert!(of_session_event("session.status_idle", false, &body).is_empty());
-        assert!(of_session_event("agent.message", true, &body).is_empty());
+        assert_eq!(of_session_event("session.status_idle", true, false, &body), &["session.status_idled"]);
+        assert!(of_session_event("session.status_idle", false, false, &body).is_empty());
+        assert!(of_session_event("session.status_idle", true, true, &body).is_empty(), "threaded: the aggregate's");
+        assert!(of_session_event("agent.message", true, false, &body).is_empty());
+        assert!(of_session_event("session.budget_reached", false, true, &body).is_empty(), "once, by the primary");
+        assert_eq!(of_session_event("session.budget_reached", true, true, &body), &["session.budget_reached"]);
     }
 
     fn event(thread_id: &str, body: Value) -> StoredEvent {
@@ -292,6 +301,11 @@ mod tests {
             ]
         );
         assert!(facts.iter().all(|f| f.resource_id == "sesn_1" && known(f.event_type)));
+        // A child waiting for the client made the session idle: it requires action.
+        let asks =
+            event("sthr_a", json!({"type": "session.thread_status_idle", "stop_reason": {"type": "requires_action"}}));
+        let facts = session_facts("wrkspc_1", "sesn_1", std::slice::from_ref(&asks), true, Some("idle"));
+        assert!(types(&facts).contains(&("session.requires_action", None)), "{facts:?}");
         // A single-agent session reports its primary's statuses as before.
         let facts = session_facts("wrkspc_1", "sesn_1", std::slice::from_ref(&primary_idle), false, None);
         assert_eq!(types(&facts), [("session.status_idled", None)]);

@@ -188,6 +188,13 @@ impl<'a> Attempt<'a> {
             let Some(thread) = ctx.store.get_thread(&claim.session_id, &claim.thread_id).await? else {
                 return Ok(None);
             };
+            // An archived thread runs nothing more: input that reached its run before the
+            // archive is settled unanswered, so the run is not claimed again.
+            if thread.archived_at_ms.is_some() {
+                let archived = Settlement::Done { outcome: "archived".to_owned() };
+                ctx.store.settle(claim, Vec::new(), archived).await?;
+                return Ok(None);
+            }
             let agent = thread.agent.unwrap_or_default();
             let name = thread.agent_name.unwrap_or_else(|| agent["name"].as_str().unwrap_or_default().to_owned());
             (agent, name)

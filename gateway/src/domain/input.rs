@@ -223,6 +223,13 @@ pub async fn submit(
                 session_threads::require_open(state, &session, thread, &field).await?;
                 event.thread_id = thread.to_owned();
             }
+            // A system message goes with the input it follows in the request: to the
+            // thread of the call that input answered (the primary when it is first).
+            if event.is(EventType::SystemMessage)
+                && let Some(Slot::New(previous)) = slots.last()
+            {
+                event.thread_id = previous.thread_id.clone();
+            }
             slots.push(Slot::New(event));
             continue;
         };
@@ -247,6 +254,16 @@ pub async fn submit(
         if event.is(EventType::UserToolResult) && !self_hosted && !runner_answer {
             return Err(DomainError::invalid(format!(
                 "events[{i}]: user.tool_result is only valid on self_hosted environments"
+            )));
+        }
+        // Hands answer the tools that run in the sandbox; the worker makes every other
+        // built-in call (web tools, thread tools, the advisor) and answers it itself.
+        if event.is(EventType::UserToolResult) && !agentd_schema::hands::SANDBOX_TOOLS.contains(&call.name.as_str()) {
+            return Err(DomainError::invalid(format!(
+                "events[{i}].tool_use_id: {use_id} is a {} call, which agentd makes itself; only sandbox tool \
+                 calls ({}) take a user.tool_result",
+                call.name,
+                agentd_schema::hands::SANDBOX_TOOLS.join(", ")
             )));
         }
         // A repeated answer is idempotent: echo the first, commit nothing.

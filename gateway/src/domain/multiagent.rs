@@ -12,6 +12,7 @@ use std::collections::HashSet;
 
 use agentd_schema::Store;
 use agentd_schema::catalog::Catalog;
+use agentd_schema::events::threads::{CONSULT_ADVISOR, MESSAGE_THREAD, SPAWN_THREAD};
 use serde_json::{Map, Value, json};
 
 use super::error::{DomainError, DomainResult};
@@ -51,10 +52,10 @@ pub fn thread_tools(multiagent: &Value) -> Vec<&'static str> {
         _ => (false, false),
     };
     if spawns {
-        tools.extend(["spawn_thread", "message_thread"]);
+        tools.extend([SPAWN_THREAD, MESSAGE_THREAD]);
     }
     if advises {
-        tools.push("consult_advisor");
+        tools.push(CONSULT_ADVISOR);
     }
     tools
 }
@@ -280,19 +281,21 @@ pub fn check_budgetable(catalog: &Catalog, agent: &Value) -> DomainResult<()> {
 }
 
 /// The session's `_price_snapshot`: the primary model's prices (`Null` when it has none)
-/// and, for a multiagent session, `models`: the prices of every priced model a thread
-/// may run ([`models`]).
+/// and, for a multiagent session, `models`: every model a thread may run ([`models`]),
+/// each with its prices or `null` when it has no list price. It is also the set an inline
+/// agent's `model` must come from (the worker refuses any other).
 pub fn price_snapshot(catalog: &Catalog, agent: &Value) -> Value {
     let primary = agent["model"]["id"].as_str().unwrap_or_default();
-    let mut snapshot = agentd_schema::budget::snapshot(catalog, primary);
-    if agent["multiagent"].is_null() || snapshot.is_null() {
+    let snapshot = agentd_schema::budget::snapshot(catalog, primary);
+    if agent["multiagent"].is_null() {
         return snapshot;
     }
+    let mut snapshot = if snapshot.is_null() { json!({ "model": primary, "prices": null }) } else { snapshot };
     let prices: Map<String, Value> = models(agent)
         .into_iter()
-        .filter_map(|model| {
+        .map(|model| {
             let prices = agentd_schema::budget::snapshot(catalog, &model)["prices"].clone();
-            (!prices.is_null()).then_some((model, prices))
+            (model, prices)
         })
         .collect();
     snapshot["models"] = Value::Object(prices);

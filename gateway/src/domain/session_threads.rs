@@ -106,13 +106,15 @@ pub async fn archive(
     }
     match handoff_and_publish(state, handoff).await {
         Ok(_) => {}
-        // The thread changed meanwhile (archived, replied, started running): say so
-        // from its row as it is now.
+        // The thread is running, has input its run has not taken yet, or replied
+        // meanwhile (the store refuses all of these in the archive's transaction): say
+        // so from its row as it is now.
         Err(DomainError::Conflict(_)) => {
             let (_, now) = load(state, tenant, session_id, thread_id).await?;
             if now.archived_at_ms.is_none() {
                 return Err(DomainError::Conflict(format!(
-                    "thread {thread_id} changed while it was being archived ({}); retry",
+                    "thread {thread_id} is {} or has input it has not taken yet; interrupt it or wait until it \
+                     is idle, then retry",
                     now.status
                 )));
             }
@@ -210,6 +212,7 @@ pub async fn commit(
 /// outbox relay covers a failed publish) and its events.
 pub async fn handoff_and_publish(state: &AppState, mut handoff: Handoff) -> DomainResult<HandedOff> {
     handoff.trace_context = super::commit::trace_context();
+    handoff.max_attempts = Some(state.max_attempts);
     let handed = state.backends.store.handoff(None, handoff).await?;
     super::commit::publish_outbox(state, &handed.outbox).await;
     if let Some(bus) = &state.backends.bus {

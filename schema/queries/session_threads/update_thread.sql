@@ -6,8 +6,9 @@
 --
 -- $1 session id, $2 thread id, $3 status or NULL, $4 stop reason (JSON text) or NULL,
 -- $5 usage (JSON text) or NULL, $6 now (ms)
+-- An archived thread keeps `terminated`: nothing it commits afterwards brings it back.
 UPDATE session_threads
-SET status           = COALESCE($3, status),
+SET status           = CASE WHEN archived_at_ms IS NULL THEN COALESCE($3, status) ELSE status END,
     stop_reason      = CASE WHEN $3 = 'idle' THEN $4 ELSE stop_reason END,
     usage            = COALESCE($5, usage),
     active_ms        = CASE

@@ -26,6 +26,17 @@ pub const MODEL_USAGE_KEY: &str = "_model_usage";
 /// on each model other than the session's: `{<model>: <usage>}`. Renderers strip it.
 pub const MODELS_KEY: &str = "_models";
 
+/// The primary thread's tool that starts a child thread running a roster or inline agent
+/// and sends it a message (docs/api/multiagent.md); the gateway refuses a tool of the
+/// agent's own named like an enabled thread tool, the worker offers and makes them.
+pub const SPAWN_THREAD: &str = "spawn_thread";
+
+/// The thread tool that sends an idle child thread another message.
+pub const MESSAGE_THREAD: &str = "message_thread";
+
+/// The thread tool that asks the advisor model.
+pub const CONSULT_ADVISOR: &str = "consult_advisor";
+
 /// A child's reply is its last `agent.message` text, cut at this many characters.
 pub const MAX_REPLY_CHARS: usize = 100_000;
 

@@ -196,20 +196,27 @@ struct Runnable {
 /// Makes `thread_id`'s run runnable inside `tx`, which holds the session row (so two
 /// submissions to one thread serialize and the second sees the run the first created):
 /// its open run (`submit_run.sql`) or a new one (`insert_run.sql`, retry budget
-/// `max_attempts`), with its queue message in the outbox.
+/// `max_attempts`), with its queue message in the outbox. A wake from another thread
+/// (`keep_pause`) leaves a paused ticket paused: then there is nothing to run (`None`).
 async fn make_runnable(
     tx: &mut Transaction<'_, Any>,
     session_id: &str,
     thread_id: &str,
     max_attempts: i64,
+    keep_pause: bool,
     trace_context: &[(String, String)],
     now: i64,
-) -> StoreResult<Runnable> {
+) -> StoreResult<Option<Runnable>> {
     let open: Vec<OpenRunRow> = sqlx::query_as(include_str!("../../queries/runs/submit_run.sql"))
         .bind(thread_id)
         .bind(now)
+        .bind(i64::from(keep_pause))
+        .bind(session_id)
         .fetch_all(&mut **tx)
         .await?;
+    if open.first().is_some_and(|row| row.status == RunStatus::Awaiting) {
+        return Ok(None);
+    }
     let (run_id, generation, live) = match open.into_iter().next() {
         Some(row) => (row.id, row.generation, row.status == RunStatus::Leased),
         None => {
@@ -234,7 +241,7 @@ async fn make_runnable(
         submitted_at_ms: now,
     };
     let outbox = enqueue(tx, &message, format!("{run_id}:{generation}"), now).await?;
-    Ok(Runnable { run_id, generation, live, outbox })
+    Ok(Some(Runnable { run_id, generation, live, outbox }))
 }
 
 /// The body of [`RunStore::handoff`] inside `tx`, in lock order session → thread rows →
@@ -245,8 +252,18 @@ async fn handoff_in(
     handoff: Handoff,
     now: i64,
 ) -> StoreResult<HandedOff> {
-    let Handoff { session_id, events, new_threads, awaits, releases, archive, wake, settlement, trace_context } =
-        handoff;
+    let Handoff {
+        session_id,
+        events,
+        new_threads,
+        awaits,
+        releases,
+        archive,
+        wake,
+        settlement,
+        trace_context,
+        max_attempts,
+    } = handoff;
     let session = session_id.as_str();
     // New threads first: counting them locks the session row, and the append's
     // projections then find their rows (a child's first status event moves its row).
@@ -282,10 +299,12 @@ async fn handoff_in(
         Some(claim) => fence_or_settle(tx, claim, settlement, now).await?,
         None => RunStatus::Pending,
     };
-    let max_attempts = claim.map_or(DEFAULT_MAX_ATTEMPTS, |claim| claim.max_attempts);
+    let max_attempts = claim.map_or(max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS), |claim| claim.max_attempts);
     let mut outbox = Vec::with_capacity(wake.len());
     for thread in &wake {
-        outbox.push(make_runnable(tx, session, thread, max_attempts, &trace_context, now).await?.outbox);
+        if let Some(woken) = make_runnable(tx, session, thread, max_attempts, true, &trace_context, now).await? {
+            outbox.push(woken.outbox);
+        }
     }
     Ok(HandedOff { events: stored, status, outbox })
 }
@@ -307,11 +326,15 @@ impl RunStore for SqlStore {
             sessions::append(&mut tx, session, submission.events, now).await?
         };
         let (attempts, trace) = (submission.max_attempts, submission.trace_context.as_slice());
-        let Runnable { run_id, generation, live, outbox } =
-            make_runnable(&mut tx, session, &submission.thread_id, attempts, trace, now).await?;
+        // A client's input ends a pause, so its threads' runs are always made runnable.
+        let runnable = make_runnable(&mut tx, session, &submission.thread_id, attempts, false, trace, now).await?;
+        let Some(Runnable { run_id, generation, live, outbox }) = runnable else {
+            return Err(StoreError::Backend("a submission left its run paused".to_owned()));
+        };
         let mut also = Vec::with_capacity(submission.also_wake.len());
         for thread in &submission.also_wake {
-            also.push(make_runnable(&mut tx, session, thread, attempts, trace, now).await?.outbox);
+            let woken = make_runnable(&mut tx, session, thread, attempts, false, trace, now).await?;
+            also.extend(woken.map(|woken| woken.outbox));
         }
         tx.commit().await?;
         Ok(Submitted { run_id, generation, live, events, outbox, also })

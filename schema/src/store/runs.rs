@@ -207,6 +207,9 @@ pub struct Handoff {
     pub settlement: Option<Settlement>,
     /// W3C trace context for the woken runs' queue messages.
     pub trace_context: Vec<(String, String)>,
+    /// The retry budget of a run a handoff without a claim creates (`None`: the
+    /// default); with a claim, the claim's.
+    pub max_attempts: Option<i64>,
 }
 
 /// What a handoff committed.

@@ -80,6 +80,15 @@ async fn thread(store: &dyn Store, session: &str, thread: &str) -> SessionThread
     store.get_thread(session, thread).await.unwrap().unwrap()
 }
 
+/// Claims and parks every open run of `thread`, as a worker whose attempt went idle.
+async fn settle_runs(store: &dyn Store, thread: &str) {
+    for run in store.thread_runs(thread).await.unwrap() {
+        if let ClaimOutcome::Claimed(claim) = store.claim_run(&run.id, "worker", 60_000).await.unwrap() {
+            store.settle(&claim, Vec::new(), Settlement::Awaiting).await.unwrap();
+        }
+    }
+}
+
 async fn session_status(store: &dyn Store, session: &str) -> String {
     store.load_session(session).await.unwrap().unwrap().status
 }
@@ -324,6 +333,10 @@ conformance!(the_session_is_idle_only_when_every_thread_is, |store, clock| async
         archive: vec![a.1.clone()],
         ..Handoff::default()
     };
+    // Its run is pending (the spawn woke it): archiving it would leave a thread that runs.
+    let result = store.handoff(None, archive.clone()).await;
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+    settle_runs(store.as_ref(), &a.1).await;
     store.handoff(None, archive.clone()).await.unwrap();
     assert_eq!(session_status(store.as_ref(), &session).await, "idle");
     let archived = thread(store.as_ref(), &session, &a.1).await;
@@ -471,4 +484,58 @@ conformance!(one_submission_wakes_several_threads, |store, _clock| async move {
         assert_eq!(message.msg_id, format!("{}:2", decoded.run_id));
     }
     assert_ne!(submitted.run_id, child_run(0).run_id);
+});
+
+conformance!(a_wake_from_another_thread_keeps_a_paused_ticket_paused, |store, _clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    store.handoff(None, spawn(&session, &[call()])).await.unwrap();
+    // The primary's run, leased with a pause intent, parks: a paused ticket.
+    let submitted = store
+        .submit(Submission {
+            session_id: session.clone(),
+            thread_id: session.clone(),
+            events: Vec::new(),
+            max_attempts: 3,
+            also_wake: Vec::new(),
+            trace_context: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let ClaimOutcome::Claimed(claim) = store.claim_run(&submitted.run_id, "worker", 60_000).await.unwrap() else {
+        panic!("the primary's run is claimable");
+    };
+    store.request_pause(&session, None).await.unwrap().expect("a live run to pause");
+    store.settle(&claim, Vec::new(), Settlement::Awaiting).await.unwrap();
+    let paused = store.get_run(&submitted.run_id).await.unwrap().unwrap();
+    assert_eq!((paused.status, paused.pause_requested), (RunStatus::Awaiting, true));
+
+    // A subagent's reply wakes the primary: the reply is committed, the ticket stays paused
+    // and nothing is queued for it.
+    let reply = Handoff {
+        session_id: session.clone(),
+        events: vec![NewEvent::user_message(&session, "the child's reply")],
+        wake: vec![session.clone()],
+        ..Handoff::default()
+    };
+    let handed = store.handoff(None, reply).await.unwrap();
+    assert_eq!(handed.events.len(), 1);
+    assert!(handed.outbox.is_empty(), "{:?}", handed.outbox);
+    let still = store.get_run(&submitted.run_id).await.unwrap().unwrap();
+    assert_eq!((still.status, still.pause_requested), (RunStatus::Awaiting, true));
+
+    // A client's input (a resume) ends the pause.
+    let resumed = store
+        .submit(Submission {
+            session_id: session.clone(),
+            thread_id: session.clone(),
+            events: vec![NewEvent::user_message(&session, "go on")],
+            max_attempts: 3,
+            also_wake: Vec::new(),
+            trace_context: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(resumed.run_id, submitted.run_id);
+    let run = store.get_run(&submitted.run_id).await.unwrap().unwrap();
+    assert_eq!((run.status, run.pause_requested), (RunStatus::Pending, false));
 });

@@ -36,7 +36,8 @@ pub struct Dispatch<'a> {
     pub roster: &'a Roster,
     /// The session's agent snapshot: what inline agents inherit.
     pub primary: &'a Value,
-    /// `_price_snapshot.models` of a priced multiagent session: the models a thread may run.
+    /// `_price_snapshot.models` of a multiagent session: the models a thread may run (each
+    /// with its prices, or `null` without a list price).
     pub priced_models: Option<&'a Value>,
     /// The session's child threads.
     pub children: &'a [Child],

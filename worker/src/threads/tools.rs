@@ -11,14 +11,7 @@ use crate::providers::ToolSpec;
 /// never appears on the wire or in a stored agent.
 pub const TOOL_TYPE: &str = "agentd_threads";
 
-/// Starts a child thread running a roster or inline agent and sends it a message.
-pub const SPAWN_THREAD: &str = "spawn_thread";
-
-/// Sends a message to an idle child thread.
-pub const MESSAGE_THREAD: &str = "message_thread";
-
-/// Asks the advisor model (§11).
-pub const CONSULT_ADVISOR: &str = "consult_advisor";
+pub use agentd_schema::events::threads::{CONSULT_ADVISOR, MESSAGE_THREAD, SPAWN_THREAD};
 
 /// What `agent` names to spawn the primary's own agent (when the roster has it).
 pub const SELF: &str = "self";
