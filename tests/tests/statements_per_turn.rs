@@ -29,13 +29,21 @@ const TRANSACTIONS: usize = 4;
 const KEY: &str = "sk-agentd-statements-0123456789";
 const BETA: &str = "managed-agents-2026-04-01";
 
-/// The summaries of the statements logged since `from` (lines of stderr).
+/// Statements of background loops that run whether or not a turn does, told by their
+/// summary (the first words of their file): the webhook deliverer's look for due
+/// deliveries (`claim_deliveries.sql`, every 0.25–2 s per gateway). They are not a
+/// turn's cost; counting them would make the count depend on timing.
+const BACKGROUND: &[&str] = &["-- Claims up to …"];
+
+/// The summaries of the statements logged since `from` (lines of stderr), background
+/// loops' left out.
 fn statements(stderr: &str, from: usize) -> Vec<String> {
     stderr
         .lines()
         .skip(from)
         .filter(|line| line.contains("sqlx::query"))
         .map(|line| line.split("summary=\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or(line).to_owned())
+        .filter(|summary| !BACKGROUND.contains(&summary.as_str()))
         .collect()
 }
 

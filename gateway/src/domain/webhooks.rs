@@ -60,8 +60,12 @@ const IN_FLIGHT: usize = 64;
 const PER_WORKSPACE: usize = 8;
 /// One send (the address check included).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the deliverer looks for due deliveries.
+/// How often the deliverer looks for due deliveries while it finds some.
 const POLL: Duration = Duration::from_millis(250);
+/// The longest wait between looks while none are due: each empty look doubles the wait
+/// from [`POLL`] up to this, so an idle gateway costs the database one statement per
+/// this interval, and a new fact is delivered within it.
+const IDLE_POLL: Duration = Duration::from_secs(2);
 
 /// Delivery settings (`AGENTD_WEBHOOKS_ALLOW_PRIVATE`, `AGENTD_WEBHOOK_RETRY_BASE`).
 #[derive(Debug, Clone)]
@@ -251,22 +255,25 @@ fn retryable(status: u16) -> bool {
 pub fn spawn_deliverer(state: AppState, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let flights = Flights::default();
-        let mut tick = tokio::time::interval(POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut wait = POLL;
         let mut passes: u64 = 0;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => {}
+                () = tokio::time::sleep(wait) => {}
             }
             passes += 1;
-            match start_due(&state, &flights).await {
+            wait = match start_due(&state, &flights).await {
                 // Every free slot filled: more may be due; go again without waiting.
-                Ok(true) => tick.reset_immediately(),
-                Ok(false) => {}
-                Err(error) => tracing::warn!(%error, "webhook delivery pass failed"),
-            }
-            if passes.is_multiple_of(240) {
+                Ok(Pass::Full) => Duration::ZERO,
+                Ok(Pass::Some) => POLL,
+                Ok(Pass::Empty) => (wait * 2).clamp(POLL, IDLE_POLL),
+                Err(error) => {
+                    tracing::warn!(%error, "webhook delivery pass failed");
+                    IDLE_POLL
+                }
+            };
+            if passes.is_multiple_of(120) {
                 let before = crate::managed::query::now_ms() - RETENTION_MS;
                 if let Err(error) = state.backends.store.purge_deliveries(before, 1000).await {
                     tracing::warn!(%error, "webhook delivery purge failed");
@@ -315,13 +322,26 @@ impl Flights {
 
 /// Claims as many due deliveries as there are free slots (at most a batch) and starts
 /// each; `true` when it filled every slot it asked for.
-async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
+/// What one pass of the deliverer found.
+enum Pass {
+    /// Every free send slot was filled: more may be due.
+    Full,
+    /// Some deliveries were due (or every slot was busy).
+    Some,
+    /// None were due.
+    Empty,
+}
+
+async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<Pass> {
     let wanted = flights.slots.available_permits().min(BATCH);
     if wanted == 0 {
-        return Ok(false);
+        return Ok(Pass::Some);
     }
     let store = state.backends.store.as_ref();
     let claimed = store.claim_deliveries(LEASE_MS, wanted as i64).await?;
+    if claimed.is_empty() {
+        return Ok(Pass::Empty);
+    }
     // Only sends started count: a pass that deferred a saturated workspace's rows waits
     // for the next tick instead of claiming them again at once.
     let mut started = 0;
@@ -333,7 +353,7 @@ async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
             continue;
         }
         started += 1;
-        let Ok(slot) = flights.slots.clone().acquire_owned().await else { return Ok(false) };
+        let Ok(slot) = flights.slots.clone().acquire_owned().await else { return Ok(Pass::Some) };
         let (state, flights) = (state.clone(), flights.clone());
         tokio::spawn(async move {
             if let Err(error) = deliver(&state, &delivery).await {
@@ -343,7 +363,7 @@ async fn start_due(state: &AppState, flights: &Flights) -> DomainResult<bool> {
             drop(slot);
         });
     }
-    Ok(full && started == wanted)
+    Ok(if full && started == wanted { Pass::Full } else { Pass::Some })
 }
 
 /// One claimed delivery: sent, then settled.
