@@ -238,6 +238,11 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_RUNNER_IDLE_STOP", value_name = "DURATION")]
     pub runner_idle_stop: Option<String>,
 
+    /// How often a worker commits a `span.outcome_evaluation_ongoing` heartbeat while an
+    /// outcome's grader is asked [default: 10s].
+    #[arg(long, global = true, env = "AGENTD_OUTCOME_HEARTBEAT", value_name = "DURATION")]
+    pub outcome_heartbeat: Option<String>,
+
     /// Run no in-process runner in `agentd dev` (cloud tool calls then wait for an
     /// external `agentd runner`).
     #[arg(long, global = true, env = "AGENTD_DEV_NO_RUNNER")]
@@ -282,6 +287,7 @@ impl Settings {
             sandbox_uid_count: self.sandbox_uid_count.or(file.sandbox_uid_count),
             sandbox_disk_quota: self.sandbox_disk_quota.or(file.sandbox_disk_quota),
             runner_idle_stop: self.runner_idle_stop.or(file.runner_idle_stop),
+            outcome_heartbeat: self.outcome_heartbeat.or(file.outcome_heartbeat),
             dev_no_runner: self.dev_no_runner || file.dev_no_runner,
             nats_url: self.nats_url.or(file.nats_url),
             redis_url: self.redis_url.or(file.redis_url),
@@ -476,6 +482,17 @@ impl Settings {
     /// See `AGENTD_RUNNER_IDLE_STOP`.
     pub fn runner_idle_stop(&self) -> Result<Duration> {
         duration("AGENTD_RUNNER_IDLE_STOP", self.runner_idle_stop.as_deref(), Duration::from_secs(10))
+    }
+
+    /// See `AGENTD_OUTCOME_HEARTBEAT`.
+    pub fn outcome_heartbeat(&self) -> Result<Duration> {
+        let every = duration(
+            "AGENTD_OUTCOME_HEARTBEAT",
+            self.outcome_heartbeat.as_deref(),
+            agentd_worker::run::OUTCOME_HEARTBEAT,
+        )?;
+        anyhow::ensure!(every >= Duration::from_millis(100), "AGENTD_OUTCOME_HEARTBEAT must be at least 100ms");
+        Ok(every)
     }
 
     /// Webhook delivery settings.

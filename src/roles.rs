@@ -465,6 +465,7 @@ impl Process {
             blobs: self.backends.blobs.clone(),
             secrets: self.secrets.clone(),
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
+            outcome_heartbeat: self.settings.outcome_heartbeat()?,
         };
         let task = tokio::spawn(agentd_worker::consumer::run(
             ctx,

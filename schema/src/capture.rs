@@ -261,6 +261,7 @@ pub fn redact(kind: &str, body: &Value, level: Level) -> Option<Value> {
                 value.as_array().into_iter().flatten().map(|_| json!({ "type": "text", "text": REDACTED })).collect(),
             )),
             ("input", _) => Some(json!({})),
+            ("rubric", _) if value.is_object() => Some(rubric(value, level)),
             (key, _) if is_link(key) => Some(value.clone()),
             (key, Level::Structured) if STRUCTURE_FIELDS.contains(&key) => Some(value.clone()),
             (_, Level::Structured) if value.is_string() => Some(json!(REDACTED)),
@@ -273,6 +274,23 @@ pub fn redact(kind: &str, body: &Value, level: Level) -> Option<Value> {
     }
     let out = Value::Object(out);
     (out != *body).then_some(out)
+}
+
+/// What `level` keeps of an outcome's rubric (`user.define_outcome`): its type and the
+/// file it names, so the event keeps its wire shape; under `structured` its text is
+/// [`REDACTED`], under `off` it is gone.
+fn rubric(value: &Value, level: Level) -> Value {
+    let mut out = serde_json::Map::new();
+    for (key, field) in value.as_object().into_iter().flatten() {
+        let kept = match key.as_str() {
+            "type" => field.clone(),
+            key if is_link(key) => field.clone(),
+            _ if level == Level::Structured && field.is_string() => json!(REDACTED),
+            _ => continue,
+        };
+        out.insert(key.clone(), kept);
+    }
+    Value::Object(out)
 }
 
 /// Whether an event ends a turn: an idle that does not wait for the caller to act
@@ -354,6 +372,32 @@ mod tests {
         let idle = json!({"type":"session.status_idle","stop_reason":{"type":"end_turn"}});
         assert_eq!(redact("session.status_idle", &idle, Level::Off), None, "structure events are kept");
         assert_eq!(redact("user.message", &message, Level::Full), None);
+    }
+
+    #[test]
+    fn an_outcome_keeps_its_shape_and_none_of_its_text() {
+        let text = json!({"type":"user.define_outcome","outcome_id":"outc_1","description":"CANARY task",
+                          "rubric":{"type":"text","content":"CANARY rubric"},"max_iterations":3});
+        assert_eq!(
+            redact("user.define_outcome", &text, Level::Structured).unwrap(),
+            json!({"type":"user.define_outcome","outcome_id":"outc_1","description":REDACTED,
+                   "rubric":{"type":"text","content":REDACTED},"max_iterations":3})
+        );
+        let file = json!({"type":"user.define_outcome","outcome_id":"outc_1","description":"CANARY",
+                          "rubric":{"type":"file","file_id":"file_1"}});
+        assert_eq!(redact("user.define_outcome", &file, Level::Structured).unwrap()["rubric"], file["rubric"]);
+        assert_eq!(
+            redact("user.define_outcome", &text, Level::Off).unwrap(),
+            json!({"type":"user.define_outcome","outcome_id":"outc_1","rubric":{"type":"text"}})
+        );
+        let end = json!({"type":"span.outcome_evaluation_end","outcome_id":"outc_1","outcome_evaluation_start_id":"sevt_s",
+                         "iteration":0,"result":"satisfied","explanation":"CANARY why","usage":{"input_tokens":5}});
+        let kept = redact("span.outcome_evaluation_end", &end, Level::Structured).unwrap();
+        assert_eq!(
+            (&kept["explanation"], &kept["result"], &kept["usage"]),
+            (&json!(REDACTED), &end["result"], &end["usage"])
+        );
+        assert_eq!(redact("span.outcome_evaluation_end", &end, Level::Off).unwrap().get("explanation"), None);
     }
 
     #[test]

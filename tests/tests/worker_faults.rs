@@ -41,6 +41,7 @@ fn context(store: &Arc<dyn Store>, blobs: &tempfile::TempDir) -> RunContext {
         secrets: None,
         blobs: agentd_schema::blobs::Blobs::filesystem(&blobs.path().join("blobs")).unwrap(),
         remote_allow_private: true,
+        outcome_heartbeat: agentd_worker::run::OUTCOME_HEARTBEAT,
     }
 }
 

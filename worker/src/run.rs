@@ -23,6 +23,8 @@ mod model;
 mod outcome;
 mod threads;
 
+pub use outcome::HEARTBEAT as OUTCOME_HEARTBEAT;
+
 use std::sync::Arc;
 
 use agentd_proto::{Bus, Queue};
@@ -63,6 +65,9 @@ pub struct RunContext {
     /// Remote tools may reach private and loopback addresses
     /// (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`); otherwise the egress guard refuses them.
     pub remote_allow_private: bool,
+    /// How often a `span.outcome_evaluation_ongoing` heartbeat is committed while an
+    /// outcome's grader is asked (`AGENTD_OUTCOME_HEARTBEAT`; `outcome::HEARTBEAT`).
+    pub outcome_heartbeat: std::time::Duration,
 }
 
 /// How an attempt ended.

@@ -19,8 +19,14 @@
 -- an append that ends a turn knows what to keep of it (see `sessions::append`), and
 -- how many enabled webhook subscriptions its workspace has, so an append reports its
 -- lifecycle facts to the outbox only when someone listens (no statement otherwise).
+-- For the outcomes projection (events/outcomes.rs) it returns the session's `status` (an
+-- outcome defined while it runs is taken up by the turn under way) and, only when the
+-- append makes the primary thread `running`, whether the body shows an outcome still
+-- `pending` (`$5`, the text its entry has): the turn starts work on it, and the append
+-- reads and writes the body then. Any other append reads nothing more.
 --
--- $1 session id, $2 count, $3 now (ms), $4 new status or NULL
+-- $1 session id, $2 count, $3 now (ms), $4 new status or NULL, $5 LIKE pattern of a
+-- pending outcome
 UPDATE sessions
 SET next_seq         = next_seq + $2,
     updated_at_ms    = $3,
@@ -37,6 +43,8 @@ SET next_seq         = next_seq + $2,
                            ELSE NULL
                        END
 WHERE id = $1
-RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id, child_threads,
+RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id, child_threads, status,
           (SELECT COUNT(*) FROM webhook_subscriptions w
-           WHERE w.workspace_id = sessions.workspace_id AND w.state = 'enabled') AS webhook_subscriptions
+           WHERE w.workspace_id = sessions.workspace_id AND w.state = 'enabled') AS webhook_subscriptions,
+          CAST(CASE WHEN $4 = 'running' THEN CASE WHEN body LIKE $5 THEN 1 ELSE 0 END ELSE 0 END AS BIGINT)
+              AS outcomes_pending

@@ -24,5 +24,5 @@ pub use threads::{
 
 /// The session's `outcome_evaluations` projection (`sql/sessions.rs`).
 pub mod outcome_projection {
-    pub use super::outcomes::{project, projected};
+    pub use super::outcomes::{PENDING_MARK, begin_work, project, projected};
 }

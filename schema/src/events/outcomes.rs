@@ -1,10 +1,12 @@
 //! Outcomes (docs/api/outcomes.md): a `user.define_outcome` names what the agent should
 //! produce and the rubric it is graded against; each time the agent's turn ends, the
-//! worker grades the result and commits one evaluation cycle, `span.outcome_evaluation_start`
-//! then `span.outcome_evaluation_end`. Here: the verdicts, the two span constructors
-//! (with ids derived from the outcome and the iteration, so a retried attempt finds what an
-//! earlier one committed), the fold that says which outcome is being worked on, and the
-//! session's `outcome_evaluations` projection the store keeps from the same events.
+//! worker grades the result and commits one evaluation cycle, `span.outcome_evaluation_start`,
+//! a `span.outcome_evaluation_ongoing` heartbeat every interval the grader takes, then
+//! `span.outcome_evaluation_end`. Here: the verdicts, the span constructors (with ids
+//! derived from the outcome, the iteration and the heartbeat's number, so a retried
+//! attempt finds what an earlier one committed), the fold that says which outcome is being
+//! worked on, and the session's `outcome_evaluations` projection the store keeps from the
+//! same events.
 
 use serde_json::{Value, json};
 
@@ -68,8 +70,9 @@ impl OutcomeVerdict {
     }
 }
 
-/// The id of the evaluation span event `kind` (`start` or `end`) of `outcome_id`'s cycle
-/// `iteration`: derived, so a retried attempt commits the same event, never a second one.
+/// The id of the evaluation span event `kind` (`start`, `end`, or `ongoing` with the
+/// heartbeat's number) of `outcome_id`'s cycle `iteration`: derived, so a retried attempt
+/// commits the same event, never a second one.
 fn span_id(kind: &str, outcome_id: &str, iteration: i64) -> String {
     let suffix = outcome_id.split_once('_').map_or(outcome_id, |(_, suffix)| suffix);
     format!("sevt_outc{kind}_{suffix}_{iteration}")
@@ -84,6 +87,22 @@ impl NewEvent {
             kind: EventType::SpanOutcomeEvaluationStart.to_string(),
             body: json!({
                 "type": EventType::SpanOutcomeEvaluationStart.as_str(),
+                "outcome_id": outcome_id,
+                "iteration": iteration,
+            }),
+        }
+    }
+
+    /// `span.outcome_evaluation_ongoing` number `beat` (1, 2, …) of `outcome_id`'s cycle
+    /// `iteration`: a heartbeat while the grader is asked. A retried attempt numbers its
+    /// heartbeats on from those committed before it ([`ActiveOutcome::last_heartbeat`]).
+    pub fn outcome_evaluation_ongoing(thread_id: &str, outcome_id: &str, iteration: i64, beat: i64) -> Self {
+        NewEvent {
+            event_id: format!("{}_{beat}", span_id("ongoing", outcome_id, iteration)),
+            thread_id: thread_id.to_owned(),
+            kind: EventType::SpanOutcomeEvaluationOngoing.to_string(),
+            body: json!({
+                "type": EventType::SpanOutcomeEvaluationOngoing.as_str(),
                 "outcome_id": outcome_id,
                 "iteration": iteration,
             }),
@@ -134,6 +153,11 @@ pub struct ActiveOutcome {
     pub iteration: i64,
     /// Cycle `iteration`'s start is committed (an earlier attempt started it).
     pub started: bool,
+    /// The highest number of a heartbeat of cycle `iteration` committed so far (by an
+    /// earlier attempt, when it is started; 0: none): the next one is number
+    /// `last_heartbeat + 1`. The highest, not a count, so a number skipped by a heartbeat
+    /// that could not be committed is never used twice.
+    pub last_heartbeat: i64,
     /// The index in the history of its `user.define_outcome`.
     pub defined_at: usize,
 }
@@ -157,11 +181,20 @@ pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
                 definition: event.body.clone(),
                 iteration: 0,
                 started: false,
+                last_heartbeat: 0,
                 defined_at: at,
             }),
             Some(EventType::SpanOutcomeEvaluationStart) => {
                 if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id) {
                     outcome.started = true;
+                }
+            }
+            Some(EventType::SpanOutcomeEvaluationOngoing) => {
+                if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id)
+                    && event.body["iteration"].as_i64() == Some(outcome.iteration)
+                {
+                    let number = event.event_id.rsplit_once('_').and_then(|(_, n)| n.parse().ok());
+                    outcome.last_heartbeat = outcome.last_heartbeat.max(number.unwrap_or(outcome.last_heartbeat + 1));
                 }
             }
             Some(EventType::SpanOutcomeEvaluationEnd) => {
@@ -171,6 +204,7 @@ pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
                 } else if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id) {
                     outcome.iteration = event.body["iteration"].as_i64().unwrap_or(outcome.iteration) + 1;
                     outcome.started = false;
+                    outcome.last_heartbeat = 0;
                 }
             }
             _ => {}
@@ -180,10 +214,10 @@ pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
 }
 
 /// Applies `event` to a session's `outcome_evaluations` (an array); whether it changed.
-/// A define adds a `pending` entry (once per outcome); a cycle's start makes it
-/// `evaluating` at that iteration; its end records the verdict and explanation — a
-/// `needs_revision` is `running` at the next iteration, a terminal verdict is the result
-/// with `completed_at`.
+/// A define adds a `pending` entry (once per outcome); the agent beginning work makes it
+/// `running` ([`begin_work`]); a cycle's start makes it `evaluating` at that iteration;
+/// its end records the verdict and explanation — a `needs_revision` is `running` at the
+/// next iteration, a terminal verdict is the result with `completed_at`.
 pub fn project(evaluations: &mut Value, event: &StoredEvent, processed_at: &str) -> bool {
     let Some(list) = evaluations.as_array_mut() else { return false };
     let body = &event.body;
@@ -229,8 +263,34 @@ pub fn project(evaluations: &mut Value, event: &StoredEvent, processed_at: &str)
     }
 }
 
+/// Whether the agent begins work on the outcomes waiting for it with `event`: a turn
+/// starts on the primary thread (`session.status_running`; outcomes are defined there),
+/// or an outcome is defined while the session runs (`running`: the agent reads it at its
+/// next request, in the turn under way). Then every `pending` entry of
+/// `outcome_evaluations` becomes `running` at its iteration; whether one did.
+pub fn begin_work(evaluations: &mut Value, event: &StoredEvent, running: bool) -> bool {
+    let begins = match event.event_type() {
+        Some(EventType::SessionStatusRunning) => event.thread_id == event.session_id,
+        Some(EventType::UserDefineOutcome) => running,
+        _ => false,
+    };
+    let Some(list) = evaluations.as_array_mut().filter(|_| begins) else { return false };
+    let mut changed = false;
+    for entry in list.iter_mut().filter(|entry| entry["result"] == "pending") {
+        entry["result"] = json!("running");
+        changed = true;
+    }
+    changed
+}
+
+/// The text by which a stored session body shows an entry still `pending` (the store
+/// projects a turn's start only for a body that has one; a false match costs a read,
+/// never a missed entry).
+pub const PENDING_MARK: &str = r#""result":"pending""#;
+
 /// Whether an event of `kind` changes `outcome_evaluations` (the store reads the session's
-/// body in an append only when one is among its events).
+/// body in an append only when one is among its events, or the append starts a turn of a
+/// session whose body has a `pending` entry).
 pub fn projected(kind: &str) -> bool {
     [EventType::UserDefineOutcome, EventType::SpanOutcomeEvaluationStart, EventType::SpanOutcomeEvaluationEnd]
         .iter()
@@ -299,6 +359,68 @@ mod tests {
         assert_eq!(active_outcome(&history).unwrap().outcome_id, "outc_b", "the next outcome once one is done");
         history.push(end(6, "outc_b", 0, OutcomeVerdict::Failed));
         assert_eq!(active_outcome(&history), None);
+    }
+
+    #[test]
+    fn the_active_outcome_knows_the_last_heartbeat_of_its_cycle() {
+        let ongoing = |seq, iteration, beat| {
+            let event = NewEvent::outcome_evaluation_ongoing("sesn_1", "outc_a", iteration, beat);
+            StoredEvent { event_id: event.event_id.clone(), ..committed(seq, event) }
+        };
+        let mut history = vec![define(1, "outc_a")];
+        history.push(committed(2, NewEvent::outcome_evaluation_start("sesn_1", "outc_a", 0)));
+        history.push(ongoing(3, 0, 1));
+        history.push(ongoing(4, 0, 3));
+        let active = active_outcome(&history).unwrap();
+        assert_eq!((active.started, active.last_heartbeat), (true, 3), "a retried attempt goes on at number 4");
+        history.push(end(5, "outc_a", 0, OutcomeVerdict::NeedsRevision));
+        assert_eq!(active_outcome(&history).unwrap().last_heartbeat, 0, "each cycle numbers its own");
+        history.push(ongoing(6, 0, 4));
+        assert_eq!(active_outcome(&history).unwrap().last_heartbeat, 0, "another cycle's heartbeat does not count");
+    }
+
+    #[test]
+    fn heartbeat_ids_are_derived_from_the_outcome_the_cycle_and_the_number() {
+        let beat = NewEvent::outcome_evaluation_ongoing("sesn_1", "outc_abc", 1, 2);
+        assert_eq!(beat.event_id, "sevt_outcongoing_abc_1_2");
+        assert_eq!(beat.event_id, NewEvent::outcome_evaluation_ongoing("sesn_1", "outc_abc", 1, 2).event_id);
+        let others = [
+            NewEvent::outcome_evaluation_ongoing("sesn_1", "outc_abc", 1, 3).event_id,
+            NewEvent::outcome_evaluation_ongoing("sesn_1", "outc_abc", 2, 2).event_id,
+            NewEvent::outcome_evaluation_start("sesn_1", "outc_abc", 1).event_id,
+        ];
+        assert!(!others.contains(&beat.event_id));
+        assert_eq!(beat.kind, "span.outcome_evaluation_ongoing");
+        assert_eq!(
+            beat.body,
+            json!({ "type": "span.outcome_evaluation_ongoing", "outcome_id": "outc_abc", "iteration": 1 })
+        );
+    }
+
+    #[test]
+    fn the_agent_beginning_work_makes_waiting_outcomes_running() {
+        let running = |thread: &str| {
+            let mut event = stored(9, json!({ "type": "session.status_running" }));
+            event.thread_id = thread.to_owned();
+            event
+        };
+        let mut list = json!([]);
+        project(&mut list, &define(1, "outc_a"), "t0");
+        assert!(!begin_work(&mut list, &define(1, "outc_a"), false), "defined while idle: it waits");
+        assert!(list.to_string().contains(PENDING_MARK), "the store finds a waiting entry by {PENDING_MARK}");
+        assert!(!begin_work(&mut list, &running("sthr_child"), false), "a child thread's turn is not the agent's");
+        assert!(begin_work(&mut list, &running("sesn_1"), false));
+        assert_eq!((list[0]["result"].as_str(), list[0]["iteration"].as_i64()), (Some("running"), Some(0)));
+        assert!(!list.to_string().contains(PENDING_MARK));
+        // Defined while the session runs: the turn under way takes it up.
+        project(&mut list, &define(2, "outc_b"), "t1");
+        assert!(begin_work(&mut list, &define(2, "outc_b"), true));
+        assert_eq!(list[1]["result"], "running");
+        // Only waiting entries: an evaluated or finished one keeps its state.
+        project(&mut list, &committed(3, NewEvent::outcome_evaluation_start("sesn_1", "outc_a", 0)), "t2");
+        project(&mut list, &end(4, "outc_b", 0, OutcomeVerdict::Satisfied), "t3");
+        assert!(!begin_work(&mut list, &running("sesn_1"), false));
+        assert_eq!((list[0]["result"].as_str(), list[1]["result"].as_str()), (Some("evaluating"), Some("satisfied")));
     }
 
     #[test]

@@ -133,7 +133,8 @@ impl From<EventRow> for StoredEvent {
 }
 
 /// What `allocate_seq.sql` returns: the counter after the allocation, the usage
-/// projection before it, and whether the session has child threads.
+/// projection before it, whether the session has child threads, its status, and whether
+/// the append starts a turn while an outcome waits for one.
 #[derive(Debug, FromRow)]
 struct Allocated {
     next_seq: i64,
@@ -143,7 +144,9 @@ struct Allocated {
     captured_through_seq: i64,
     workspace_id: String,
     child_threads: i64,
+    status: String,
     webhook_subscriptions: i64,
+    outcomes_pending: i64,
 }
 
 fn embed(body: &mut Value, agent: Value) {
@@ -221,6 +224,7 @@ pub(super) async fn append(
         .bind(count)
         .bind(now)
         .bind(status)
+        .bind(format!("%{}%", outcome_projection::PENDING_MARK))
         .fetch_optional(&mut **tx)
         .await?;
     let Some(allocated) = allocated else {
@@ -233,7 +237,9 @@ pub(super) async fn append(
         captured_through_seq,
         workspace_id,
         child_threads,
+        status,
         webhook_subscriptions,
+        outcomes_pending,
     } = Allocated::from_row(&allocated)?;
     let first = next_seq - count;
     let stored: Vec<StoredEvent> = events
@@ -274,9 +280,10 @@ pub(super) async fn append(
             webhooks::session_facts(&workspace_id, session_id, &stored, child_threads > 0, aggregate.as_deref());
         super::webhooks::record(tx, &facts, now).await?;
     }
-    if stored.iter().any(|event| outcome_projection::projected(&event.kind)) {
+    if outcomes_pending > 0 || stored.iter().any(|event| outcome_projection::projected(&event.kind)) {
         let level = capture_level.as_deref().and_then(capture::Level::parse);
-        project_outcomes(tx, session_id, &stored, level).await?;
+        let running = matches!(status.as_str(), "running" | "rescheduling");
+        project_outcomes(tx, session_id, &stored, level, running).await?;
     }
     if let Some(level) = capture_level.as_deref().and_then(capture::Level::parse)
         && let Some(end) =
@@ -290,13 +297,16 @@ pub(super) async fn append(
 }
 
 /// Keeps the session's `outcome_evaluations` (in its body) in step with the outcome
-/// events of an append, inside the appending transaction, which holds the session row.
-/// A session below `full` content capture keeps no grader explanation in it (ADR 0019).
+/// events of an append and the turn starts that begin work on them (`running`: the
+/// session runs after the append), inside the appending transaction, which holds the
+/// session row. A session below `full` content capture keeps no grader explanation and
+/// no description in it (ADR 0019).
 async fn project_outcomes(
     tx: &mut Transaction<'_, Any>,
     session_id: &str,
     stored: &[StoredEvent],
     capture: Option<capture::Level>,
+    running: bool,
 ) -> StoreResult<()> {
     let (body,): (String,) = sqlx::query_as(include_str!("../../queries/sessions/select_session_body.sql"))
         .bind(session_id)
@@ -310,6 +320,7 @@ async fn project_outcomes(
     for event in stored {
         let processed_at = crate::live::rfc3339(event.processed_at_ms);
         changed |= outcome_projection::project(&mut body["outcome_evaluations"], event, &processed_at);
+        changed |= outcome_projection::begin_work(&mut body["outcome_evaluations"], event, running);
     }
     if let Some(level) = capture.filter(|level| *level < capture::Level::Full) {
         let kept = if level == capture::Level::Off { Value::Null } else { json!(capture::REDACTED) };

@@ -4,8 +4,12 @@ model call (the agent's model, forced to call `outcome_verdict`) evaluates the r
 cycle is `span.outcome_evaluation_start` → `span.outcome_evaluation_end`; `needs_revision`
 gives the grader's explanation back to the agent and the turn goes on, until `satisfied`, the
 last cycle `max_iterations` allows (`max_iterations_reached`: one final, ungraded turn), or a
-failure of the grader (`failed`, never a hang). The session's `outcome_evaluations` shows the
-state, and the grader's tokens count in its usage.
+failure of the grader (`failed`, never a hang). While the grader is asked, a
+`span.outcome_evaluation_ongoing` heartbeat is committed every `AGENTD_OUTCOME_HEARTBEAT`. The
+session's `outcome_evaluations` shows the state (`running` from the turn that takes the outcome
+up, `evaluating` while graded; below `full` content capture without the grader's explanation),
+the grader's tokens count in its usage, and each end is the webhook
+`session.outcome_evaluation_ended`.
 
 Wire facts: managed-agents-wire.md §2B (`BetaManagedAgentsUserDefineOutcomeEventParams`,
 rubric text|file, `max_iterations` default 3, max 20), §2.x (`outcome_evaluations`,
@@ -23,8 +27,9 @@ from typing import Any, Callable, Iterable
 import anthropic
 import pytest
 
-from fake_models import FakeAnthropic, Reply, Usage, http_error, say, tool_use
+from fake_models import FakeAnthropic, Reply, Usage, http_error, say, text, tool_use
 from harness import Deployment, collect, unique
+from test_webhooks import Receiver, subscribe, verify
 
 MODEL = "claude-sonnet-4-6"
 TURN_TIMEOUT = 30.0
@@ -67,12 +72,13 @@ def start(client: anthropic.Anthropic, deployment: Deployment, event: dict[str, 
     return session, echo
 
 
-def verdict(result: str, explanation: str, **usage: int) -> Reply:
-    """The grader's answer: a call of its verdict tool."""
+def verdict(result: str, explanation: str, gate: str | None = None, **usage: int) -> Reply:
+    """The grader's answer: a call of its verdict tool (held until `gate` opens, if any)."""
     return Reply(
         blocks=[tool_use(VERDICT_TOOL, {"result": result, "explanation": explanation})],
         stop_reason="tool_use",
         usage=Usage(**usage) if usage else Usage(),
+        gate=gate,
     )
 
 
@@ -256,3 +262,86 @@ def test_an_outcome_naming_a_missing_rubric_file_is_refused(
         client.beta.sessions.events.send(session.id, events=[event])
     assert "events[0].rubric.file_id" in refused.value.message
     assert history(client, session.id) == [] and client.beta.sessions.retrieve(session.id).outcome_evaluations == []
+
+
+def test_a_held_grader_sends_heartbeats_while_the_entry_follows_the_work(
+    turns: Deployment, launch: Callable[..., Deployment], provider_env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    """The entry is `running` while the agent works and `evaluating` while the grader is
+    held, with a `span.outcome_evaluation_ongoing` every interval (here 200 ms) between
+    the cycle's start and end; the end is also the webhook `session.outcome_evaluation_ended`."""
+    deployment = launch(turns.mode, extra_env={
+        **provider_env,
+        "AGENTD_OUTCOME_HEARTBEAT": "200ms",
+        "AGENTD_WEBHOOKS_ALLOW_PRIVATE": "true",
+        "AGENTD_WEBHOOK_RETRY_BASE": "200ms",
+    })
+    client = deployment.client()
+    receiver = Receiver()
+    try:
+        secret = subscribe(deployment, "outcomes", receiver.url("/outcomes"), ["session.outcome_evaluation_ended"])["secret"]
+        key = unique("outcome-held")
+        fake_anthropic.script(
+            key,
+            Reply(blocks=[text("Sea Haiku\nWaves fold / on the shore / the tide")], gate=f"{key}-agent"),
+            verdict("satisfied", "A title and three lines.", gate=f"{key}-grader"),
+        )
+        session, echo = start(client, deployment, outcome(key))
+
+        wait_history(client, session.id, lambda e: bool(of_type(e, "span.model_request_start")), "the agent's request")
+        (entry,) = client.beta.sessions.retrieve(session.id).outcome_evaluations
+        assert (entry.outcome_id, entry.result, entry.iteration) == (echo.outcome_id, "running", 0), entry
+        fake_anthropic.open_gate(f"{key}-agent")
+
+        held = wait_history(
+            client, session.id, lambda e: len(of_type(e, "span.outcome_evaluation_ongoing")) >= 2, "two heartbeats"
+        )
+        assert not of_type(held, "span.outcome_evaluation_end"), "the grader is still held"
+        (entry,) = client.beta.sessions.retrieve(session.id).outcome_evaluations
+        assert (entry.result, entry.iteration, entry.completed_at) == ("evaluating", 0, None), entry
+        fake_anthropic.open_gate(f"{key}-grader")
+
+        events = wait_idle(client, session.id)
+        kinds = types_of(events)
+        (start_at,) = [i for i, t in enumerate(kinds) if t == "span.outcome_evaluation_start"]
+        (end_at,) = [i for i, t in enumerate(kinds) if t == "span.outcome_evaluation_end"]
+        beats = of_type(events, "span.outcome_evaluation_ongoing")
+        assert len(beats) >= 2 and len({b.id for b in beats}) == len(beats), [b.id for b in beats]
+        assert all(start_at < i < end_at for i, t in enumerate(kinds) if t == "span.outcome_evaluation_ongoing"), kinds
+        assert all((b.outcome_id, b.iteration) == (echo.outcome_id, 0) and b.processed_at for b in beats), beats
+        assert events[end_at].result == "satisfied"
+        (entry,) = client.beta.sessions.retrieve(session.id).outcome_evaluations
+        assert (entry.result, entry.explanation) == ("satisfied", "A title and three lines."), entry
+
+        (delivery,) = receiver.wait("/outcomes", lambda got: len(got) >= 1)
+        event = verify(client, secret, delivery)
+        assert (event.data.type, event.data.id) == ("session.outcome_evaluation_ended", session.id), event
+    finally:
+        receiver.close()
+
+
+def test_a_structured_session_keeps_no_grader_explanation(
+    turns: Deployment, client: anthropic.Anthropic, fake_anthropic: FakeAnthropic
+) -> None:
+    """Below `full` content capture (ADR 0019) the session's entry keeps neither the
+    outcome's description nor the grader's explanation, and the settled turn's history
+    keeps the outcome and the verdict in their wire shape (the SDK reads them) without
+    their text."""
+    key = unique("outcome-captured")
+    canary = f"CANARY {key}"
+    marker = "[content not retained: content capture is structured]"
+    fake_anthropic.script(key, say("A haiku."), verdict("satisfied", f"It meets the rubric. {canary}"))
+    agent = client.beta.agents.create(name=unique("outcome-agent"), model=MODEL)
+    session = client.beta.sessions.create(
+        agent=agent.id, environment_id=environment(client, turns), extra_body={"content_capture": "structured"}
+    )
+    client.beta.sessions.events.send(session.id, events=[outcome(key)])
+    events = wait_idle(client, session.id)
+    (defined,) = of_type(events, "user.define_outcome")
+    assert (defined.description, defined.rubric.type, defined.rubric.content) == (marker, "text", marker), defined
+    assert defined.max_iterations == 3 and defined.outcome_id.startswith("outc_")
+    (end,) = of_type(events, "span.outcome_evaluation_end")
+    assert (end.result, end.iteration, end.explanation) == ("satisfied", 0, marker), end
+    (entry,) = client.beta.sessions.retrieve(session.id).outcome_evaluations
+    assert (entry.result, entry.description, entry.explanation) == ("satisfied", marker, marker), entry
+    assert canary not in str([e.model_dump() for e in events])

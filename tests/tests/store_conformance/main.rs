@@ -24,6 +24,7 @@ mod idempotency;
 mod inbox;
 mod memory;
 mod outbox;
+mod outcomes;
 mod protocol_config;
 mod providers;
 mod resources;

@@ -308,8 +308,8 @@ impl Registry {
         Self { catalog: Some(catalog), ..self.clone() }
     }
 
-    /// A registry that sends every Claude model to `provider` (tests).
-    #[cfg(test)]
+    /// A registry that sends every Claude model to `provider` (tests, here and in the
+    /// integration suites).
     pub fn only(provider: Arc<dyn Provider>) -> Self {
         Self { anthropic: Some(provider), openai: None, scripted: None, catalog: None, configured: Arc::default() }
     }

@@ -11,11 +11,16 @@
 //! answer that does not parse), an unreadable rubric file, a reached budget — ends the
 //! outcome `failed`, saying why; an interrupt ends it `interrupted`. Nothing waits forever.
 //!
-//! The cycle runs under the run's claim, and both span events are committed through it,
-//! with ids derived from the outcome and the iteration: an attempt that takes over after
-//! a crash finds the start committed and finishes that cycle, never starting a second.
-//! The grader's tokens are on the end event (`usage`) and the store adds them to the
-//! session's usage.
+//! While the grader is asked, a `span.outcome_evaluation_ongoing` heartbeat is committed
+//! every [`RunContext::outcome_heartbeat`](super::RunContext) ([`HEARTBEAT`] by default),
+//! so a client tells an evaluation at work from a stuck one.
+//!
+//! The cycle runs under the run's claim, and every span event is committed through it,
+//! with ids derived from the outcome, the iteration and the heartbeat's number: an
+//! attempt that takes over after a crash finds the start committed and finishes that
+//! cycle, never starting a second, and numbers its heartbeats on from the last one
+//! committed. The grader's tokens are on the end event (`usage`) and the store adds them
+//! to the session's usage.
 
 use std::time::Duration;
 
@@ -29,6 +34,10 @@ use crate::providers::{Block, Message, ModelRequest, Registry, Role, ToolSpec, U
 
 /// How long the grader has for one call, connection and answer together.
 pub const GRADER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often a heartbeat is committed while the grader is asked, unless the process is
+/// configured otherwise (`AGENTD_OUTCOME_HEARTBEAT`).
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// The grader's output cap: a verdict and an explanation.
 const GRADER_MAX_TOKENS: u64 = 2048;
@@ -102,21 +111,7 @@ impl Attempt<'_> {
                 Ok(rubric) => {
                     let model = self.agent["model"]["id"].as_str().unwrap_or_default();
                     let request = grader_request(model, &outcome, &rubric, &self.history[outcome.defined_at..]);
-                    let providers = self.providers();
-                    tokio::select! {
-                        () = self.cancel.cancelled() => return Err(Stop::Fenced),
-                        () = self.interrupts.after(start_seq) => {
-                            (OutcomeVerdict::Interrupted, INTERRUPTED.to_owned(), Usage::default())
-                        }
-                        (graded, usage) = grade(&providers, request, GRADER_TIMEOUT) => match graded {
-                            Ok(Grade { satisfied: true, explanation }) => (OutcomeVerdict::Satisfied, explanation, usage),
-                            Ok(Grade { explanation, .. }) if iteration + 1 >= outcome.max_iterations() => {
-                                (OutcomeVerdict::MaxIterationsReached, explanation, usage)
-                            }
-                            Ok(Grade { explanation, .. }) => (OutcomeVerdict::NeedsRevision, explanation, usage),
-                            Err(why) => (OutcomeVerdict::Failed, why, usage),
-                        },
-                    }
+                    self.ask_grader(&outcome, request, start_seq).await?
                 }
             }
         };
@@ -131,6 +126,67 @@ impl Attempt<'_> {
         let end = NewEvent::outcome_evaluation_end(&thread, &id, iteration, verdict, &explanation, usage);
         self.commit(vec![end]).await?;
         Ok(())
+    }
+
+    /// Asks the grader about `outcome`'s cycle (its start committed at `start_seq`),
+    /// committing a heartbeat every `outcome_heartbeat` until it answers, within
+    /// [`GRADER_TIMEOUT`], or the user interrupts. A heartbeat is never why a cycle
+    /// fails: the grader is still heard while one is committed, one the store does not
+    /// take is skipped (its number too), and only a fenced one stops the attempt, as any
+    /// fenced commit does.
+    async fn ask_grader(
+        &mut self,
+        outcome: &ActiveOutcome,
+        request: ModelRequest,
+        start_seq: i64,
+    ) -> Result<(OutcomeVerdict, String, Usage), Stop> {
+        let providers = self.providers();
+        let grading = grade(&providers, request, GRADER_TIMEOUT);
+        tokio::pin!(grading);
+        let every = self.ctx.outcome_heartbeat;
+        let mut beat = outcome.last_heartbeat;
+        let mut next = tokio::time::Instant::now() + every;
+        loop {
+            tokio::select! {
+                () = self.cancel.cancelled() => return Err(Stop::Fenced),
+                () = self.interrupts.after(start_seq) => {
+                    return Ok((OutcomeVerdict::Interrupted, INTERRUPTED.to_owned(), Usage::default()));
+                }
+                (graded, usage) = &mut grading => return Ok(verdict(outcome, graded, usage)),
+                () = tokio::time::sleep_until(next) => {
+                    beat += 1;
+                    let mut answer = None;
+                    let committing = self.heartbeat(outcome, beat);
+                    tokio::pin!(committing);
+                    loop {
+                        tokio::select! {
+                            committed = &mut committing => break committed?,
+                            graded = &mut grading, if answer.is_none() => answer = Some(graded),
+                        }
+                    }
+                    if let Some((graded, usage)) = answer {
+                        return Ok(verdict(outcome, graded, usage));
+                    }
+                    next = tokio::time::Instant::now() + every;
+                }
+            }
+        }
+    }
+
+    /// Commits heartbeat number `beat` of `outcome`'s cycle. Fenced: the attempt stops.
+    /// Any other failure is logged and the grading goes on.
+    async fn heartbeat(&mut self, outcome: &ActiveOutcome, beat: i64) -> Result<(), Stop> {
+        let thread = self.claim.thread_id.clone();
+        let event = NewEvent::outcome_evaluation_ongoing(&thread, &outcome.outcome_id, outcome.iteration, beat);
+        match self.commit(vec![event]).await {
+            Ok(_) => Ok(()),
+            Err(Stop::Fenced) => Err(Stop::Fenced),
+            // Whether it was committed is unknown; the next commit finds out (`absorb`).
+            Err(Stop::Abandoned(error)) => {
+                tracing::warn!(run = %self.claim.run_id, outcome = %outcome.outcome_id, beat, %error, "outcome heartbeat not committed");
+                Ok(())
+            }
+        }
     }
 
     /// The outcome's rubric text, or why it cannot be read.
@@ -264,6 +320,18 @@ fn grader_request(model: &str, outcome: &ActiveOutcome, rubric: &str, work: &[St
     }
 }
 
+/// What a cycle of `outcome` ends with, given the grader's answer and its usage.
+fn verdict(outcome: &ActiveOutcome, graded: Result<Grade, String>, usage: Usage) -> (OutcomeVerdict, String, Usage) {
+    match graded {
+        Ok(Grade { satisfied: true, explanation }) => (OutcomeVerdict::Satisfied, explanation, usage),
+        Ok(Grade { explanation, .. }) if outcome.iteration + 1 >= outcome.max_iterations() => {
+            (OutcomeVerdict::MaxIterationsReached, explanation, usage)
+        }
+        Ok(Grade { explanation, .. }) => (OutcomeVerdict::NeedsRevision, explanation, usage),
+        Err(why) => (OutcomeVerdict::Failed, why, usage),
+    }
+}
+
 /// The grader's verdict.
 #[derive(Debug, PartialEq, Eq)]
 struct Grade {
@@ -375,6 +443,24 @@ mod tests {
     }
 
     #[test]
+    fn the_last_cycle_allowed_turns_needs_revision_into_max_iterations_reached() {
+        let at = |iteration| ActiveOutcome {
+            outcome_id: "outc_a".into(),
+            definition: json!({ "max_iterations": 2 }),
+            iteration,
+            started: true,
+            last_heartbeat: 0,
+            defined_at: 0,
+        };
+        let grade = |satisfied| Ok(Grade { satisfied, explanation: "why".into() });
+        let result = |iteration, graded| verdict(&at(iteration), graded, Usage::default()).0;
+        assert_eq!(result(0, grade(false)), OutcomeVerdict::NeedsRevision);
+        assert_eq!(result(1, grade(false)), OutcomeVerdict::MaxIterationsReached);
+        assert_eq!(result(1, grade(true)), OutcomeVerdict::Satisfied);
+        assert_eq!(result(0, Err("the grader failed: 500".into())), OutcomeVerdict::Failed);
+    }
+
+    #[test]
     fn the_explanation_is_bounded() {
         let long = "x".repeat(EXPLANATION_CHARS * 2);
         let grade = parse(&called(&json!({ "result": "needs_revision", "explanation": long }).to_string())).unwrap();
@@ -413,6 +499,7 @@ mod tests {
             definition: definition.clone(),
             iteration: 1,
             started: false,
+            last_heartbeat: 0,
             defined_at: 0,
         };
         let work = [
