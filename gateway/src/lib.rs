@@ -107,7 +107,7 @@ pub fn api(state: AppState) -> Router {
         // After routing: what the matched route acts on, by its decoded, typed ids.
         .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
     // Authentication covers unknown routes too: a request without a key is 401
-    // wherever it goes.
+    // wherever it goes, except the A2A agent cards (`auth::is_public`).
     let v1 = Router::new()
         .merge(managed)
         .fallback(unknown_route)
@@ -116,8 +116,11 @@ pub fn api(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The A2A workspace card lives outside `/v1` (clients resolve
-    // `<base>/.well-known/agent-card.json`) but is authenticated and metered like it.
-    // `route_layer`: other paths outside `/v1` stay 404, not 401.
+    // `<base>/.well-known/agent-card.json`) but passes the same admission. Like the
+    // per-agent cards under `/v1`, it is public: without a credential, authentication
+    // admits it as `Anonymous` (`auth::is_public`, the public card, the anonymous rate
+    // bucket); with one, as everywhere. `route_layer`: other paths outside `/v1` stay
+    // 404, not 401.
     let well_known = adapters::a2a::well_known_router()
         .route_layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))

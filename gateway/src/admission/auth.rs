@@ -7,10 +7,15 @@
 //! work queue and its sessions), runner keys (every `cloud` environment's work), and
 //! the per-work-item sessions token (one session, its work item's heartbeat and stop,
 //! skills and memory), valid until the item stops or is offered again.
+//!
+//! One exception takes no credential: the A2A agent cards ([`is_public`]), which a
+//! generic A2A client fetches before it knows how to authenticate (docs/api/a2a.md,
+//! "Discovery"). A request there without a credential goes on as [`Anonymous`] (no
+//! [`Tenant`]); one that presents a credential is authenticated as everywhere else.
 
 use agentd_schema::KeyKind;
-use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::{HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -74,6 +79,36 @@ impl AppGrant {
     }
 }
 
+/// A request admitted without a credential on a public route ([`is_public`]): a request
+/// extension in place of a [`Tenant`]. Every other layer and handler that needs a
+/// tenant finds none and refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anonymous;
+
+/// The rate-limit bucket every [`Anonymous`] request draws from: one for the whole
+/// deployment, never an organization's (organization ids are `org_…`), so anonymous
+/// traffic cannot spend a tenant's requests.
+pub const ANONYMOUS_BUCKET: &str = "anonymous";
+
+/// Whether `method` on `path` answers without a credential: `GET` (or `HEAD`) of an A2A
+/// agent card — `/.well-known/agent-card.json`, `/v1/a2a/agents/{agent_id}` and
+/// `/v1/a2a/agents/{agent_id}/.well-known/agent-card.json`. `path` is the full path of the
+/// request (after the `/v1/workspaces/{workspace}/…` projection) or the matched route's
+/// template; every other A2A route, and everything else, takes a credential.
+pub fn is_public(method: &Method, path: &str) -> bool {
+    if method != Method::GET && method != Method::HEAD {
+        return false;
+    }
+    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    match segments.as_slice() {
+        [".well-known", "agent-card.json"] => true,
+        ["v1", "a2a", "agents", agent] | ["v1", "a2a", "agents", agent, ".well-known", "agent-card.json"] => {
+            !agent.is_empty()
+        }
+        _ => false,
+    }
+}
+
 /// Application access tokens carry this prefix.
 pub const APP_TOKEN_PREFIX: &str = "sk-agentd-aat-";
 
@@ -93,6 +128,17 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
 /// Resolves the key and stores the [`Tenant`] in the request extensions. What the
 /// credential may reach is checked after routing, by [`super::scope`].
 pub async fn layer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    // The full flat path: inside the `/v1` nest the request's own URI has lost its
+    // prefix, and the original one may still be projected.
+    let original = request.extensions().get::<OriginalUri>().map_or_else(|| request.uri().path(), |uri| uri.path());
+    let public = match super::workspace_path::split(original) {
+        Some((_, flat)) => is_public(request.method(), &flat),
+        None => is_public(request.method(), original),
+    };
+    if presented_key(request.headers()).is_none() && public {
+        request.extensions_mut().insert(Anonymous);
+        return next.run(request).await;
+    }
     let path_workspace = request.extensions().get::<WorkspacePath>().map(|p| p.0.clone());
     let tenant = match authenticate(&state, request.headers(), path_workspace).await {
         Ok(tenant) => tenant,
@@ -245,5 +291,42 @@ impl KeyCache {
             entries.retain(|_, (at, _)| at.elapsed() < ttl);
         }
         entries.insert(Self::digest(key), (std::time::Instant::now(), scope));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_agent_cards_are_public() {
+        for path in [
+            "/.well-known/agent-card.json",
+            "/v1/a2a/agents/agent_x",
+            "/v1/a2a/agents/agent_x/.well-known/agent-card.json",
+            "/v1/a2a/agents/{agent_id}",
+            "/v1/a2a/agents/{agent_id}/.well-known/agent-card.json",
+        ] {
+            assert!(is_public(&Method::GET, path), "{path}");
+            assert!(is_public(&Method::HEAD, path), "{path}");
+            assert!(!is_public(&Method::POST, path), "{path}: JSON-RPC takes a key");
+        }
+        for path in [
+            "/v1/a2a",
+            "/v1/a2a/extendedAgentCard",
+            "/v1/a2a/tasks",
+            "/v1/a2a/agents/agent_x/extendedAgentCard",
+            "/v1/a2a/agents/agent_x/tasks",
+            "/v1/a2a/agents/agent_x/tasks/t",
+            "/v1/a2a/agents/",
+            "/v1/a2a/agents/agent_x/",
+            "/v1/.well-known/agent-card.json",
+            "/v1/a2a/.well-known/agent-card.json",
+            "/v1/agents/agent_x",
+            "/.well-known/agent-card.json/x",
+            "/v1/openapi.json",
+        ] {
+            assert!(!is_public(&Method::GET, path), "{path}");
+        }
     }
 }

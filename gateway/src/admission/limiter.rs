@@ -1,8 +1,10 @@
 //! Rate limiting: one token bucket per organization and operation class, refilled
-//! continuously. The Redis limiter is shared by every gateway replica (one atomic
-//! script per request); `agentd dev` uses the in-process one. A limiter that cannot
-//! answer fails closed with 503. Every surface is metered by one rule ([`classify`])
-//! and answers a refusal in its own error shape ([`Surface`]).
+//! continuously; requests without a credential (the public A2A agent cards) share one
+//! bucket of their own, [`super::auth::ANONYMOUS_BUCKET`]. The Redis limiter is shared
+//! by every gateway replica (one atomic script per request); `agentd dev` uses the
+//! in-process one. A limiter that cannot answer fails closed with 503. Every surface is
+//! metered by one rule ([`classify`]) and answers a refusal in its own error shape
+//! ([`Surface`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,6 +22,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::Tenant;
+use super::auth::{ANONYMOUS_BUCKET, Anonymous};
 use crate::AppState;
 use crate::error::ApiError;
 
@@ -389,13 +392,17 @@ async fn meter(state: &AppState, surface: Surface, request: Request, next: Next)
         return next.run(request).await;
     };
     let id = call.map_or(Value::Null, |call| call.id);
-    let Some(organization_id) = request.extensions().get::<Tenant>().map(|tenant| tenant.organization_id.clone())
-    else {
-        // Never meter by anything the caller sent: no trusted scope, no admission.
-        let error = ApiError::Unavailable("managed request has no trusted workspace scope".to_owned());
-        return surface.refuse(error, &id);
+    // An anonymous request (a public agent card) draws from the one anonymous bucket.
+    let bucket = match request.extensions().get::<Tenant>() {
+        Some(tenant) => tenant.organization_id.clone(),
+        None if request.extensions().get::<Anonymous>().is_some() => ANONYMOUS_BUCKET.to_owned(),
+        None => {
+            // Never meter by anything the caller sent: no trusted scope, no admission.
+            let error = ApiError::Unavailable("managed request has no trusted workspace scope".to_owned());
+            return surface.refuse(error, &id);
+        }
     };
-    let decision = match state.limiter.admit(&organization_id, class).await {
+    let decision = match state.limiter.admit(&bucket, class).await {
         Ok(decision) => decision,
         Err(error) => {
             tracing::warn!(%error, "rate limiter unavailable");

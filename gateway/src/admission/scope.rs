@@ -26,7 +26,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::auth::{Access, Tenant};
+use super::auth::{Access, Anonymous, Tenant, is_public};
 use crate::AppState;
 use crate::error::ApiError;
 
@@ -69,11 +69,26 @@ pub async fn layer(
     request: Request,
     next: Next,
 ) -> Response {
+    let full_template = matched.as_ref().map_or("", MatchedPath::as_str);
+    let template = full_template.strip_prefix("/v1").unwrap_or(full_template);
     let Some(tenant) = request.extensions().get::<Tenant>() else {
-        return ApiError::Unavailable("request has no trusted workspace scope".to_owned()).into_response();
+        // Authentication let it in without a credential: the route must be a public one
+        // (the matched template, not the raw path, decides), its ids still parse.
+        if request.extensions().get::<Anonymous>().is_none() {
+            return ApiError::Unavailable("request has no trusted workspace scope".to_owned()).into_response();
+        }
+        if !is_public(request.method(), full_template) {
+            return ApiError::Unauthenticated(
+                "missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`".to_owned(),
+            )
+            .into_response();
+        }
+        return match params.map_err(|_| ()).map(|params| parse(template, params.iter())) {
+            Ok(Ok(_)) => next.run(request).await,
+            Ok(Err(error)) => error.into_response(),
+            Err(()) => ApiError::NotFound("not found: the path names no resource".to_owned()).into_response(),
+        };
     };
-    let template = matched.as_ref().map_or("", MatchedPath::as_str);
-    let template = template.strip_prefix("/v1").unwrap_or(template);
     let ids = match params {
         Ok(params) => match parse(template, params.iter()) {
             Ok(ids) => ids,

@@ -9,15 +9,21 @@ use axum::http::Uri;
 #[derive(Debug, Clone)]
 pub struct WorkspacePath(pub String);
 
+/// The workspace a projected path names and the flat path it is served by; `None` for
+/// a path that is not projected.
+pub fn split(path: &str) -> Option<(&str, String)> {
+    let rest = path.strip_prefix("/v1/workspaces/")?;
+    let (workspace, rest) = rest.split_once('/')?;
+    Some((workspace, format!("/v1/{rest}")))
+}
+
 /// Rewrites a projected request to its flat route and records the workspace.
 pub fn project(mut request: Request) -> Request {
-    let path = request.uri().path();
-    let Some(rest) = path.strip_prefix("/v1/workspaces/") else { return request };
-    let Some((workspace, rest)) = rest.split_once('/') else { return request };
+    let Some((workspace, flat)) = split(request.uri().path()) else { return request };
     let workspace = workspace.to_owned();
     let flat = match request.uri().query() {
-        Some(query) => format!("/v1/{rest}?{query}"),
-        None => format!("/v1/{rest}"),
+        Some(query) => format!("{flat}?{query}"),
+        None => flat,
     };
     if let Ok(uri) = flat.parse::<Uri>() {
         *request.uri_mut() = uri;

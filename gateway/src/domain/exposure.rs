@@ -4,6 +4,11 @@
 //! dispatch on a per-agent endpoint, a new context's or tool call's thread, a task's
 //! session, `tools/list` and `tools/call` — asks [`of`] or [`require`] here.
 //!
+//! A2A's public discovery is ruled here too ([`public_agent`]): the card a caller
+//! without a key gets of an agent shows the agent only when A2A exposes it and its
+//! metadata publishes it ([`PUBLIC_METADATA_KEY`]); otherwise the answer is the one a
+//! missing agent gets (docs/api/a2a.md, "Discovery").
+//!
 //! An agent a protocol does not expose is, on that protocol, exactly a missing agent:
 //! the caller gets the answer it would get for an agent id no agent has. A workspace that
 //! never set a protocol's exposure exposes every agent (mode `all`), as before gates
@@ -13,7 +18,7 @@
 use std::collections::HashSet;
 
 use agentd_schema::ids::AgentId;
-use agentd_schema::{ExposureRow, Store};
+use agentd_schema::{ExposureRow, Resource, Store};
 
 pub use agentd_schema::{ExposedProtocol as Protocol, ExposureMode as Mode};
 
@@ -90,6 +95,32 @@ pub async fn require(
     if of(store, workspace_id, protocol).await?.exposes(agent_id) { Ok(()) } else { Err(missing()) }
 }
 
+/// The agent metadata key that publishes an agent's A2A card to callers without a key:
+/// `"a2a.public": "true"` (any other value, or none, keeps the card private). The key
+/// holder writes it like any metadata (`POST /v1/agents/{id}`, or an agent draft).
+pub const PUBLIC_METADATA_KEY: &str = "a2a.public";
+
+/// Whether A2A's public discovery shows `agent`: A2A exposes it, it is not archived, and
+/// its metadata publishes it ([`PUBLIC_METADATA_KEY`]).
+pub fn is_public(exposure: &Exposure, agent: &Resource) -> bool {
+    agent.archived_at_ms.is_none()
+        && exposure.exposes(&agent.id)
+        && agent.body["metadata"][PUBLIC_METADATA_KEY].as_str() == Some("true")
+}
+
+/// The agent `agent_id` of the workspace named `workspace` (its id or name), when A2A's
+/// public discovery shows it ([`is_public`]); `None` alike for a missing workspace, a
+/// missing agent and a private one. The same three reads happen in every case, so the
+/// time of the answer does not tell them apart either.
+pub async fn public_agent(store: &dyn Store, workspace: &str, agent_id: &str) -> DomainResult<Option<Resource>> {
+    let found = store.find_workspace(workspace).await?;
+    // A workspace that does not exist is read as one that has nothing.
+    let workspace_id = found.as_ref().map_or("", |w| w.id.as_str());
+    let agent = store.get_resource(workspace_id, super::agents::KIND, agent_id).await?;
+    let exposure = of(store, workspace_id, Protocol::A2a).await?;
+    Ok(agent.filter(|agent| found.is_some() && is_public(&exposure, agent)))
+}
+
 /// What a control-plane write sets for one protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting {
@@ -155,5 +186,39 @@ mod tests {
         let listed = Exposure::new(Mode::Listed, vec!["agent_a".into()]);
         assert!(listed.exposes("agent_a") && !listed.exposes("agent_b"));
         assert_eq!(listed.listed(), Some(&["agent_a".to_owned()][..]));
+    }
+
+    fn agent(metadata: serde_json::Value, archived: bool) -> Resource {
+        Resource {
+            id: "agent_a".into(),
+            workspace_id: "wrkspc_a".into(),
+            kind: super::super::agents::KIND.into(),
+            parent_id: None,
+            version: 1,
+            body: serde_json::json!({ "name": "a", "metadata": metadata }),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            archived_at_ms: archived.then_some(1),
+        }
+    }
+
+    #[test]
+    fn only_an_exposed_live_agent_its_metadata_publishes_is_public() {
+        let all = Exposure::all();
+        assert!(is_public(&all, &agent(serde_json::json!({ "a2a.public": "true" }), false)));
+        for metadata in [
+            serde_json::json!({}),
+            serde_json::json!({ "a2a.public": "false" }),
+            serde_json::json!({ "a2a.public": "TRUE" }),
+            serde_json::json!({ "a2a.public": "yes" }),
+            serde_json::json!({ "a2a_public": "true" }),
+        ] {
+            assert!(!is_public(&all, &agent(metadata.clone(), false)), "{metadata}");
+        }
+        let public = serde_json::json!({ "a2a.public": "true" });
+        assert!(!is_public(&all, &agent(public.clone(), true)), "archived");
+        assert!(!is_public(&Exposure::new(Mode::None, Vec::new()), &agent(public.clone(), false)), "hidden");
+        let listed = Exposure::new(Mode::Listed, vec!["agent_b".into()]);
+        assert!(!is_public(&listed, &agent(public, false)), "not listed");
     }
 }

@@ -140,6 +140,10 @@ fn operation(op: &Operation) -> utoipa::openapi::path::Operation {
         Auth::Credential => builder
             .security(SecurityRequirement::new("api_key", Vec::<String>::new()))
             .security(SecurityRequirement::new("bearer", Vec::<String>::new())),
+        Auth::Optional => builder
+            .security(SecurityRequirement::new("api_key", Vec::<String>::new()))
+            .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
+            .security(SecurityRequirement::default()),
         Auth::OpsToken => builder
             .security(SecurityRequirement::new("ops_token", Vec::<String>::new()))
             .security(SecurityRequirement::default()),

@@ -211,6 +211,9 @@ pub enum Auth {
     /// A credential (`x-api-key` or `Authorization: Bearer`); which kinds reach the route
     /// is the scope layer's (docs/SECURITY.md).
     Credential,
+    /// A credential, or none: the A2A agent cards, public without one (the public card,
+    /// docs/api/a2a.md "Discovery"), the full card with one.
+    Optional,
     /// `Authorization: Bearer <AGENTD_OPS_TOKEN>` when one is configured.
     OpsToken,
     /// None (the consent page's signed token authorizes; readiness and metrics are open).
@@ -504,11 +507,11 @@ use Tag::*;
 /// Every operation agentd serves (one row each: rustfmt keeps it a table).
 #[rustfmt::skip]
 pub const OPERATIONS: &[Operation] = &[
-    op(Get, "/.well-known/agent-card.json", "a2a.card.workspace_card", A2a, "The workspace agent card (A2A)").errors(Errors::Managed),
+    op(Get, "/.well-known/agent-card.json", "a2a.card.workspace_card", A2a, "The workspace agent card (A2A): public without a key, full with one").errors(Errors::Managed).auth(Auth::Optional),
     op(Post, "/v1/a2a", "a2a.jsonrpc.workspace", A2a, "A2A JSON-RPC endpoint of the workspace").errors(Errors::JsonRpc).answers(Answer::JsonOrSse),
-    op(Get, "/v1/a2a/agents/{agent_id}", "a2a.card.agent_card", A2a, "An agent's A2A card").errors(Errors::JsonRpc),
+    op(Get, "/v1/a2a/agents/{agent_id}", "a2a.card.agent_card", A2a, "An agent's A2A card: public without a key, full with one").errors(Errors::JsonRpc).auth(Auth::Optional),
     op(Post, "/v1/a2a/agents/{agent_id}", "a2a.jsonrpc.agent", A2a, "A2A JSON-RPC endpoint of one agent").errors(Errors::JsonRpc).answers(Answer::JsonOrSse),
-    op(Get, "/v1/a2a/agents/{agent_id}/.well-known/agent-card.json", "a2a.card.agent_well_known", A2a, "An agent's A2A card (well-known path)").errors(Errors::A2aRest),
+    op(Get, "/v1/a2a/agents/{agent_id}/.well-known/agent-card.json", "a2a.card.agent_well_known", A2a, "An agent's A2A card (well-known path): public without a key, full with one").errors(Errors::A2aRest).auth(Auth::Optional),
     op(Get, "/v1/a2a/agents/{agent_id}/extendedAgentCard", "a2a.agent.extended_card", A2a, "An agent's extended A2A card"),
     op(Post, "/v1/a2a/agents/{agent_id}/message:send", "a2a.agent.send", A2a, "Send a message to an agent (A2A REST)"),
     op(Post, "/v1/a2a/agents/{agent_id}/message:stream", "a2a.agent.stream", A2a, "Send a message and stream the task (A2A REST)").answers(Answer::Sse),

@@ -103,6 +103,18 @@ fn operation_ids_and_routes_are_unique() {
     }
 }
 
+/// The operations the table says take a credential or none are exactly the ones
+/// admission lets in without one (`admission::auth::is_public`: the A2A agent cards).
+#[test]
+fn the_operations_open_without_a_key_are_the_ones_admission_opens() {
+    use super::table::Auth;
+    for op in OPERATIONS {
+        let method = axum::http::Method::from_bytes(op.method.as_str().as_bytes()).unwrap();
+        let public = crate::admission::auth::is_public(&method, op.path);
+        assert_eq!(public, op.auth == Auth::Optional, "{} {}", op.method.as_str(), op.path);
+    }
+}
+
 /// Where a router function's routes are mounted: (file under `gateway/src`, function) →
 /// (prefixes, listener). A function not listed here fails the test: say where it is mounted.
 const MOUNTS: &[(&str, &str, &[&str], Listener)] = &[

@@ -20,7 +20,9 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.auth import AuthInterceptor, CredentialService
+from a2a.client.errors import A2AClientError
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -148,8 +150,12 @@ def test_card_discovery_root_and_per_agent(turns: Deployment) -> None:
             missing = await http.get(f"{turns.url}/v1/a2a/agents/agent_nope/.well-known/agent-card.json")
             assert missing.status_code == 404
         async with httpx.AsyncClient() as anonymous:
-            assert (await anonymous.get(f"{turns.url}/.well-known/agent-card.json")).status_code == 401
+            # Without a key: the public card (no agent of the workspace), and every call is 401.
+            public = await anonymous.get(f"{turns.url}/.well-known/agent-card.json")
+            assert public.status_code == 200 and public.json()["skills"] == [], public.text
+            assert agent_id not in public.text
             assert (await anonymous.post(f"{turns.url}/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})).status_code == 401
+            assert (await anonymous.get(f"{turns.url}/v1/a2a/extendedAgentCard")).status_code == 401
         client = await client_for(turns, agent_base(turns, agent_id))
         card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
         assert card.name and card.supported_interfaces[0].protocol_version == "1.0"
@@ -164,6 +170,120 @@ def test_configured_public_url_names_the_interfaces(turns: Deployment, launch: C
     response = deployment.http().get(f"{deployment.url}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {deployment.bootstrap_key}"})
     assert response.status_code == 200, response.text
     assert {i["url"] for i in response.json()["supportedInterfaces"]} == {"https://agents.example.com/agentd/v1/a2a"}
+
+
+# ---------------------------------------------------------------------------------------
+# Public discovery (docs/api/a2a.md, "Discovery")
+
+PUBLIC = {"a2a.public": "true"}
+
+
+class KeyFor(CredentialService):
+    """Gives the API key for the card's `bearer` scheme, as a client configured with a
+    credential per scheme does: the key rides only because the public card asks for it."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.asked: list[str] = []
+
+    async def get_credentials(self, security_scheme_name: str, context: Any) -> str | None:
+        self.asked.append(security_scheme_name)
+        return self.key if security_scheme_name == "bearer" else None
+
+
+def public_base(deployment: Deployment, agent_id: str, workspace: str = "default") -> str:
+    return f"{deployment.url}/v1/workspaces/{deployment.workspace_id(workspace)}/a2a/agents/{agent_id}"
+
+
+def without(card: AgentCard, agent_id: str) -> str:
+    return json.dumps(MessageToDict(card), sort_keys=True).replace(agent_id, "<id>")
+
+
+def test_an_anonymous_client_discovers_a_public_agent_then_calls_it_with_a_key(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("public")
+    name = unique("public-agent")
+    shown = turns.client().beta.agents.create(name=name, model=MODEL, description="Answers in public.", tools=[WEATHER], metadata=PUBLIC).id
+    fake_anthropic.script(key, say(f"public answer {key}"))
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(timeout=60) as anonymous:
+            # The official resolver, no credential: the public card names the agent, its
+            # interfaces, the bearer scheme; no tool of the agent.
+            card = await A2ACardResolver(anonymous, public_base(turns, shown)).get_agent_card()
+            assert (card.name, card.description) == (name, "Answers in public."), card
+            assert [(s.id, list(s.tags)) for s in card.skills] == [(shown, ["agent"])]
+            assert card.capabilities.extended_agent_card and card.capabilities.streaming
+            assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
+            assert {i.url for i in card.supported_interfaces} == {agent_base(turns, shown)}
+            assert "get_weather" not in json.dumps(MessageToDict(card))
+            # Its calls take the key: without one the same client is refused ...
+            bare = ClientFactory(ClientConfig(streaming=False, supported_protocol_bindings=["JSONRPC"], httpx_client=anonymous)).create(card)
+            with pytest.raises(A2AClientError, match="401"):
+                await collect(bare, user(f"no key {key}"))
+            # ... and with the credential the card's scheme asks for, the task runs.
+            credentials = KeyFor(turns.bootstrap_key)
+            for binding in ("JSONRPC", "HTTP+JSON"):
+                config = ClientConfig(streaming=False, supported_protocol_bindings=[binding], httpx_client=anonymous)
+                client = ClientFactory(config).create(card, interceptors=[AuthInterceptor(credentials)])
+                if binding == "JSONRPC":
+                    (event,) = await collect(client, user(f"hello {key}"))
+                    assert event["task"]["status"]["state"] == "TASK_STATE_COMPLETED", event
+                    assert answer(event["task"]) == f"public answer {key}"
+                # The extended card, with the key: the full card, tools and all.
+                full = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+                assert full.name == name and "get_weather" in list(full.skills[0].tags), (binding, full)
+            assert "bearer" in credentials.asked
+
+    run(scenario())
+
+
+def test_a_private_agents_public_card_is_a_missing_agents(agentd: Deployment, model_id: str) -> None:
+    # A workspace of its own: the test changes its A2A exposure.
+    workspace = unique("ws-public")
+    key = agentd.key_for(workspace)
+    sdk = agentd.client(key)
+    name = unique("private-agent")
+    hidden = sdk.beta.agents.create(name=name, model=model_id, description="Never shown.").id
+    public = sdk.beta.agents.create(name=unique("public-agent"), model=model_id, metadata=PUBLIC).id
+    missing = "agent_" + "0" * 26
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(timeout=60) as anonymous:
+            async def card(base: str) -> AgentCard:
+                return await A2ACardResolver(anonymous, base).get_agent_card()
+
+            absent = without(await card(agent_base(agentd, missing)), missing)
+            for private in (public_base(agentd, hidden, workspace), agent_base(agentd, hidden)):
+                shown = without(await card(private), hidden)
+                assert shown == absent and name not in shown and "Never shown" not in shown
+            assert without(await card(public_base(agentd, missing, workspace)), missing) == absent
+            assert (await card(public_base(agentd, public, workspace))).skills[0].id == public
+            # The flat path names no workspace: a public agent shows there as any other.
+            assert without(await card(agent_base(agentd, public)), public) == absent
+            # Another workspace's path does not show it either.
+            assert without(await card(public_base(agentd, public)), public) == absent
+            # With a key, the private agent's card is its full card, as before.
+            full = await anonymous.get(f"{agent_base(agentd, hidden)}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {key}"})
+            assert full.json()["name"] == name, full.text
+            # A public agent is private again once A2A stops exposing it.
+            exposed = agentd.http().put("/v1/config/exposure/a2a", json={"mode": "listed", "agent_ids": [hidden]}, headers={"Authorization": f"Bearer {key}"})
+            assert exposed.status_code == 200, exposed.text
+            assert without(await card(public_base(agentd, public, workspace)), public) == absent
+
+    run(scenario())
+
+
+def test_anonymous_discovery_has_its_own_rate_limit(agentd: Deployment, launch: Callable[..., Deployment]) -> None:
+    deployment = launch(agentd.mode, read_limit=5)
+    http = deployment.http()
+    answers = [http.get("/.well-known/agent-card.json") for _ in range(8)]
+    assert [a.status_code for a in answers[:5]] == [200] * 5, [a.text for a in answers]
+    refused = answers[-1]
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1, refused.text
+    assert refused.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    # Anonymous callers spent their own bucket, not the organization's.
+    keyed = http.get("/.well-known/agent-card.json", headers={"Authorization": f"Bearer {deployment.bootstrap_key}"})
+    assert keyed.status_code == 200, keyed.text
 
 
 # ---------------------------------------------------------------------------------------
@@ -251,6 +371,92 @@ def test_list_with_filters_and_paging(turns: Deployment, fake_anthropic: FakeAnt
         await client.close()
 
     run(scenario())
+
+
+# ---------------------------------------------------------------------------------------
+# Parameter bounds (A2A 1.0 proto): -32602 / 400 naming the field, on both bindings
+
+
+def test_parameter_bounds_name_their_field_on_both_bindings(agentd: Deployment) -> None:
+    agent_id = agent(agentd)
+    context = unique("ctx")
+
+    async def scenario() -> None:
+        seeded = await client_for(agentd, agent_base(agentd, agent_id))
+        task_ids = [(await collect(seeded, user(f"task {i}", context=context)))[0]["task"]["id"] for i in range(3)]
+        await seeded.close()
+        for binding in ("JSONRPC", "HTTP+JSON"):
+            client = await client_for(agentd, agent_base(agentd, agent_id), binding=binding)
+            for request, field in [
+                (ListTasksRequest(page_size=0), "pageSize"),
+                (ListTasksRequest(page_size=101), "pageSize"),
+                (ListTasksRequest(page_size=-1), "pageSize"),
+                (ListTasksRequest(history_length=-1), "historyLength"),
+                (ListTasksRequest(status=99), "status"),  # type: ignore[arg-type]
+                (ListTasksRequest(page_token="invalid-token-xyz"), "pageToken"),
+                # A task id is not a page token: tokens are this server's, for one listing.
+                (ListTasksRequest(context_id=context, page_token=task_ids[1]), "pageToken"),
+            ]:
+                with pytest.raises(InvalidParamsError) as refused:
+                    await client.list_tasks(request)
+                assert refused.value.data == {"field": field}, (binding, request, refused.value)
+                assert str(refused.value).startswith(f"{field}: "), refused.value
+            with pytest.raises(InvalidParamsError) as refused:
+                await client.get_task(GetTaskRequest(id=task_ids[0], history_length=-1))
+            assert refused.value.data == {"field": "historyLength"}
+            # The bounds themselves are accepted.
+            for size in (1, 100):
+                listed = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, page_size=size)))
+                assert len(listed["tasks"]) == min(size, 3)
+            # A page token is good only for the listing that issued it.
+            first = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, page_size=2)))
+            token = first["nextPageToken"]
+            rest = MessageToDict(await client.list_tasks(ListTasksRequest(context_id=context, page_size=2, page_token=token)))
+            assert [t["id"] for t in first["tasks"] + rest["tasks"]] == task_ids[::-1]
+            with pytest.raises(InvalidParamsError) as refused:
+                await client.list_tasks(ListTasksRequest(context_id=context, status=TaskState.TASK_STATE_COMPLETED, page_token=token))
+            assert refused.value.data == {"field": "pageToken"}
+            with pytest.raises(InvalidParamsError):
+                await client.list_tasks(ListTasksRequest(page_token=token))
+            await client.close()
+        # Another workspace's key cannot use this workspace's token.
+        other = http_client(agentd, agentd.key_for(unique("ws")))
+        config = ClientConfig(streaming=False, supported_protocol_bindings=["JSONRPC"], httpx_client=other)
+        stranger = await ClientFactory(config).create_from_url(agentd.url)
+        with pytest.raises(InvalidParamsError) as refused:
+            await stranger.list_tasks(ListTasksRequest(context_id=context, page_size=2, page_token=token))
+        assert refused.value.data == {"field": "pageToken"}
+        await stranger.close()
+
+    run(scenario())
+
+
+def test_invalid_timestamps_and_states_are_refused_on_the_wire(agentd: Deployment) -> None:
+    """What the official clients cannot send: timestamps out of RFC 3339 or the proto's
+    range, unknown state names; both bindings, the field named in the ErrorInfo and in a
+    BadRequest field violation."""
+    headers = {"Authorization": f"Bearer {agentd.bootstrap_key}"}
+    http = agentd.http()
+    for field, value in [
+        ("statusTimestampAfter", "yesterday"),
+        ("statusTimestampAfter", "2024-02-30T00:00:00Z"),
+        ("statusTimestampAfter", "0000-06-01T00:00:00Z"),
+        ("status", "TASK_STATE_FINISHED"),
+        ("includeArtifacts", "perhaps"),
+    ]:
+        rpc = http.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {field: value}}, headers=headers).json()
+        assert rpc["error"]["code"] == -32602, rpc
+        assert rpc["error"]["data"][0]["metadata"] == {"field": field}, rpc
+        rest = http.get("/v1/a2a/tasks", params={field: value}, headers=headers)
+        assert rest.status_code == 400, rest.text
+        error = rest.json()["error"]
+        assert error["status"] == "INVALID_ARGUMENT" and error["message"].startswith(f"{field}: "), error
+        assert error["details"][1]["fieldViolations"][0]["field"] == field, error
+    rpc = http.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"statusTimestampAfter": 1700000000}}, headers=headers).json()
+    assert rpc["error"]["data"][0]["metadata"] == {"field": "statusTimestampAfter"}, rpc
+    # v0.3: its historyLength meets the same bound.
+    legacy = http.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x", "historyLength": -1}}, headers=headers).json()
+    assert legacy["error"]["code"] == -32602 and legacy["error"]["data"][0]["metadata"] == {"field": "historyLength"}, legacy
 
 
 def test_cancel_running_then_terminal(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
@@ -841,6 +1047,29 @@ def test_js_client_send_and_stream(turns: Deployment, fake_anthropic: FakeAnthro
     assert kinds[0] == "task" and kinds[-2:] == ["artifactUpdate", "statusUpdate"], streamed
     assert streamed["events"][-2]["text"] == f"streamed to js {key}"
     assert streamed["events"][-1]["state"] == "TASK_STATE_COMPLETED"
+
+
+@js_client
+def test_js_client_discovers_a_public_agent_without_a_key(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    key = unique("js-public")
+    name = unique("js-public-agent")
+    shown = turns.client().beta.agents.create(name=name, model=MODEL, description="Public to JS.", tools=[WEATHER], metadata=PUBLIC).id
+    private = agent(turns, description="Private to JS.")
+    fake_anthropic.script(key, say(f"from js {key}"))
+    for binding in ("JSONRPC", "HTTP+JSON"):
+        found = drive("discover", turns, base=public_base(turns, shown), text=f"hello {key}" if binding == "JSONRPC" else f"again {key}", binding=binding)
+        # Resolved with no credential: the public card, the agent's name and no tool.
+        assert found["public"]["name"] == name and found["public"]["description"] == "Public to JS.", found
+        assert found["public"]["skills"] == [{"id": shown, "tags": ["agent"]}], found
+        assert found["public"]["extendedAgentCard"] and set(found["public"]["interfaces"]) == {agent_base(turns, shown)}
+        # Then with the key: the extended card, and the task.
+        assert found["extended"]["name"] == name and "get_weather" in found["extended"]["skills"][0]["tags"], found
+        assert found["state"] == "TASK_STATE_COMPLETED", found
+        if binding == "JSONRPC":
+            assert found["answer"] == f"from js {key}", found
+    hidden = drive("discover", turns, base=public_base(turns, private), text=f"hi {unique('js-private')}")
+    assert hidden["public"]["skills"] == [] and "Private to JS" not in json.dumps(hidden["public"]), hidden
+    assert hidden["extended"]["skills"][0]["id"] == private and hidden["state"] == "TASK_STATE_COMPLETED", hidden
 
 
 def test_a_coordinators_task_answers_with_the_primarys_words_only(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:

@@ -52,8 +52,9 @@ fn request(method: &str, params: &Value) -> A2aResult<(&'static str, Value)> {
             out.insert("message".into(), message_in(&params["message"])?);
             let config = &params["configuration"];
             let mut configuration = Map::new();
-            if let Some(n) = config["historyLength"].as_i64() {
-                configuration.insert("historyLength".into(), json!(n));
+            // Given as sent: its bounds are checked once, by the 1.0 operation.
+            if !config["historyLength"].is_null() {
+                configuration.insert("historyLength".into(), config["historyLength"].clone());
             }
             if config["blocking"] == false {
                 configuration.insert("returnImmediately".into(), json!(true));

@@ -1,6 +1,8 @@
 //! One A2A 1.0 operation, whichever binding carried it: the JSON-RPC endpoints
 //! (`jsonrpc`, and v0.3 through `compat`) and the HTTP+JSON binding (`rest`) all call
-//! [`call`], and share the JSON-RPC and SSE framing of its answers.
+//! [`call`], and share the JSON-RPC and SSE framing of its answers. Every bounded
+//! request field is read through `bounds` on this path, so a field out of bounds is
+//! the same -32602 (REST: 400) naming it on every binding.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -13,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::tasks::{self, Item};
-use super::{A2aError, A2aResult, Endpoint, card, push};
+use super::{A2aError, A2aResult, Endpoint, bounds, card, push};
 use crate::AppState;
 use crate::admission::Tenant;
 use crate::domain::DomainError;
@@ -77,12 +79,15 @@ pub async fn call(
         "SendMessage" => Result(tasks::send_message(state, tenant, endpoint, headers, params).await?),
         "SendStreamingMessage" => Stream(tasks::send_streaming(state, tenant, endpoint, headers, params).await?),
         "GetTask" => Result(tasks::get_task(state, tenant, params).await?),
-        "ListTasks" => Result(tasks::list_tasks(state, tenant, params).await?),
+        "ListTasks" => Result(tasks::list_tasks(state, tenant, &bounds::ListTasks::parse(params)?).await?),
         "CancelTask" => Result(tasks::cancel_task(state, tenant, params).await?),
         "SubscribeToTask" => Stream(tasks::subscribe(state, tenant, params).await?),
         "CreateTaskPushNotificationConfig" => Result(push::create(state, tenant, params).await?),
         "GetTaskPushNotificationConfig" => Result(push::get(state, tenant, params).await?),
-        "ListTaskPushNotificationConfigs" => Result(push::list(state, tenant, params).await?),
+        "ListTaskPushNotificationConfigs" => {
+            bounds::push_paging(params)?;
+            Result(push::list(state, tenant, params).await?)
+        }
         "DeleteTaskPushNotificationConfig" => Result(push::delete(state, tenant, params).await?),
         "GetExtendedAgentCard" => Result(card::extended(state, tenant, endpoint, headers).await?),
         other => return Err(A2aError::method(other)),

@@ -5,9 +5,12 @@
 //! task is one exchange on it: the input that started it and the committed events until
 //! the turn answering its latest input ends (`tasks`). The same operations are served
 //! over JSON-RPC (`jsonrpc`, with the v0.3 method names translated by `compat`) and the
-//! HTTP+JSON binding (`rest`) at `/v1/a2a` and `/v1/a2a/agents/{agent_id}`; agent cards
-//! by `card`; push notifications by `push`.
+//! HTTP+JSON binding (`rest`) at `/v1/a2a` and `/v1/a2a/agents/{agent_id}`, every
+//! request field within the bounds of the A2A 1.0 proto (`bounds`); agent cards by
+//! `card` (a public card without a key, the full one with it); push notifications by
+//! `push`.
 
+pub mod bounds;
 pub mod card;
 pub mod compat;
 pub mod dispatch;
@@ -46,7 +49,8 @@ pub fn router() -> Router<AppState> {
         .nest("/a2a/agents/{agent_id}", rest::router())
 }
 
-/// `GET /.well-known/agent-card.json` (outside `/v1`; the caller adds authentication).
+/// `GET /.well-known/agent-card.json` (outside `/v1`; the caller adds admission, which
+/// lets it in without a credential: `admission::auth::is_public`).
 pub fn well_known_router() -> Router<AppState> {
     Router::new().route("/.well-known/agent-card.json", get(card::workspace_card))
 }
@@ -125,11 +129,18 @@ pub struct A2aError {
     pub message: String,
     /// Whole seconds until a rate-limited request may succeed (`Retry-After`).
     pub retry_after_secs: Option<u64>,
+    /// The request field at fault, for a bound broken ([`bounds`]): named in the
+    /// ErrorInfo's `metadata.field` and in a `google.rpc.BadRequest` field violation.
+    pub field: Option<String>,
 }
 
 impl A2aError {
     fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), retry_after_secs: None }
+        Self { kind, message: message.into(), retry_after_secs: None, field: None }
+    }
+    /// -32602 (REST 400 `INVALID_ARGUMENT`) naming `field`: "`field`: `problem`".
+    pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
+        Self { field: Some(field.to_owned()), ..Self::params(format!("{field}: {problem}")) }
     }
     /// -32001.
     pub fn task_not_found(id: &str) -> Self {
@@ -177,13 +188,27 @@ impl A2aError {
         self.kind.wire().0
     }
 
-    fn error_info(&self) -> Value {
-        json!({
+    /// The `google.rpc` details: the ErrorInfo the clients map to their error classes
+    /// (its metadata names the field at fault, if one is), then, for a field at fault, a
+    /// `BadRequest` with the field violation.
+    fn details(&self) -> Value {
+        let metadata = match &self.field {
+            Some(field) => json!({ "field": field }),
+            None => json!({}),
+        };
+        let mut details = vec![json!({
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
             "reason": self.kind.wire().1,
             "domain": "a2a-protocol.org",
-            "metadata": {},
-        })
+            "metadata": metadata,
+        })];
+        if let Some(field) = &self.field {
+            details.push(json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{ "field": field, "description": self.message }],
+            }));
+        }
+        Value::Array(details)
     }
 
     /// The HTTP status of a JSON-RPC error response: 200 (the error is in the body),
@@ -202,14 +227,14 @@ impl A2aError {
 
     /// The JSON-RPC `error` object with its ErrorInfo `data`.
     pub fn to_jsonrpc(&self) -> Value {
-        json!({ "code": self.code(), "message": self.message, "data": [self.error_info()] })
+        json!({ "code": self.code(), "message": self.message, "data": self.details() })
     }
 
     /// The REST status and `google.rpc.Status`-like body.
     pub fn to_rest(&self) -> (u16, Value) {
         let (_, _, http, status) = self.kind.wire();
         let body = json!({ "error": {
-            "code": http, "status": status, "message": self.message, "details": [self.error_info()],
+            "code": http, "status": status, "message": self.message, "details": self.details(),
         } });
         (http, body)
     }
@@ -337,6 +362,16 @@ mod tests {
         assert_eq!((down.code(), down.to_rest().0), (-32603, 503));
         let missing = A2aError::from(ApiError::NotFound("agent x".into()));
         assert_eq!((missing.code(), missing.to_rest().0), (-32602, 404));
+        let bound = A2aError::field("pageSize", "must be between 1 and 100, got 0");
+        assert_eq!((bound.code(), bound.to_rest().0), (-32602, 400));
+        assert_eq!(bound.message, "pageSize: must be between 1 and 100, got 0");
+        for details in [&bound.to_jsonrpc()["data"], &bound.to_rest().1["error"]["details"]] {
+            assert_eq!(details[0]["reason"], "INVALID_PARAMS");
+            assert_eq!(details[0]["metadata"], json!({ "field": "pageSize" }));
+            assert_eq!(details[1]["@type"], "type.googleapis.com/google.rpc.BadRequest");
+            assert_eq!(details[1]["fieldViolations"][0]["field"], "pageSize");
+        }
+        assert_eq!(A2aError::params("x").to_jsonrpc()["data"].as_array().map(Vec::len), Some(1));
         let internal = A2aError::from(ApiError::Internal("db password in here".into()));
         assert_eq!((internal.code(), internal.message.as_str()), (-32603, "internal error"));
         assert!(A2aError::params("x").retry_after_secs.is_none());

@@ -167,8 +167,9 @@ async fn push_create(call: Call, bytes: Bytes) -> Response {
     .await
 }
 
-async fn push_list(call: Call) -> Response {
-    let params = json!({ "taskId": call.path("task") });
+async fn push_list(call: Call, Query(q): Query<HashMap<String, String>>) -> Response {
+    let mut params = query(q);
+    params["taskId"] = json!(call.path("task"));
     call.run("ListTaskPushNotificationConfigs", params).await
 }
 

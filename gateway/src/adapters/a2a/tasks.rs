@@ -16,6 +16,7 @@ use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::bounds::{self, Cursor, ListTasks, PageTokens};
 use super::live::LiveArtifact;
 use super::view::TOOL_INPUTS;
 pub use super::view::{TERMINAL, View, is_final, is_terminal, load, view};
@@ -37,27 +38,6 @@ fn string_param<'a>(params: &'a Value, field: &str) -> A2aResult<&'a str> {
         .as_str()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| A2aError::params(format!("{field}: a non-empty string is required")))
-}
-
-/// An integer parameter given as a number or (query strings) a numeric string.
-pub fn int_param(params: &Value, field: &str) -> A2aResult<Option<i64>> {
-    match &params[field] {
-        Value::Null => Ok(None),
-        Value::Number(n) => {
-            n.as_i64().map(Some).ok_or_else(|| A2aError::params(format!("{field}: an integer is required")))
-        }
-        Value::String(s) => {
-            s.parse().map(Some).map_err(|_| A2aError::params(format!("{field}: an integer is required")))
-        }
-        _ => Err(A2aError::params(format!("{field}: an integer is required"))),
-    }
-}
-
-fn history_length(params: &Value) -> A2aResult<Option<usize>> {
-    match int_param(params, "historyLength")? {
-        Some(n) if n < 0 => Err(A2aError::params("historyLength: must not be negative")),
-        other => Ok(other.map(|n| n as usize)),
-    }
 }
 
 /// A message's parts as session input: tool answers from data parts, then one
@@ -411,7 +391,7 @@ pub async fn send_message(
     headers: &HeaderMap,
     params: &Value,
 ) -> A2aResult<Value> {
-    let history = history_length(configuration(params))?;
+    let history = bounds::history_length(&configuration(params)["historyLength"], "configuration.historyLength")?;
     let (row, after, wake) = send(state, tenant, endpoint, headers, params).await?;
     super::push::configure_from_send(state, tenant, &row, params).await?;
     if configuration(params)["returnImmediately"] != true {
@@ -434,7 +414,7 @@ pub async fn send_streaming(
     headers: &HeaderMap,
     params: &Value,
 ) -> A2aResult<mpsc::Receiver<Item>> {
-    let history = history_length(configuration(params))?;
+    let history = bounds::history_length(&configuration(params)["historyLength"], "configuration.historyLength")?;
     let (row, after, wake) = send(state, tenant, endpoint, headers, params).await?;
     super::push::configure_from_send(state, tenant, &row, params).await?;
     let mut current = view(state, &row).await?;
@@ -450,7 +430,7 @@ pub async fn send_streaming(
 /// `GetTask`.
 pub async fn get_task(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
     let id = string_param(params, "id")?;
-    let history = history_length(params)?;
+    let history = bounds::history_length(&params["historyLength"], "historyLength")?;
     let row = load(state, tenant, id).await?;
     Ok(view(state, &row).await?.render(history, true))
 }
@@ -493,33 +473,15 @@ pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A
 }
 
 /// `ListTasks`: newest first, filtered by `contextId`, `status` and
-/// `statusTimestampAfter`, paged by
-/// `pageSize` (default 50, at most 100) and `pageToken` (the last task id of a page).
-pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2aResult<Value> {
-    let context = params["contextId"].as_str().filter(|s| !s.is_empty());
-    let status = params["status"].as_str().filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED");
-    if let Some(status) = status
-        && !status.starts_with("TASK_STATE_")
-    {
-        return Err(A2aError::params(format!("status: expected a TASK_STATE_… value, got {status}")));
-    }
-    let page_size = match int_param(params, "pageSize")? {
-        None | Some(0) => 50,
-        Some(n) if (1..=100).contains(&n) => n as usize,
-        Some(n) => return Err(A2aError::params(format!("pageSize: must be between 1 and 100, got {n}"))),
-    };
-    let history = history_length(params)?;
-    let artifacts = matches!(&params["includeArtifacts"], Value::Bool(true)) || params["includeArtifacts"] == "true";
-    let after_ms = match params["statusTimestampAfter"].as_str().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(raw) => Some(
-            chrono::DateTime::parse_from_rfc3339(raw)
-                .map_err(|_| A2aError::params(format!("statusTimestampAfter: not an RFC 3339 timestamp: {raw}")))?
-                .timestamp_millis(),
-        ),
-    };
+/// `statusTimestampAfter`, paged by `pageSize` and `pageToken` (a token of this listing:
+/// `bounds::PageTokens`); the parameters are read within their bounds by
+/// `bounds::ListTasks`.
+pub async fn list_tasks(state: &AppState, tenant: &Tenant, query: &ListTasks) -> A2aResult<Value> {
+    let tokens = PageTokens::new(&state.secrets, &tenant.workspace_id, query);
+    // A token that is not this listing's is refused before anything is read.
+    let after = query.page_token.as_deref().map(|token| tokens.open(token)).transpose()?;
     let store = state.backends.store.as_ref();
-    let rows = store.a2a_list_tasks(&tenant.workspace_id, context, LIST_SCAN).await?;
+    let rows = store.a2a_list_tasks(&tenant.workspace_id, query.context.as_deref(), LIST_SCAN).await?;
     // Tasks of agents A2A does not expose are not listed (their sessions' agents read
     // once per session, and only when not every agent is exposed).
     let exposure = exposure::of(store, &tenant.workspace_id, Protocol::A2a).await?;
@@ -538,28 +500,33 @@ pub async fn list_tasks(state: &AppState, tenant: &Tenant, params: &Value) -> A2
             continue;
         }
         let view = view(state, row).await?;
-        if status.is_none_or(|s| s == view.state) && after_ms.is_none_or(|after| view.status_ms > after) {
+        if query.status.is_none_or(|s| s == view.state) && query.after_ms.is_none_or(|after| view.status_ms > after) {
             views.push(view);
         }
     }
-    let start = match params["pageToken"].as_str().filter(|s| !s.is_empty()) {
+    // The page after the cursor's task; if that task is no longer listed, after where it
+    // stood in the listing's order (creation time, then id, both descending).
+    let start = match &after {
         None => 0,
-        Some(token) => views
-            .iter()
-            .position(|v| v.row.id == token)
-            .map(|i| i + 1)
-            .ok_or_else(|| A2aError::params(format!("pageToken: unknown token {token}")))?,
+        Some(cursor) => match views.iter().position(|v| v.row.id == cursor.id) {
+            Some(at) => at + 1,
+            None => views
+                .iter()
+                .position(|v| (v.row.created_at_ms, v.row.id.as_str()) < (cursor.created_at_ms, cursor.id.as_str()))
+                .unwrap_or(views.len()),
+        },
     };
-    let page: Vec<&View> = views.iter().skip(start).take(page_size).collect();
-    let next = if start + page.len() < views.len() {
-        page.last().map(|v| v.row.id.clone()).unwrap_or_default()
-    } else {
-        String::new()
+    let page: Vec<&View> = views.iter().skip(start).take(query.page_size).collect();
+    let next = match page.last() {
+        Some(last) if start + page.len() < views.len() => {
+            tokens.issue(&Cursor { created_at_ms: last.row.created_at_ms, id: last.row.id.clone() })
+        }
+        _ => String::new(),
     };
     Ok(json!({
-        "tasks": page.iter().map(|v| v.render(history, artifacts)).collect::<Vec<_>>(),
+        "tasks": page.iter().map(|v| v.render(query.history, query.artifacts)).collect::<Vec<_>>(),
         "nextPageToken": next,
-        "pageSize": page_size,
+        "pageSize": query.page_size,
         "totalSize": views.len(),
     }))
 }
