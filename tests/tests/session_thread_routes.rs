@@ -8,7 +8,7 @@
 
 use agentd_schema::events::{StopReason, call_event_id, thread_id_for};
 use agentd_schema::store::prelude::*;
-use agentd_schema::{Handoff, NewEvent, NewThread, RunStatus};
+use agentd_schema::{ClaimOutcome, Handoff, NewEvent, NewThread, RunStatus, Settlement};
 use agentd_tests::gateway::TestGateway;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -204,12 +204,23 @@ async fn an_answer_goes_to_its_calls_thread_and_archiving_answers_the_parent() {
     let child_runs = store.thread_runs(&f.child).await.unwrap();
     assert!(child_runs.iter().any(|run| run.status == RunStatus::Pending), "{child_runs:?}");
 
-    // The child goes idle: now it can be archived. Its parent awaited it: the call gets
-    // an error result, is released, and the primary's run wakes.
+    // The child's row goes idle while the answer still waits for its run: archiving now
+    // would leave a thread that runs, so the store refuses it.
     store
         .append_events(&f.session, vec![NewEvent::status_idle(&f.child, StopReason::EndTurn).for_thread("researcher")])
         .await
         .unwrap();
+    let (status, body) = f.archive(&f.child).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("has not taken yet"), "{body}");
+
+    // A worker takes the input and parks: now the child can be archived. Its parent awaited
+    // it: the call gets an error result, is released, and the primary's run wakes.
+    let pending = child_runs.iter().find(|run| run.status == RunStatus::Pending).unwrap();
+    let ClaimOutcome::Claimed(claim) = store.claim_run(&pending.id, "worker", 60_000).await.unwrap() else {
+        panic!("the child's run is claimable");
+    };
+    store.settle(&claim, Vec::new(), Settlement::Awaiting).await.unwrap();
     let (status, body) = f.archive(&f.child).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "terminated");
