@@ -264,19 +264,7 @@ fn transcript(work: &[StoredEvent]) -> String {
         };
         lines.push(line);
     }
-    let mut kept = 0;
-    let mut size = 0;
-    for line in lines.iter().rev() {
-        if size + line.len() > TAIL_CHARS {
-            break;
-        }
-        size += line.len() + 1;
-        kept += 1;
-    }
-    let omitted = lines.len() - kept;
-    let mut out = if omitted > 0 { format!("[{omitted} earlier lines omitted]\n") } else { String::new() };
-    out.push_str(&lines[omitted..].join("\n"));
-    out
+    super::forced::tail(&lines, TAIL_CHARS)
 }
 
 /// The grader's request about `outcome`'s cycle, made with `model`, over `work` (the
