@@ -6,6 +6,7 @@ session; `launch` starts extra deployments for a single test. See harness.py.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -155,6 +156,25 @@ def turns(
     deployment = start_deployment(
         request.param, tmp_path_factory.mktemp(f"agentd-turns-{request.param}"), extra_env=provider_env
     )
+    try:
+        yield deployment
+    finally:
+        deployment.close()
+
+
+# The conformance test agent's model: the offline `scripted` model under an id of its own
+# (README "The test model's scripts"), in both modes.
+SCRIPT_MODEL = "agentd-script"
+
+
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def scripted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """A deployment per mode whose catalog routes `SCRIPT_MODEL` to the scripted model, for
+    the adapter suites' conformance test agent (cancel mid-run, input, chunked answers)."""
+    workdir = tmp_path_factory.mktemp(f"agentd-scripted-{request.param}")
+    catalog = workdir / "catalog.json"
+    catalog.write_text(json.dumps([{"id": SCRIPT_MODEL, "provider": "scripted"}]))
+    deployment = start_deployment(request.param, workdir, extra_env={"AGENTD_MODEL_CATALOG": str(catalog)})
     try:
         yield deployment
     finally:

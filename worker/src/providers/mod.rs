@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod configured;
 pub mod openai;
+mod script;
 pub mod scripted;
 mod sse;
 

@@ -5,11 +5,17 @@
 //! result it reports the result. `use <tool> {…}` calls the tool with that JSON object
 //! as its input, and every such call in the text is made in the one response (two
 //! `use spawn_thread {…}` start two threads at once).
+//!
+//! A user message that starts with `!` is a script instead ([`super::script`]): it
+//! streams chunks over time, asks for input, calls tools and fails on purpose.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::script::{self, Cue, Step};
 use super::{Block, BlockKind, ModelEvent, ModelRequest, ModelStream, Provider, ProviderError, Role, Usage};
 
 /// The scripted provider.
@@ -60,6 +66,9 @@ fn json_calls(text: &str, request: &ModelRequest) -> Vec<(String, Value)> {
 #[async_trait]
 impl Provider for Scripted {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        if let Some(cue) = script::cue(&request) {
+            return Ok(scripted_stream(&request, cue?));
+        }
         let (text, tool_result) = last_user_text(&request);
         let calls = if tool_result.is_none() { json_calls(&text, &request) } else { Vec::new() };
         if !calls.is_empty() {
@@ -129,6 +138,73 @@ fn calls_stream(request: &ModelRequest, calls: Vec<(String, Value)>) -> ModelStr
     futures::stream::iter(events.into_iter().map(Ok)).boxed()
 }
 
+/// The response a script's [`Cue`] asks for: its text steps as deltas (paced as they
+/// say), then its calls, each in its own block; a `fail` step ends it with an error.
+fn scripted_stream(request: &ModelRequest, cue: Cue) -> ModelStream {
+    let input_tokens = request.messages.len() as u64 * 10;
+    let mut items: Vec<(Duration, Result<ModelEvent, ProviderError>)> =
+        vec![(Duration::ZERO, Ok(ModelEvent::Usage(Usage { input_tokens, ..Usage::default() })))];
+    let mut text_open = false;
+    let mut output_tokens = 0;
+    let mut write = |items: &mut Vec<_>, pause: Duration, text: String| {
+        if !text_open {
+            items.push((Duration::ZERO, Ok(ModelEvent::BlockStart { index: 0, kind: BlockKind::Text })));
+            text_open = true;
+        }
+        output_tokens += text.split_whitespace().count() as u64;
+        items.push((pause, Ok(ModelEvent::TextDelta { index: 0, text })));
+    };
+    if let Some(result) = cue.result {
+        write(&mut items, Duration::ZERO, format!("The tool returned: {result}. "));
+    }
+    let mut calls = Vec::new();
+    let mut failed = false;
+    for step in cue.steps {
+        match step {
+            Step::Say(text) => write(&mut items, Duration::ZERO, format!("{text} ")),
+            Step::Chunks { count, every } => {
+                for i in 1..=count {
+                    write(&mut items, every, format!("chunk {i} "));
+                }
+            }
+            Step::Sleep(pause) => {
+                items.push((pause, Ok(ModelEvent::Usage(Usage { input_tokens, ..Usage::default() }))))
+            }
+            Step::Call { name, input } => calls.push((name, input)),
+            Step::Fail(message) => {
+                let error = ProviderError { kind: super::ErrorKind::RequestFailed, retryable: false, message };
+                items.push((Duration::ZERO, Err(error)));
+                failed = true;
+                break;
+            }
+        }
+    }
+    if !failed {
+        let text_blocks = usize::from(text_open);
+        if text_open {
+            items.push((Duration::ZERO, Ok(ModelEvent::BlockStop { index: 0 })));
+        }
+        let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+        for (i, (name, input)) in calls.into_iter().enumerate() {
+            let index = text_blocks + i;
+            let id = format!("toolu_scripted_{}", uuid::Uuid::new_v4().simple());
+            items.push((Duration::ZERO, Ok(ModelEvent::BlockStart { index, kind: BlockKind::ToolUse { id, name } })));
+            items.push((Duration::ZERO, Ok(ModelEvent::InputDelta { index, json: input.to_string() })));
+            items.push((Duration::ZERO, Ok(ModelEvent::BlockStop { index })));
+        }
+        items.push((Duration::ZERO, Ok(ModelEvent::Usage(Usage { input_tokens, output_tokens, ..Usage::default() }))));
+        items.push((Duration::ZERO, Ok(ModelEvent::Done { stop_reason: stop.to_owned() })));
+    }
+    futures::stream::iter(items)
+        .then(|(pause, item)| async move {
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            item
+        })
+        .boxed()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +240,35 @@ mod tests {
         let plain: Vec<ModelEvent> =
             Scripted.stream(request("use lookup now", &["lookup"])).await.unwrap().map(Result::unwrap).collect().await;
         assert!(plain.iter().any(|e| matches!(e, ModelEvent::InputDelta { json, .. } if json.contains("\"text\""))));
+    }
+
+    #[tokio::test]
+    async fn a_script_paces_its_chunks_then_calls() {
+        let started = std::time::Instant::now();
+        let events: Vec<_> =
+            Scripted.stream(request("!chunks 3 20; ask Which?", &["ask"])).await.unwrap().collect().await;
+        assert!(started.elapsed() >= Duration::from_millis(60), "three pauses of 20 ms");
+        let events: Vec<ModelEvent> = events.into_iter().map(Result::unwrap).collect();
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "chunk 1 chunk 2 chunk 3 ");
+        assert!(events.contains(&ModelEvent::InputDelta { index: 1, json: r#"{"question":"Which?"}"#.into() }));
+        assert_eq!(events.last(), Some(&ModelEvent::Done { stop_reason: "tool_use".into() }));
+    }
+
+    #[tokio::test]
+    async fn a_script_fails_after_what_it_wrote() {
+        let events: Vec<_> =
+            Scripted.stream(request("!say partial; fail on purpose", &[])).await.unwrap().collect().await;
+        assert!(matches!(events[2], Ok(ModelEvent::TextDelta { ref text, .. }) if text == "partial "));
+        let error = events.last().unwrap().as_ref().unwrap_err();
+        assert_eq!((error.message.as_str(), error.retryable), ("on purpose", false));
+        // A script that does not parse fails the call before it streams.
+        assert!(Scripted.stream(request("!ask Why?", &[])).await.is_err());
     }
 }
