@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentd_gateway::adapters::mcp::McpSettings;
+use agentd_gateway::adapters::mcp::replay::StreamLog;
 use agentd_gateway::adapters::mcp::sessions::RedisSessions;
 use agentd_gateway::admission::limiter::Limiter;
 use agentd_gateway::ops::{self, Backends, OpsState};
@@ -214,7 +215,11 @@ pub async fn gateway(settings: Settings) -> Result<()> {
     let mcp_sessions = RedisSessions::connect(&redis_url, &settings.redis_prefix()).await.with_context(|| {
         format!("cannot use Redis at {} for MCP sessions (check AGENTD_REDIS_URL)", redact_url(&redis_url))
     })?;
-    let mcp = mcp_settings(&settings, false, Some(Arc::new(mcp_sessions)))?;
+    let mcp_streams = StreamLog::redis(&redis_url, &settings.redis_prefix()).await.with_context(|| {
+        format!("cannot use Redis at {} for MCP streams (check AGENTD_REDIS_URL)", redact_url(&redis_url))
+    })?;
+    let mut mcp = mcp_settings(&settings, false, Some(Arc::new(mcp_sessions)))?;
+    mcp.streams = Arc::new(mcp_streams);
     let mut process = Process::new(settings, store, Some(queue), Some(bus), blobs, Some(Arc::new(limiter)));
     process.secrets = Some(Arc::new(secrets));
     process.start_relay();
@@ -226,7 +231,12 @@ pub async fn gateway(settings: Settings) -> Result<()> {
 
 /// The MCP endpoint's settings for a dev process or a gateway.
 fn mcp_settings(settings: &Settings, dev: bool, sessions: Option<Arc<RedisSessions>>) -> Result<McpSettings> {
-    Ok(McpSettings { path: settings.mcp_path()?, allowed_hosts: settings.mcp_allowed_hosts(dev)?, sessions })
+    Ok(McpSettings {
+        path: settings.mcp_path()?,
+        allowed_hosts: settings.mcp_allowed_hosts(dev)?,
+        sessions,
+        streams: Arc::new(StreamLog::memory()),
+    })
 }
 
 /// `agentd worker`.

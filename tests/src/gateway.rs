@@ -64,7 +64,7 @@ impl TestGateway {
             key_cache: Arc::new(agentd_gateway::admission::auth::KeyCache::new(Duration::from_secs(2))),
             max_attempts: 3,
             default_agent: None,
-            mcp: std::sync::Arc::new(McpSettings { path: "/v1/mcp".to_owned(), allowed_hosts: None, sessions: None }),
+            mcp: std::sync::Arc::new(McpSettings { allowed_hosts: None, ..McpSettings::default() }),
             a2a: std::sync::Arc::new(a2a::Settings {
                 public_url: Some("http://127.0.0.1".to_owned()),
                 push_allow_private: false,

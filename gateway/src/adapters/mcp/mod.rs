@@ -9,6 +9,10 @@
 //! API keys reach it; rmcp then checks `Host` against `AGENTD_MCP_ALLOWED_HOSTS`. The
 //! handler reads the tenant from the HTTP request parts rmcp hands it per request.
 
+#![allow(deprecated, reason = "logging is deprecated by SEP-2577 but still part of the 2025-11-25 protocol")]
+
+mod logging;
+pub mod replay;
 pub mod sessions;
 mod tools;
 mod turn;
@@ -20,13 +24,15 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use self::logging::LogLevels;
+use self::replay::StreamLog;
 use self::sessions::{RedisSessions, SharedSessions, WorkspaceBindings};
 use crate::AppState;
 use crate::admission::{Access, Tenant, auth, limiter};
@@ -44,6 +50,8 @@ pub struct McpSettings {
     pub allowed_hosts: Option<Vec<String>>,
     /// Where handshake-era sessions live beyond this process (`None`: memory only).
     pub sessions: Option<Arc<RedisSessions>>,
+    /// The log of handshake-era SSE streams that reconnects resume from ([`replay`]).
+    pub streams: Arc<StreamLog>,
 }
 
 impl McpSettings {
@@ -55,7 +63,12 @@ impl McpSettings {
 
 impl Default for McpSettings {
     fn default() -> Self {
-        Self { path: "/v1/mcp".to_owned(), allowed_hosts: Some(Self::loopback_hosts()), sessions: None }
+        Self {
+            path: "/v1/mcp".to_owned(),
+            allowed_hosts: Some(Self::loopback_hosts()),
+            sessions: None,
+            streams: Arc::new(StreamLog::memory()),
+        }
     }
 }
 
@@ -70,10 +83,10 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     };
     config.session_store =
         settings.sessions.clone().map(|s| s as Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore>);
-    let server = AgentsServer { state: state.clone() };
+    let server = AgentsServer { state: state.clone(), levels: Arc::new(LogLevels::new(settings.sessions.clone())) };
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(SharedSessions::new(settings.sessions.clone())),
+        Arc::new(SharedSessions::new(settings.sessions.clone(), settings.streams.clone())),
         config,
     );
     Router::new()
@@ -100,11 +113,13 @@ async fn api_keys_only(request: Request, next: Next) -> Response {
 #[derive(Clone)]
 struct AgentsServer {
     state: AppState,
+    /// The log levels sessions chose with `logging/setLevel`.
+    levels: Arc<LogLevels>,
 }
 
 impl ServerHandler for AgentsServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
             .with_server_info(Implementation::new("agentd", env!("CARGO_PKG_VERSION")).with_title("agentd agents"))
             .with_instructions(
                 "Each tool is an agentd agent. Call it with a `prompt`; the result is the agent's final reply. \
@@ -146,7 +161,32 @@ impl ServerHandler for AgentsServer {
             return Err(ErrorData::invalid_params(format!("unknown tool {:?}", request.name), None));
         };
         let arguments = tools::arguments(request.arguments.as_ref())?;
-        Ok(turn::run(&self.state, &tenant, &tool, arguments, &context).await?.into())
+        let level = self.levels.of(&context).await;
+        Ok(turn::run(&self.state, &tenant, &tool, arguments, level, &context).await?.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.levels.set(&context, request.level).await
+    }
+
+    /// Requests rmcp could not type. A `logging/setLevel` lands here when its level is
+    /// not one of the eight: a bad parameter, not an unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method == "logging/setLevel" {
+            return Err(ErrorData::invalid_params(
+                "level: expected one of debug, info, notice, warning, error, critical, alert, emergency",
+                None,
+            ));
+        }
+        Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, request.method, None))
     }
 }
 

@@ -59,6 +59,28 @@ impl RedisSessions {
         format!("{}:mcp:workspace:{id}", self.prefix)
     }
 
+    fn level_key(&self, id: &str) -> String {
+        format!("{}:mcp:level:{id}", self.prefix)
+    }
+
+    /// Keeps the log level a session chose (`logging/setLevel`) for as long as the session.
+    pub(super) async fn set_level(&self, id: &str, level: &str) -> Result<(), redis::RedisError> {
+        let mut connection = self.connection.clone();
+        redis::cmd("SET")
+            .arg(self.level_key(id))
+            .arg(level)
+            .arg("EX")
+            .arg(SESSION_TTL.as_secs())
+            .query_async(&mut connection)
+            .await
+    }
+
+    /// The log level the session chose, if any.
+    pub(super) async fn level(&self, id: &str) -> Result<Option<String>, redis::RedisError> {
+        let mut connection = self.connection.clone();
+        redis::cmd("GET").arg(self.level_key(id)).query_async(&mut connection).await
+    }
+
     /// Whether the session is still open anywhere; extends its life if so.
     async fn touch(&self, id: &str) -> Result<bool, redis::RedisError> {
         let mut connection = self.connection.clone();
@@ -116,9 +138,10 @@ pub struct SharedSessions {
 }
 
 impl SharedSessions {
-    /// Sessions in memory, checked against `store` when given.
-    pub fn new(store: Option<Arc<RedisSessions>>) -> Self {
-        let mut local = LocalSessionManager::default();
+    /// Sessions in memory, checked against `store` when given; their SSE streams
+    /// logged in `streams` so that a reconnect resumes them.
+    pub fn new(store: Option<Arc<RedisSessions>>, streams: Arc<dyn EventStore>) -> Self {
+        let mut local = LocalSessionManager::default().with_event_store(streams);
         local.session_config.keep_alive = Some(WORKER_IDLE);
         Self { local, store }
     }
@@ -188,8 +211,11 @@ impl SessionManager for SharedSessions {
         Ok(self.local.restore_session(id).await?)
     }
 
+    /// None: the log serves handshake-era sessions only (their workers and `resume`
+    /// use it). A stateless 2026-07-28 request keeps its own life: closing its stream
+    /// cancels it (docs/api/mcp.md).
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
-        self.local.event_store()
+        None
     }
 }
 

@@ -4,11 +4,12 @@
 //! could not finish on its own, an `isError` result that says why.
 
 use agentd_schema::{EventType, NewEvent, StoredEvent};
-use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CallToolResult, ContentBlock, LoggingLevel, MetaObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
+use super::logging::{self, Log};
 use super::tools::{AgentTool, Arguments};
 use crate::AppState;
 use crate::adapters::follow::Kind;
@@ -26,6 +27,7 @@ pub(super) async fn run(
     tenant: &Tenant,
     tool: &AgentTool,
     arguments: Arguments,
+    level: Option<LoggingLevel>,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
     let thread = arguments.thread_id.unwrap_or_else(|| agentd_schema::ids::new_id("mcpthread"));
@@ -66,7 +68,8 @@ pub(super) async fn run(
         .ok_or_else(|| ErrorData::internal_error("the prompt was not committed", None))?;
 
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
-    let first = json!({ "progress": format!("prompt committed to session {}", session.id) });
+    let log = Log { level };
+    let first = json!({ "progress": format!("prompt committed to session {}", session.id), "level": "info" });
     let rx = follow(
         state.clone(),
         session.id.clone(),
@@ -78,7 +81,7 @@ pub(super) async fn run(
             interrupt(&state, &session).await;
         },
     );
-    let outcome = watch(rx, progress, context).await;
+    let outcome = watch(rx, progress, log, &session.id, context).await;
     let result = match outcome {
         Some(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
         Some(Err(Failed(message))) => CallToolResult::error(vec![ContentBlock::text(message)]),
@@ -151,6 +154,8 @@ impl Progress {
 async fn watch(
     mut rx: tokio::sync::mpsc::Receiver<Value>,
     mut progress: Progress,
+    log: Log,
+    session_id: &str,
     context: &RequestContext<RoleServer>,
 ) -> Option<Result<String, Failed>> {
     // An item read ahead while coalescing partial texts.
@@ -185,6 +190,8 @@ async fn watch(
         }
         if let Some(message) = item["progress"].as_str() {
             progress.report(context, message).await;
+            let level = item["level"].as_str().and_then(logging::parse).unwrap_or(LoggingLevel::Info);
+            log.report(context, level, message, session_id).await;
             continue;
         }
         let text = item["text"].as_str().unwrap_or_default().to_owned();
@@ -212,8 +219,9 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn settled(&self, failed: bool, text: String) -> (Vec<Value>, bool) {
-        (vec![json!({ "failed": failed, "text": text })], true)
+    /// The turn's outcome, after the status change that settled it (`status`, at `level`).
+    fn settled(&self, status: &str, level: &str, failed: bool, text: String) -> (Vec<Value>, bool) {
+        (vec![json!({ "progress": status, "level": level }), json!({ "failed": failed, "text": text })], true)
     }
 }
 
@@ -232,34 +240,39 @@ impl Translate for Watcher {
 
     fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
         let body = &event.body;
-        let progress = |message: String| (vec![json!({ "progress": message })], false);
+        let progress = |message: String, level: &str| (vec![json!({ "progress": message, "level": level })], false);
         match event.event_type() {
-            Some(EventType::SpanModelRequestStart) => progress("model request started".to_owned()),
-            Some(EventType::SpanModelRequestEnd) => progress("model request finished".to_owned()),
-            Some(EventType::AgentThinking) => progress("thinking".to_owned()),
+            Some(EventType::SessionStatusRunning) => progress("session running".to_owned(), "info"),
+            Some(EventType::SpanModelRequestStart) => progress("model request started".to_owned(), "debug"),
+            Some(EventType::SpanModelRequestEnd) => progress("model request finished".to_owned(), "debug"),
+            Some(EventType::AgentThinking) => progress("thinking".to_owned(), "debug"),
             Some(EventType::AgentMessage) => {
                 self.reply = Some(text_of(&body["content"]));
-                progress("agent message".to_owned())
+                progress("agent message".to_owned(), "info")
             }
             Some(EventType::AgentToolUse | EventType::AgentMcpToolUse | EventType::AgentCustomToolUse) => {
-                progress(format!("tool use: {}", body["name"].as_str().unwrap_or("tool")))
+                progress(format!("tool use: {}", body["name"].as_str().unwrap_or("tool")), "info")
             }
-            Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => {
-                let failed = if body["is_error"] == true { " (error)" } else { "" };
-                progress(format!("tool result{failed}"))
-            }
+            Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => match body["is_error"] == true {
+                true => progress("tool result (error)".to_owned(), "warning"),
+                false => progress("tool result".to_owned(), "info"),
+            },
             Some(EventType::SessionError) => {
                 let message = body["error"]["message"].as_str().unwrap_or("the turn failed").to_owned();
                 self.error = Some(message.clone());
-                progress(format!("error: {message}"))
+                progress(format!("error: {message}"), "error")
             }
-            Some(EventType::SessionStatusRescheduled) => progress("retrying the model request".to_owned()),
-            Some(EventType::SessionBudgetReached) => progress("budget reached".to_owned()),
+            Some(EventType::SessionStatusRescheduled) => progress("retrying the model request".to_owned(), "warning"),
+            Some(EventType::SessionBudgetReached) => progress("budget reached".to_owned(), "warning"),
             Some(EventType::SessionStatusIdle) => {
                 let stop = &body["stop_reason"];
-                match stop["type"].as_str() {
-                    Some("end_turn") => self.settled(false, self.reply.clone().unwrap_or_default()),
-                    Some("requires_action") => self.settled(
+                let reason = stop["type"].as_str().unwrap_or("unknown");
+                let status = format!("session idle: {reason}");
+                match reason {
+                    "end_turn" => self.settled(&status, "info", false, self.reply.clone().unwrap_or_default()),
+                    "requires_action" => self.settled(
+                        &status,
+                        "notice",
                         true,
                         format!(
                             "the agent is waiting for input an MCP call cannot give (a tool confirmation or a \
@@ -269,31 +282,37 @@ impl Translate for Watcher {
                             event.session_id
                         ),
                     ),
-                    Some("retries_exhausted") => self.settled(
+                    "retries_exhausted" => self.settled(
+                        &status,
+                        "error",
                         true,
                         format!(
                             "the turn failed: {}",
                             self.error.as_deref().unwrap_or("the model request failed after every retry")
                         ),
                     ),
-                    Some("budget_reached") => self.settled(
+                    "budget_reached" => self.settled(
+                        &status,
+                        "warning",
                         true,
                         "the session's budget (max_list_cost) is reached; no further model request is admitted"
                             .to_owned(),
                     ),
-                    Some("refusal") => self.settled(
+                    "refusal" => self.settled(
+                        &status,
+                        "warning",
                         true,
                         format!(
                             "the model refused to answer{}",
                             self.reply.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
                         ),
                     ),
-                    other => {
-                        self.settled(true, format!("the turn stopped: {}", other.unwrap_or("for an unknown reason")))
-                    }
+                    other => self.settled(&status, "error", true, format!("the turn stopped: {other}")),
                 }
             }
-            Some(EventType::SessionStatusTerminated) => self.settled(true, "the session was terminated".to_owned()),
+            Some(EventType::SessionStatusTerminated) => {
+                self.settled("session terminated", "error", true, "the session was terminated".to_owned())
+            }
             _ => (Vec::new(), false),
         }
     }
@@ -352,7 +371,14 @@ mod tests {
         assert_eq!(outcome, Some(json!({ "failed": false, "text": "done" })));
         assert_eq!(
             progress,
-            ["model request started", "agent message", "tool use: bash", "tool result (error)", "agent message"]
+            [
+                "model request started",
+                "agent message",
+                "tool use: bash",
+                "tool result (error)",
+                "agent message",
+                "session idle: end_turn"
+            ]
         );
     }
 
