@@ -26,7 +26,7 @@ use super::follow::Kind;
 use super::{Preview, Shown, Translate, Wake, follow, text_of, thread_messages};
 use crate::AppState;
 use crate::admission::Tenant;
-use crate::domain::{DomainError, input as turns, runs, threads};
+use crate::domain::{DomainError, input as turns, threads};
 use crate::error::{ApiError, ApiResult};
 use crate::managed::{body, limits};
 
@@ -263,21 +263,13 @@ fn stream(state: AppState, session_id: String, run: Run) -> Response {
     let translator =
         Translator { thread, run_id, usage: None, open_steps: Vec::new(), input, run: Vec::new(), shown: Vec::new() };
     let rx = follow(state, session_id, after_seq, wake, started, translator, |state, session| async move {
-        interrupt(&state, &session).await;
+        crate::adapters::interrupt_departed(&state, &session, "AG-UI").await;
     });
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|event| Ok::<_, Infallible>(Event::default().data(event.to_string())));
     let mut response = Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
     response.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));
     response
-}
-
-/// The client went away mid-run: interrupt it (committed history stays).
-async fn interrupt(state: &AppState, session_id: &str) {
-    match runs::interrupt(state, session_id).await {
-        Ok(()) => tracing::info!(session = %session_id, "AG-UI client disconnected; run interrupted"),
-        Err(error) => tracing::warn!(%error, "could not interrupt the run of a disconnected AG-UI client"),
-    }
 }
 
 /// Turns committed events and live previews into AG-UI events.

@@ -95,7 +95,7 @@ async fn run(
     let wake = Wake::subscribe(state, &bound.session.id).await;
     let accepted = input::submit(state, tenant, &bound.id, inputs).await?;
     let after_seq = accepted.first_seq().map_or(bound.session.next_seq, |seq| seq) - 1;
-    Ok(stream(state.clone(), bound.session.id.clone(), after_seq, wake, continuation))
+    Ok(stream(state.clone(), bound.session.id.clone(), after_seq, wake, Leaving::Interrupts { continuation }))
 }
 
 /// The session input in the client's last message: a user message's text, or, on an
@@ -152,15 +152,32 @@ async fn new_input(state: &AppState, session: &Session, last: &Value) -> ApiResu
     }
 }
 
+/// What a stream's client leaving mid-turn does.
+#[derive(Clone, Copy)]
+enum Leaving {
+    /// The stream of the request that sent the input (`continuation`: it continues an
+    /// assistant message): the client stopped the turn (`stop()` aborts the request) or
+    /// lost it, so the turn is interrupted (`user.interrupt`; committed history stays),
+    /// as the AI SDK's own servers stop generating when the request's signal aborts.
+    Interrupts { continuation: bool },
+    /// A resumed stream (`GET …/stream`) only watches a turn that another request or
+    /// surface started: leaving it changes nothing.
+    Watches,
+}
+
 /// Streams committed events after `after_seq` as UI message chunks until the session
 /// idles. Reads the store on every bus notification (and every 500 ms), so nothing
 /// committed is missed and nothing is sent twice.
-fn stream(state: AppState, session_id: String, after_seq: i64, wake: Wake, continuation: bool) -> Response {
+fn stream(state: AppState, session_id: String, after_seq: i64, wake: Wake, leaving: Leaving) -> Response {
     let mut start = json!({ "type": "start" });
-    if !continuation {
+    if !matches!(leaving, Leaving::Interrupts { continuation: true }) {
         start["messageId"] = json!(agentd_schema::ids::new_id("msg"));
     }
-    let rx = follow(state, session_id, after_seq, wake, start, Chunker::default(), |_, _| async {});
+    let rx = follow(state, session_id, after_seq, wake, start, Chunker::default(), move |state, session| async move {
+        if let Leaving::Interrupts { .. } = leaving {
+            crate::adapters::interrupt_departed(&state, &session, "AI SDK").await;
+        }
+    });
     let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|chunk| Ok::<_, Infallible>(Event::default().data(chunk.to_string())))
         .chain(futures::stream::once(async { Ok(Event::default().data("[DONE]")) }));
@@ -391,7 +408,7 @@ pub async fn resume(
     };
     let input = store.query_events(&session.id, &query).await?;
     let after = input.first().map_or(0, |e| e.seq);
-    Ok(stream(state.clone(), session.id, after, wake, false))
+    Ok(stream(state.clone(), session.id, after, wake, Leaving::Watches))
 }
 
 /// `GET /v1/ai-sdk/threads/{thread_id}/messages`: committed history as UIMessages,

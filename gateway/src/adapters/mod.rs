@@ -65,3 +65,15 @@ pub(crate) async fn thread_messages(
     page["session_id"] = json!(session.id);
     Ok(page)
 }
+
+/// A client that left or cancelled mid-turn on `surface`: its session's run is
+/// interrupted (`user.interrupt`); committed history stays. One rule for every adapter
+/// whose request is the turn (AG-UI runs, AI SDK run streams, MCP calls).
+pub(crate) async fn interrupt_departed(state: &AppState, session_id: &str, surface: &'static str) {
+    match crate::domain::runs::interrupt(state, session_id).await {
+        Ok(()) => tracing::info!(session = %session_id, surface, "client left mid-turn; run interrupted"),
+        Err(error) => {
+            tracing::warn!(%error, session = %session_id, surface, "could not interrupt the run of a departed client")
+        }
+    }
+}

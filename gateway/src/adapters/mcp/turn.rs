@@ -16,7 +16,7 @@ use crate::adapters::follow::Kind;
 use crate::adapters::{Preview, Translate, Wake, follow, text_of};
 use crate::admission::Tenant;
 use crate::domain::exposure::Protocol;
-use crate::domain::{DomainError, input, runs, threads};
+use crate::domain::{DomainError, input, threads};
 
 /// What the caller learns about a turn that could not run or finish.
 struct Failed(String);
@@ -78,7 +78,7 @@ pub(super) async fn run(
         first,
         Watcher::default(),
         |state, session| async move {
-            interrupt(&state, &session).await;
+            crate::adapters::interrupt_departed(&state, &session, "MCP").await;
         },
     );
     let outcome = watch(rx, progress, log, &session.id, context).await;
@@ -196,16 +196,6 @@ async fn watch(
         }
         let text = item["text"].as_str().unwrap_or_default().to_owned();
         return Some(if item["failed"] == true { Err(Failed(text)) } else { Ok(text) });
-    }
-}
-
-/// The client cancelled or went away mid-turn: interrupt the run (committed history stays).
-async fn interrupt(state: &AppState, session_id: &str) {
-    match runs::interrupt(state, session_id).await {
-        Ok(()) => tracing::info!(session = %session_id, "MCP call cancelled; run interrupted"),
-        Err(error) => {
-            tracing::warn!(%error, session = %session_id, "could not interrupt the run of a cancelled MCP call")
-        }
     }
 }
 
