@@ -167,7 +167,9 @@ def turns(
 SCRIPT_MODEL = "agentd-script"
 
 
-@pytest.fixture(scope="session", params=["dev", "prod"])
+# Module scope: each prod deployment holds PostgreSQL connections while it lives; kept
+# for the whole session this one pushed the suite past the server's max_connections.
+@pytest.fixture(scope="module", params=["dev", "prod"])
 def scripted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """A deployment per mode whose catalog routes `SCRIPT_MODEL` to the scripted model, for
     the adapter suites' conformance test agent (cancel mid-run, input, chunked answers)."""
