@@ -11,14 +11,14 @@ use agentd_proto::v1::RunSubmission;
 use agentd_proto::{Delivery, Lifecycle, Queue};
 use agentd_schema::{
     ClaimOutcome, ErrorType, EventType, Handoff, NewEvent, RetryStatus, RunStatus, SessionError, Settlement,
-    StopReason, StoreError, ThreadQuery,
+    StopReason, StoreError,
 };
 use prost::Message;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::{AttemptEnd, RunContext, drive};
-use crate::threads::{self, Owed, Replying, Waiting};
+use crate::threads::{self, Owed, Replying};
 
 /// Consumer settings.
 #[derive(Debug, Clone)]
@@ -344,13 +344,7 @@ async fn thread_effects(
     let store = ctx.store.as_ref();
     let session_id = claim.session_id.as_str();
     if claim.thread_id == claim.session_id {
-        let query = ThreadQuery { limit: 1_000, ..ThreadQuery::default() };
-        let waiting: Vec<Waiting> = store
-            .list_threads(session_id, &query)
-            .await?
-            .into_iter()
-            .filter_map(|row| Some(Waiting { call_id: row.awaited_by?, thread_id: row.id }))
-            .collect();
+        let waiting = threads::open_waits(store, session_id).await?;
         if waiting.is_empty() {
             return Ok((events, None));
         }

@@ -165,6 +165,19 @@ def turns(
 # The conformance test agent's model: the offline `scripted` model under an id of its own
 # (README "The test model's scripts"), in both modes.
 SCRIPT_MODEL = "agentd-script"
+# The custom tool a script's `ask` step calls.
+ASK_TOOL = {
+    "type": "custom",
+    "name": "ask",
+    "description": "Ask the user a question",
+    "input_schema": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+}
+
+
+def conformance_agent(client: anthropic.Anthropic) -> Any:
+    """The conformance test agent: the scripted model and the custom tool `ask`. Its name
+    is its own MCP tool name (lowercase letters, digits and `-`)."""
+    return client.beta.agents.create(name=unique("conformance"), model=SCRIPT_MODEL, tools=[ASK_TOOL])
 
 
 # Module scope: each prod deployment holds PostgreSQL connections while it lives; kept

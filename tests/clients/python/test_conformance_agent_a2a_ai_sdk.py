@@ -29,16 +29,10 @@ from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, Se
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
-from conftest import SCRIPT_MODEL
+from conftest import conformance_agent as create_conformance_agent
 from harness import Deployment, unique
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
-ASK = {
-    "type": "custom",
-    "name": "ask",
-    "description": "Ask the user a question",
-    "input_schema": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
-}
 FIVE_CHUNKS = "chunk 1 chunk 2 chunk 3 chunk 4 chunk 5"
 # 50 chunks, 100 ms apart: five seconds of writing, canceled long before its end.
 LONG = "!chunks 50 100"
@@ -57,8 +51,8 @@ def run(coro: Awaitable[T]) -> T:
 
 
 def conformance_agent(deployment: Deployment) -> str:
-    """The conformance test agent: the scripted model and the custom tool `ask`."""
-    return deployment.client().beta.agents.create(name=unique("conformance"), model=SCRIPT_MODEL, tools=[ASK]).id
+    """The conformance test agent's id."""
+    return create_conformance_agent(deployment.client()).id
 
 
 # ---------------------------------------------------------------------------------------

@@ -32,16 +32,10 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import SCRIPT_MODEL
+from conftest import ASK_TOOL as ASK, conformance_agent
 from harness import Deployment, unique
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
-ASK = {
-    "type": "custom",
-    "name": "ask",
-    "description": "Ask the user a question",
-    "input_schema": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
-}
 FIVE_CHUNKS = "chunk 1 chunk 2 chunk 3 chunk 4 chunk 5 "
 # `!chunks 50 100` takes 5 s to write: a session that idles well before that was stopped.
 LONG_SCRIPT, LONG_SCRIPT_SECS = "!chunks 50 100", 5.0
@@ -50,12 +44,6 @@ needs_node = pytest.mark.skipif(
     not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir() or shutil.which("node") is None,
     reason="the node clients are not installed (scripts/test runs npm ci in tests/clients/node)",
 )
-
-
-def conformance_agent(client: anthropic.Anthropic) -> Any:
-    """The conformance test agent: the scripted model and the custom tool `ask`. Its name
-    is its own MCP tool name (lowercase letters, digits and `-`)."""
-    return client.beta.agents.create(name=unique("conformance"), model=SCRIPT_MODEL, tools=[ASK])
 
 
 def settled(client: anthropic.Anthropic, session_id: str, *, needs: str | None = None, timeout: float = 20) -> list[Any]:

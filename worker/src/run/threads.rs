@@ -132,13 +132,7 @@ impl Attempt<'_> {
             {
                 return Ok(None);
             }
-            let query = ThreadQuery { limit: ROWS, ..ThreadQuery::default() };
-            let waiting: Vec<Waiting> = store
-                .list_threads(session_id, &query)
-                .await?
-                .into_iter()
-                .filter_map(|row| Some(Waiting { call_id: row.awaited_by?, thread_id: row.id }))
-                .collect();
+            let waiting = threads::open_waits(store, session_id).await?;
             if waiting.is_empty() {
                 return Ok(None);
             }

@@ -19,7 +19,20 @@ pub use tools::{
     advisor_model, arm, class, specs,
 };
 
+use agentd_schema::{Store, StoreError, ThreadQuery};
 use serde_json::Value;
+
+/// Thread rows a session's waits are read from (a session has at most a few dozen).
+const ROWS: i64 = 1_000;
+
+/// The primary's dispatched calls still waiting for a child's reply. The rows say which
+/// (a reply releases its wait in the transaction that answers the call), never history
+/// read earlier, so a reply committed meanwhile is not answered twice.
+pub async fn open_waits(store: &dyn Store, session_id: &str) -> Result<Vec<Waiting>, StoreError> {
+    let query = ThreadQuery { limit: ROWS, ..ThreadQuery::default() };
+    let rows = store.list_threads(session_id, &query).await?;
+    Ok(rows.into_iter().filter_map(|row| Some(Waiting { call_id: row.awaited_by?, thread_id: row.id })).collect())
+}
 
 /// A thread tool call of the primary thread that is not dispatched yet.
 #[derive(Debug, Clone, PartialEq)]
