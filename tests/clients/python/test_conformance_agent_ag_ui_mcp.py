@@ -9,8 +9,10 @@ cancelled mid-run, waiting for input and continued, streaming chunks over time, 
   `TEXT_MESSAGE_CONTENT` chunks, and `RUN_ERROR` (docs/api/ag-ui.md).
 * MCP: the official Python `mcp` client (`mcp.client.Client`, `legacy` handshake mode and
   the default `auto`) — a call cancelled by the caller after a few progress
-  notifications, progress notifications carrying the growing partial text, and a failed
-  turn as an `isError` result (docs/api/mcp.md).
+  notifications, progress notifications carrying the growing partial text, a failed
+  turn as an `isError` result, and continue-after-input: the `ask` call elicited from a
+  handshake client (answered, declined) and the turn going on; without elicitation the
+  result says how to answer (docs/api/mcp.md).
 
 What each protocol's thread did to its session is read back with the `anthropic` SDK.
 """
@@ -29,6 +31,7 @@ import anthropic
 import anyio
 import httpx2
 import pytest
+import mcp_types
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -313,3 +316,59 @@ def test_mcp_failed_turn_is_an_error_result(scripted: Deployment, mode: str) -> 
     events = settled(client, result.meta["agentd/session_id"])
     assert [e.error.message for e in of_type(events, "session.error")] == ["on purpose"]
     assert events[-1].stop_reason.type == "retries_exhausted"
+
+
+def ask_call(deployment: Deployment, mode: str, reply: dict[str, Any] | None) -> tuple[Any, list[Any]]:
+    """Calls the conformance agent with `!ask …; say Thanks.`; a client with an
+    elicitation callback answers with `reply` (None: a client without one)."""
+    client = deployment.client()
+    agent = conformance_agent(client)
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        asked.append(params)
+        return mcp_types.ElicitResult(**(reply or {}))
+
+    async def scenario() -> Any:
+        options: dict[str, Any] = {"mode": mode}
+        if reply is not None:
+            options["elicitation_callback"] = on_elicit
+        async with Client(transport(deployment), **options) as mcp:
+            return await mcp.call_tool(agent.name, {"prompt": "!ask Which colour?; say Thanks."})
+
+    return asyncio.run(scenario()), asked
+
+
+def test_mcp_elicitation_answers_the_agent_and_the_turn_goes_on(scripted: Deployment) -> None:
+    result, asked = ask_call(scripted, "legacy", {"action": "accept", "content": {"answer": "blue"}})
+    assert result.is_error is False, mcp_text(result)
+    assert mcp_text(result).strip() == "The tool returned: blue. Thanks."
+    (params,) = asked
+    assert params.message == "The agent asks (tool `ask`): Which colour?"
+    assert params.requested_schema["required"] == ["answer"]
+    events = settled(scripted.client(), result.meta["agentd/session_id"])
+    (use,) = of_type(events, "agent.custom_tool_use")
+    (answer,) = of_type(events, "user.custom_tool_result")
+    assert answer.custom_tool_use_id == use.id and text_of(answer.content) == "blue"
+    assert events[-1].stop_reason.type == "end_turn"
+
+
+def test_mcp_declined_elicitation_is_an_error_answer(scripted: Deployment) -> None:
+    result, asked = ask_call(scripted, "legacy", {"action": "decline"})
+    assert len(asked) == 1 and result.is_error is False
+    assert mcp_text(result).strip() == "The tool returned: the user declined to answer. Thanks."
+    (answer,) = of_type(settled(scripted.client(), result.meta["agentd/session_id"]), "user.custom_tool_result")
+    assert answer.is_error is True
+
+
+@pytest.mark.parametrize(("mode", "reply"), [("legacy", None), ("auto", {"action": "accept", "content": {}})])
+def test_mcp_without_elicitation_the_call_says_how_to_answer(
+    scripted: Deployment, mode: str, reply: dict[str, Any] | None
+) -> None:
+    # A handshake client without the capability, and a 2026-07-28 client (the protocol
+    # forbids server-to-client requests): the result says how to answer instead.
+    result, asked = ask_call(scripted, mode, reply)
+    assert asked == []
+    assert result.is_error is True and "POST /v1/sessions/" in mcp_text(result), mcp_text(result)
+    events = settled(scripted.client(), result.meta["agentd/session_id"])
+    assert events[-1].stop_reason.type == "requires_action"

@@ -11,6 +11,7 @@
 
 #![allow(deprecated, reason = "logging is deprecated by SEP-2577 but still part of the 2025-11-25 protocol")]
 
+mod elicit;
 mod logging;
 pub mod replay;
 pub mod sessions;

@@ -9,6 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
+use super::elicit::{self, Awaited};
 use super::logging::{self, Log};
 use super::tools::{AgentTool, Arguments};
 use crate::AppState;
@@ -69,19 +70,13 @@ pub(super) async fn run(
 
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
     let log = Log { level };
+    let watcher = Watcher { elicit: elicit::possible(context), ..Watcher::default() };
+    let answering = Answering { state, tenant, id: &bound.id };
     let first = json!({ "progress": format!("prompt committed to session {}", session.id), "level": "info" });
-    let rx = follow(
-        state.clone(),
-        session.id.clone(),
-        after_seq,
-        wake,
-        first,
-        Watcher::default(),
-        |state, session| async move {
-            crate::adapters::interrupt_departed(&state, &session, "MCP").await;
-        },
-    );
-    let outcome = watch(rx, progress, log, &session.id, context).await;
+    let rx = follow(state.clone(), session.id.clone(), after_seq, wake, first, watcher, |state, session| async move {
+        crate::adapters::interrupt_departed(&state, &session, "MCP").await;
+    });
+    let outcome = watch(rx, progress, log, &answering, context).await;
     let result = match outcome {
         Some(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
         Some(Err(Failed(message))) => CallToolResult::error(vec![ContentBlock::text(message)]),
@@ -150,14 +145,40 @@ impl Progress {
     }
 }
 
+/// Where the answers to what a turn waits for go.
+struct Answering<'a> {
+    state: &'a AppState,
+    tenant: &'a Tenant,
+    /// The session (thread binding) the call runs on.
+    id: &'a agentd_schema::ids::SessionId,
+}
+
+impl Answering<'_> {
+    /// Asks the client about `awaited` and commits its answers; the turn goes on.
+    async fn answer(&self, context: &RequestContext<RoleServer>, awaited: &Value) -> Result<(), Failed> {
+        let calls: Vec<Awaited> = serde_json::from_value(awaited.clone())
+            .map_err(|error| Failed(format!("the awaited calls could not be read: {error}")))?;
+        let answers = elicit::ask(context, self.id.as_str(), &calls).await.map_err(Failed)?;
+        match input::submit(self.state, self.tenant, self.id, answers).await {
+            Ok(_) => Ok(()),
+            Err(DomainError::Internal(cause)) => {
+                tracing::error!(%cause, "the answers of an MCP elicitation were not committed");
+                Err(Failed("the answers could not be committed (internal error)".to_owned()))
+            }
+            Err(error) => Err(Failed(format!("the answers could not be committed: {error}"))),
+        }
+    }
+}
+
 /// Reads the follower until the turn settles: `None` when the caller cancelled first.
 async fn watch(
     mut rx: tokio::sync::mpsc::Receiver<Value>,
     mut progress: Progress,
     log: Log,
-    session_id: &str,
+    answering: &Answering<'_>,
     context: &RequestContext<RoleServer>,
 ) -> Option<Result<String, Failed>> {
+    let session_id = answering.id.as_str();
     // An item read ahead while coalescing partial texts.
     let mut next: Option<Value> = None;
     loop {
@@ -188,6 +209,16 @@ async fn watch(
             progress.report(context, &latest).await;
             continue;
         }
+        if let Some(awaited) = item.get("awaiting") {
+            let answered = tokio::select! {
+                () = context.ct.cancelled() => return None,
+                answered = answering.answer(context, awaited) => answered,
+            };
+            if let Err(failed) = answered {
+                return Some(Err(failed));
+            }
+            continue;
+        }
         if let Some(message) = item["progress"].as_str() {
             progress.report(context, message).await;
             let level = item["level"].as_str().and_then(logging::parse).unwrap_or(LoggingLevel::Info);
@@ -206,9 +237,36 @@ struct Watcher {
     reply: Option<String>,
     /// The latest error the session reported.
     error: Option<String>,
+    /// Whether the client is asked for what the turn waits for ([`elicit`]).
+    elicit: bool,
+    /// The turn's tool calls by event id, for the questions.
+    calls: std::collections::HashMap<String, Awaited>,
 }
 
 impl Watcher {
+    /// The calls a `requires_action` idle waits for, if this turn made them all.
+    fn awaited(&self, ids: &Value) -> Option<Vec<Awaited>> {
+        let ids: Vec<&str> = ids.as_array()?.iter().filter_map(Value::as_str).collect();
+        (!ids.is_empty()).then_some(())?;
+        ids.iter().map(|id| self.calls.get(*id).cloned()).collect()
+    }
+
+    /// A turn waiting for input this call cannot ask for: an error result that says how
+    /// to answer.
+    fn waiting(&self, status: &str, stop: &Value, session_id: &str) -> (Vec<Value>, bool) {
+        self.settled(
+            status,
+            "notice",
+            true,
+            format!(
+                "the agent is waiting for input an MCP call cannot give (a tool confirmation or a custom tool \
+                 result for event(s) {}); answer it through the managed API (POST /v1/sessions/{session_id}/events), \
+                 then call the tool again with the same thread_id",
+                ids(&stop["event_ids"]),
+            ),
+        )
+    }
+
     /// The turn's outcome, after the status change that settled it (`status`, at `level`).
     fn settled(&self, status: &str, level: &str, failed: bool, text: String) -> (Vec<Value>, bool) {
         (vec![json!({ "progress": status, "level": level }), json!({ "failed": failed, "text": text })], true)
@@ -240,8 +298,13 @@ impl Translate for Watcher {
                 self.reply = Some(text_of(&body["content"]));
                 progress("agent message".to_owned(), "info")
             }
-            Some(EventType::AgentToolUse | EventType::AgentMcpToolUse | EventType::AgentCustomToolUse) => {
-                progress(format!("tool use: {}", body["name"].as_str().unwrap_or("tool")), "info")
+            Some(kind @ (EventType::AgentToolUse | EventType::AgentMcpToolUse | EventType::AgentCustomToolUse)) => {
+                let name = body["name"].as_str().unwrap_or("tool").to_owned();
+                let custom = kind == EventType::AgentCustomToolUse;
+                let call =
+                    Awaited { id: event.event_id.clone(), custom, name: name.clone(), input: body["input"].clone() };
+                self.calls.insert(event.event_id.clone(), call);
+                progress(format!("tool use: {name}"), "info")
             }
             Some(EventType::AgentToolResult | EventType::AgentMcpToolResult) => match body["is_error"] == true {
                 true => progress("tool result (error)".to_owned(), "warning"),
@@ -260,18 +323,14 @@ impl Translate for Watcher {
                 let status = format!("session idle: {reason}");
                 match reason {
                     "end_turn" => self.settled(&status, "info", false, self.reply.clone().unwrap_or_default()),
-                    "requires_action" => self.settled(
-                        &status,
-                        "notice",
-                        true,
-                        format!(
-                            "the agent is waiting for input an MCP call cannot give (a tool confirmation or a \
-                             custom tool result for event(s) {}); answer it through the managed API \
-                             (POST /v1/sessions/{}/events), then call the tool again with the same thread_id",
-                            ids(&stop["event_ids"]),
-                            event.session_id
+                    "requires_action" if self.elicit => match self.awaited(&stop["event_ids"]) {
+                        Some(calls) => (
+                            vec![json!({ "progress": status, "level": "notice" }), json!({ "awaiting": calls })],
+                            false,
                         ),
-                    ),
+                        None => self.waiting(&status, stop, &event.session_id),
+                    },
+                    "requires_action" => self.waiting(&status, stop, &event.session_id),
                     "retries_exhausted" => self.settled(
                         &status,
                         "error",
