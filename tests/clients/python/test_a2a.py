@@ -367,7 +367,11 @@ def test_list_with_filters_and_paging(turns: Deployment, fake_anthropic: FakeAnt
         since = ListTasksRequest(context_id=context)
         since.status_timestamp_after.FromJsonString(first_done)
         later = MessageToDict(await client.list_tasks(since))
-        assert [t["id"] for t in later["tasks"]] == ids[:0:-1], later
+        # Inclusive: the task whose status has exactly that timestamp is listed too.
+        assert [t["id"] for t in later["tasks"]] == ids[::-1], later
+        last_done = MessageToDict(await client.get_task(GetTaskRequest(id=ids[-1])))["status"]["timestamp"]
+        since.status_timestamp_after.FromJsonString(last_done)
+        assert [t["id"] for t in MessageToDict(await client.list_tasks(since))["tasks"]] == [ids[-1]]
         await client.close()
 
     run(scenario())

@@ -473,7 +473,7 @@ pub async fn cancel_task(state: &AppState, tenant: &Tenant, params: &Value) -> A
 }
 
 /// `ListTasks`: newest first, filtered by `contextId`, `status` and
-/// `statusTimestampAfter`, paged by `pageSize` and `pageToken` (a token of this listing:
+/// `statusTimestampAfter` (inclusive, as the A2A SDKs' own task stores filter), paged by `pageSize` and `pageToken` (a token of this listing:
 /// `bounds::PageTokens`); the parameters are read within their bounds by
 /// `bounds::ListTasks`.
 pub async fn list_tasks(state: &AppState, tenant: &Tenant, query: &ListTasks) -> A2aResult<Value> {
@@ -500,7 +500,7 @@ pub async fn list_tasks(state: &AppState, tenant: &Tenant, query: &ListTasks) ->
             continue;
         }
         let view = view(state, row).await?;
-        if query.status.is_none_or(|s| s == view.state) && query.after_ms.is_none_or(|after| view.status_ms > after) {
+        if query.status.is_none_or(|s| s == view.state) && query.after_ms.is_none_or(|after| view.status_ms >= after) {
             views.push(view);
         }
     }
