@@ -169,6 +169,12 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_A2A_PUBLIC_URL", value_name = "URL")]
     pub a2a_public_url: Option<String>,
 
+    /// The load balancers and proxies in front of the gateways, comma-separated addresses
+    /// and CIDR blocks: their `X-Forwarded-For` names the client a keyless request (a
+    /// public A2A agent card) is rate-limited as [default: none; the TCP peer is the client].
+    #[arg(long, global = true, env = "AGENTD_TRUSTED_PROXIES", value_name = "CIDRS")]
+    pub trusted_proxies: Option<String>,
+
     /// Let A2A push notifications target private and loopback addresses and plain
     /// http:// URLs. For tests only; never in production.
     #[arg(long, global = true, env = "AGENTD_A2A_PUSH_ALLOW_PRIVATE")]
@@ -275,6 +281,7 @@ impl Settings {
             mcp_allowed_hosts: self.mcp_allowed_hosts.or(file.mcp_allowed_hosts),
 
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
+            trusted_proxies: self.trusted_proxies.or(file.trusted_proxies),
             a2a_push_allow_private: self.a2a_push_allow_private || file.a2a_push_allow_private,
             webhooks_allow_private: self.webhooks_allow_private || file.webhooks_allow_private,
             webhook_retry_base: self.webhook_retry_base.or(file.webhook_retry_base),
@@ -477,6 +484,13 @@ impl Settings {
             );
         }
         Ok(Some(hosts))
+    }
+
+    /// See `AGENTD_TRUSTED_PROXIES`.
+    pub fn trusted_proxies(&self) -> Result<agentd_gateway::admission::client::TrustedProxies> {
+        let list = self.trusted_proxies.as_deref().unwrap_or_default();
+        agentd_gateway::admission::client::TrustedProxies::parse(list)
+            .map_err(|error| anyhow::anyhow!("AGENTD_TRUSTED_PROXIES: {error}"))
     }
 
     /// See `AGENTD_RUNNER_IDLE_STOP`.

@@ -527,6 +527,7 @@ impl Process {
                 public_url: self.settings.a2a_public_url.clone(),
                 push_allow_private: self.settings.a2a_push_allow_private,
             }),
+            trusted_proxies: self.settings.trusted_proxies()?,
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
             catalogs: self.catalogs.clone(),
             webhooks: Arc::new(self.settings.webhooks()?),
@@ -579,7 +580,9 @@ impl Process {
         });
         let stop = self.stop.clone();
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+            // The peer address reaches handlers (`ConnectInfo`): anonymous buckets are per client.
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            let served = axum::serve(listener, service).with_graceful_shutdown(stop.cancelled_owned()).await;
             if let Err(error) = served {
                 tracing::error!(%error, listener = name, "http server failed");
             }

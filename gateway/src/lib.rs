@@ -76,6 +76,8 @@ pub struct Shared {
     pub mcp: Arc<adapters::mcp::McpSettings>,
     /// A2A settings (public URL of cards, push targets).
     pub a2a: Arc<adapters::a2a::Settings>,
+    /// The proxies whose `X-Forwarded-For` names the client (`AGENTD_TRUSTED_PROXIES`).
+    pub trusted_proxies: admission::client::TrustedProxies,
     /// Credential validation may probe MCP servers and token endpoints on private
     /// addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE`, as for workers).
     pub remote_allow_private: bool,

@@ -68,6 +68,7 @@ impl Rig {
             default_agent: None,
             mcp: Default::default(),
             a2a: Default::default(),
+            trusted_proxies: Default::default(),
             remote_allow_private: true,
             webhooks: Arc::new(crate::domain::webhooks::Settings { allow_private: true, ..Default::default() }),
             catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),

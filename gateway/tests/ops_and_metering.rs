@@ -58,6 +58,7 @@ impl Gateway {
             default_agent: None,
             mcp: Default::default(),
             a2a: Default::default(),
+            trusted_proxies: Default::default(),
             remote_allow_private: false,
             webhooks: Default::default(),
             catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),

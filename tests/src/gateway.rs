@@ -69,6 +69,7 @@ impl TestGateway {
                 public_url: Some("http://127.0.0.1".to_owned()),
                 push_allow_private: false,
             }),
+            trusted_proxies: Default::default(),
             remote_allow_private: false,
             webhooks: std::sync::Arc::new(agentd_gateway::domain::webhooks::Settings {
                 allow_private: true,

@@ -85,9 +85,10 @@ impl AppGrant {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Anonymous;
 
-/// The rate-limit bucket every [`Anonymous`] request draws from: one for the whole
-/// deployment, never an organization's (organization ids are `org_…`), so anonymous
-/// traffic cannot spend a tenant's requests.
+/// The prefix of the rate-limit buckets [`Anonymous`] requests draw from: one per client
+/// address (`anonymous:<ip>`, [`super::client`]), never an organization's (organization
+/// ids are `org_…`), so anonymous traffic cannot spend a tenant's requests, and one fast
+/// keyless client cannot spend everyone else's.
 pub const ANONYMOUS_BUCKET: &str = "anonymous";
 
 /// Whether `method` on `path` answers without a credential: `GET` (or `HEAD`) of an A2A

@@ -392,10 +392,14 @@ async fn meter(state: &AppState, surface: Surface, request: Request, next: Next)
         return next.run(request).await;
     };
     let id = call.map_or(Value::Null, |call| call.id);
-    // An anonymous request (a public agent card) draws from the one anonymous bucket.
+    // An anonymous request (a public agent card) draws from its client address's bucket.
     let bucket = match request.extensions().get::<Tenant>() {
         Some(tenant) => tenant.organization_id.clone(),
-        None if request.extensions().get::<Anonymous>().is_some() => ANONYMOUS_BUCKET.to_owned(),
+        None if request.extensions().get::<Anonymous>().is_some() => match state.trusted_proxies.client(&request) {
+            Some(ip) => format!("{ANONYMOUS_BUCKET}:{ip}"),
+            // No peer (in-process): one bucket for all.
+            None => ANONYMOUS_BUCKET.to_owned(),
+        },
         None => {
             // Never meter by anything the caller sent: no trusted scope, no admission.
             let error = ApiError::Unavailable("managed request has no trusted workspace scope".to_owned());

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod beta;
+pub mod client;
 pub mod cors;
 pub mod limiter;
 pub mod request_id;

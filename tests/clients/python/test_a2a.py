@@ -284,6 +284,27 @@ def test_anonymous_discovery_has_its_own_rate_limit(agentd: Deployment, launch: 
     # Anonymous callers spent their own bucket, not the organization's.
     keyed = http.get("/.well-known/agent-card.json", headers={"Authorization": f"Bearer {deployment.bootstrap_key}"})
     assert keyed.status_code == 200, keyed.text
+    # The bucket is the client address's: a header cannot pick another one (no trusted
+    # proxies), but a client at another address has its own.
+    spoofed = http.get("/.well-known/agent-card.json", headers={"X-Forwarded-For": "198.51.100.7"})
+    assert spoofed.status_code == 429, spoofed.text
+    with httpx.Client(base_url=deployment.url, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:
+        assert other.get("/.well-known/agent-card.json").status_code == 200
+
+
+def test_behind_a_trusted_proxy_the_forwarded_client_has_the_bucket(
+    agentd: Deployment, launch: Callable[..., Deployment]
+) -> None:
+    deployment = launch(agentd.mode, read_limit=3, extra_env={"AGENTD_TRUSTED_PROXIES": "127.0.0.1/32"})
+    http = deployment.http()
+
+    def card(client: str) -> int:
+        # The proxy appends the address it saw; anything before it is the client's own claim.
+        forwarded = f"10.9.9.9, {client}"
+        return http.get("/.well-known/agent-card.json", headers={"X-Forwarded-For": forwarded}).status_code
+
+    assert [card("198.51.100.1") for _ in range(4)] == [200, 200, 200, 429]
+    assert card("198.51.100.2") == 200, "another client behind the same proxy has its own bucket"
 
 
 # ---------------------------------------------------------------------------------------
