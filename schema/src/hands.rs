@@ -42,18 +42,8 @@ pub fn needs_hands(agent: &Value) -> bool {
 /// agent is the agent itself, and is left out. A stored reference
 /// (`{"type":"agent","id","version"}`) carries no tools and adds nothing.
 pub fn roster_agents(agent: &Value) -> Vec<&Value> {
-    let multiagent = &agent["multiagent"];
-    let roster = match multiagent["type"].as_str() {
-        Some("coordinator") => &multiagent["agents"],
-        Some("multiagent_20261001") if multiagent["subagents"]["type"] == "enabled" => {
-            &multiagent["subagents"]["predefined_agents"]
-        }
-        _ => return Vec::new(),
-    };
-    roster
-        .as_array()
-        .into_iter()
-        .flatten()
+    crate::multiagent::roster(&agent["multiagent"])
+        .iter()
         .filter(|entry| entry["type"] != "advisor" && entry["type"] != "self")
         .collect()
 }

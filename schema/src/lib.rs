@@ -15,6 +15,7 @@ pub mod hands;
 pub mod ids;
 pub mod live;
 pub mod memory;
+pub mod multiagent;
 pub mod oauth;
 pub mod outbox;
 pub mod rotation;

@@ -21,7 +21,7 @@ use super::error::{DomainError, DomainResult};
 const AGENT_KIND: &str = "agent";
 
 /// The type whose update merges into a stored one of the same type.
-const MERGED_TYPE: &str = "multiagent_20261001";
+use agentd_schema::multiagent::{MERGED_TYPE, roster, roster_pointer};
 
 /// The fields of a thread's agent definition (`BetaManagedAgentsSessionThreadAgent`).
 const THREAD_AGENT_FIELDS: &[&str] = &[
@@ -117,21 +117,9 @@ fn merge_level(kept: &Map<String, Value>, next: &Map<String, Value>) -> Map<Stri
 /// The roster lists of a configuration with the field path of each: a coordinator's
 /// `agents`, an enabled `subagents.predefined_agents`.
 fn rosters_mut(multiagent: &mut Value) -> Vec<(&'static str, &mut Vec<Value>)> {
-    let mut rosters = Vec::new();
-    match multiagent["type"].as_str() {
-        Some("coordinator") => {
-            if let Some(agents) = multiagent["agents"].as_array_mut() {
-                rosters.push(("multiagent.agents", agents));
-            }
-        }
-        Some(MERGED_TYPE) if multiagent["subagents"]["type"] == "enabled" => {
-            if let Some(agents) = multiagent["subagents"]["predefined_agents"].as_array_mut() {
-                rosters.push(("multiagent.subagents.predefined_agents", agents));
-            }
-        }
-        _ => {}
-    }
-    rosters
+    let Some(pointer) = roster_pointer(multiagent) else { return Vec::new() };
+    let path = if pointer == "/agents" { "multiagent.agents" } else { "multiagent.subagents.predefined_agents" };
+    multiagent.pointer_mut(pointer).and_then(Value::as_array_mut).map(|agents| (path, agents)).into_iter().collect()
 }
 
 /// Resolves the roster of `config`'s `multiagent` (shape-checked) for agent `owner` of
@@ -245,10 +233,7 @@ async fn thread_agent(store: &dyn Store, workspace_id: &str, entry: &Value, path
 pub fn models(agent: &Value) -> Vec<String> {
     let mut models = vec![agent["model"]["id"].as_str().unwrap_or_default().to_owned()];
     let multiagent = &agent["multiagent"];
-    let mut roster: Vec<&Value> = Vec::new();
-    roster.extend(multiagent["agents"].as_array().map(Vec::as_slice).unwrap_or_default());
-    roster.extend(multiagent["subagents"]["predefined_agents"].as_array().map(Vec::as_slice).unwrap_or_default());
-    for entry in roster {
+    for entry in roster(multiagent) {
         let model = match entry["type"].as_str() {
             Some("advisor") => entry["model"].as_str(),
             _ => entry["model"]["id"].as_str(),

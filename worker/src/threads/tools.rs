@@ -68,11 +68,10 @@ impl Roster {
     pub fn of(agent: &Value) -> Option<Roster> {
         let multiagent = &agent["multiagent"];
         let own_id = agent["id"].as_str().unwrap_or_default();
-        let definitions: &[Value];
+        let definitions = agentd_schema::multiagent::roster(multiagent);
         let mut roster = Roster::default();
         match multiagent["type"].as_str()? {
             "coordinator" => {
-                definitions = multiagent["agents"].as_array().map(Vec::as_slice).unwrap_or_default();
                 roster.advisor = definitions
                     .iter()
                     .find(|entry| entry["type"] == "advisor")
@@ -80,14 +79,9 @@ impl Roster {
                     .map(str::to_owned);
                 roster.subagents = definitions.iter().any(|entry| entry["type"] != "advisor");
             }
-            "multiagent_20261001" => {
+            agentd_schema::multiagent::MERGED_TYPE => {
                 let subagents = &multiagent["subagents"];
                 roster.subagents = subagents["type"] == "enabled";
-                definitions = if roster.subagents {
-                    subagents["predefined_agents"].as_array().map(Vec::as_slice).unwrap_or_default()
-                } else {
-                    &[]
-                };
                 roster.inline_agents = roster.subagents && subagents["inline_agents"]["type"] == "enabled";
                 if multiagent["advisor"]["type"] == "enabled" {
                     roster.advisor = multiagent["advisor"]["model"].as_str().map(str::to_owned);
