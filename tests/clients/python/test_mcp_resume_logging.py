@@ -23,7 +23,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import SCRIPT_MODEL
+from conftest import SCRIPT_MODEL, conformance_agent
 from harness import Deployment, unique
 
 MCP_ACCEPT = "application/json, text/event-stream"
@@ -139,8 +139,12 @@ def sse(lines: Iterator[str]) -> Iterator[tuple[str | None, dict[str, Any] | Non
             data.append(line[5:].lstrip())
 
 
-def initialize(http: httpx.Client) -> str:
-    params = {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "resume-test", "version": "1"}}
+def initialize(http: httpx.Client, capabilities: dict[str, Any] | None = None) -> str:
+    params = {
+        "protocolVersion": PROTOCOL,
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "resume-test", "version": "1"},
+    }
     response = http.post("/v1/mcp", headers=headers(), json=request(1, "initialize", params))
     assert response.status_code == 200, response.text
     session = response.headers["mcp-session-id"]
@@ -234,3 +238,34 @@ def test_an_unknown_last_event_id_gets_an_empty_stream(scripted: Deployment) -> 
         response = http.get("/v1/mcp", headers=headers(session, **{"last-event-id": "nope|0"}))
         assert response.status_code == 200
         assert [m for _, m in sse(iter(response.text.splitlines() + [""])) if m] == []
+
+
+def test_an_elicitation_answered_through_another_gateway_reaches_the_asking_one(scripted: Deployment) -> None:
+    """A client's reply to an elicitation may land on any gateway behind the balancer."""
+    if scripted.mode != "prod":
+        pytest.skip("one process in dev: there is no other gateway")
+    tool = conformance_agent(scripted.client()).name
+    other = scripted.start_gateway()
+    prompt = "!ask Which colour?; say Thanks."
+    call = request(7, "tools/call", {"name": tool, "arguments": {"prompt": prompt}})
+    asked, result = [], None
+    with raw(scripted) as first, raw(scripted, other) as second:
+        session = initialize(first, {"elicitation": {"form": {}}})
+        # A reply that never reaches the asking gateway fails the read (10 s of silence:
+        # keep-alives come every 15 s) instead of waiting out the question's timeout.
+        first.timeout = httpx.Timeout(30.0, read=10.0)
+        with first.stream("POST", "/v1/mcp", headers=headers(session), json=call) as response:
+            for _, message in sse(response.iter_lines()):
+                if message and message.get("method") == "elicitation/create":
+                    asked.append(message)
+                    answer = {"action": "accept", "content": {"answer": "blue"}}
+                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer}
+                    # The reply goes to the other gateway.
+                    assert second.post("/v1/mcp", headers=headers(session), json=reply).status_code == 202
+                if message and message.get("id") == 7:
+                    result = message
+                    break
+    assert len(asked) == 1 and asked[0]["params"]["message"] == "The agent asks (tool `ask`): Which colour?"
+    assert result is not None and result["result"].get("isError") is not True, result
+    text = "".join(block["text"] for block in result["result"]["content"] if block["type"] == "text")
+    assert text.strip() == "The tool returned: blue. Thanks."

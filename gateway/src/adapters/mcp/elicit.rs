@@ -90,11 +90,7 @@ impl Awaited {
 /// `Mcp-Session-Id`) whose client declared form elicitation. The 2026-07-28 protocol
 /// forbids server-to-client requests.
 pub(super) fn possible(context: &RequestContext<RoleServer>) -> bool {
-    let handshake = context
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
-    handshake && context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+    super::mcp_session(context).is_some() && context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
 }
 
 /// Asks the client about each call and returns the input its answers make for `session_id`.

@@ -44,12 +44,6 @@ fn name(level: LoggingLevel) -> String {
     serde_json::to_value(level).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
-/// The MCP session a request belongs to (handshake era), from its HTTP headers.
-fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
-    let parts = context.extensions.get::<axum::http::request::Parts>()?;
-    parts.headers.get("mcp-session-id")?.to_str().ok().map(str::to_owned)
-}
-
 /// The levels sessions chose.
 pub(super) struct LogLevels {
     store: Option<Arc<RedisSessions>>,
@@ -64,7 +58,7 @@ impl LogLevels {
 
     /// `logging/setLevel`: the level of the request's session from now on.
     pub(super) async fn set(&self, context: &RequestContext<RoleServer>, level: LoggingLevel) -> Result<(), ErrorData> {
-        let Some(session) = session_of(context) else {
+        let Some(session) = super::mcp_session(context) else {
             return Err(ErrorData::invalid_request(
                 "logging/setLevel needs an MCP session (the 2025-11-25 initialize handshake); a 2026-07-28 \
                  request names its level in _meta as io.modelcontextprotocol/logLevel",
@@ -90,7 +84,7 @@ impl LogLevels {
         if let Some(level) = context.meta.log_level() {
             return Some(level);
         }
-        let session = session_of(context)?;
+        let session = super::mcp_session(context)?;
         match &self.store {
             Some(store) => match store.level(&session).await {
                 Ok(level) => level.as_deref().and_then(parse),

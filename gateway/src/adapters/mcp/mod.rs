@@ -84,12 +84,14 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     };
     config.session_store =
         settings.sessions.clone().map(|s| s as Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore>);
-    let server = AgentsServer { state: state.clone(), levels: Arc::new(LogLevels::new(settings.sessions.clone())) };
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(SharedSessions::new(settings.sessions.clone(), settings.streams.clone())),
-        config,
-    );
+    let sessions =
+        Arc::new(SharedSessions::new(settings.sessions.clone(), settings.streams.clone(), state.backends.bus.clone()));
+    let server = AgentsServer {
+        state: state.clone(),
+        levels: Arc::new(LogLevels::new(settings.sessions.clone())),
+        sessions: sessions.clone(),
+    };
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     Router::new()
         .route_service(&settings.path, service)
         .route_layer(middleware::from_fn_with_state(
@@ -116,6 +118,8 @@ struct AgentsServer {
     state: AppState,
     /// The log levels sessions chose with `logging/setLevel`.
     levels: Arc<LogLevels>,
+    /// The sessions, for relaying client replies between gateways.
+    sessions: Arc<SharedSessions>,
 }
 
 impl ServerHandler for AgentsServer {
@@ -163,7 +167,7 @@ impl ServerHandler for AgentsServer {
         };
         let arguments = tools::arguments(request.arguments.as_ref())?;
         let level = self.levels.of(&context).await;
-        Ok(turn::run(&self.state, &tenant, &tool, arguments, level, &context).await?.into())
+        Ok(turn::run(&self.state, &self.sessions, &tenant, &tool, arguments, level, &context).await?.into())
     }
 
     async fn set_level(
@@ -189,6 +193,12 @@ impl ServerHandler for AgentsServer {
         }
         Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, request.method, None))
     }
+}
+
+/// The handshake-era MCP session a request belongs to (its `Mcp-Session-Id`).
+fn mcp_session(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    parts.headers.get("mcp-session-id")?.to_str().ok().map(str::to_owned)
 }
 
 /// The tenant the admission layer resolved for this HTTP request.

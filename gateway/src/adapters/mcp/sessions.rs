@@ -132,18 +132,89 @@ pub enum SessionsError {
 /// one: a session ended through another gateway stops here too. Closing a worker here
 /// (idle timeout, shutdown) leaves the shared session alone; only `DELETE` ends it
 /// (rmcp deletes the store entry itself).
+///
+/// A client's reply to a server request (an elicitation) may land on any gateway; it
+/// must reach the one whose handler asked. Every reply a gateway takes is also published
+/// on the bus (`mcp.replies.{session}`), and a gateway waiting for replies in a session
+/// ([`SharedSessions::relay`]) hands the ones it did not take itself to its local worker,
+/// which answers the request it knows and ignores the rest.
 pub struct SharedSessions {
     local: LocalSessionManager,
     store: Option<Arc<RedisSessions>>,
+    bus: Option<Arc<dyn agentd_proto::Bus>>,
+    /// This process, so that it skips the replies it published itself.
+    origin: String,
+}
+
+fn replies_channel(session: &str) -> String {
+    format!("mcp.replies.{session}")
+}
+
+/// Stops relaying replies when dropped.
+pub struct Relay(tokio::task::AbortHandle);
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl SharedSessions {
     /// Sessions in memory, checked against `store` when given; their SSE streams
     /// logged in `streams` so that a reconnect resumes them.
-    pub fn new(store: Option<Arc<RedisSessions>>, streams: Arc<dyn EventStore>) -> Self {
+    pub fn new(
+        store: Option<Arc<RedisSessions>>,
+        streams: Arc<dyn EventStore>,
+        bus: Option<Arc<dyn agentd_proto::Bus>>,
+    ) -> Self {
         let mut local = LocalSessionManager::default().with_event_store(streams);
         local.session_config.keep_alive = Some(WORKER_IDLE);
-        Self { local, store }
+        Self { local, store, bus, origin: uuid::Uuid::new_v4().to_string() }
+    }
+
+    /// Hands the client's replies in session `id` that other gateways took to the local
+    /// worker, until the returned guard is dropped. Subscribed before it returns, so a
+    /// request sent after it cannot miss its reply. `None` without a bus (one process).
+    pub async fn relay(self: &Arc<Self>, id: &str) -> Option<Relay> {
+        let bus = self.bus.as_ref()?;
+        let mut replies = match bus.subscribe(&replies_channel(id)).await {
+            Ok(replies) => replies,
+            Err(error) => {
+                tracing::warn!(%error, "MCP replies are not relayed: the bus is unavailable");
+                return None;
+            }
+        };
+        let (sessions, id) = (Arc::clone(self), SessionId::from(id.to_owned()));
+        let task = tokio::spawn(async move {
+            while let Some(item) = futures::StreamExt::next(&mut replies).await {
+                let agentd_proto::BusItem::Message(bytes) = item else { continue };
+                let Ok(relayed) = serde_json::from_slice::<serde_json::Value>(&bytes) else { continue };
+                if relayed["origin"] == sessions.origin.as_str() {
+                    continue;
+                }
+                let Ok(message) = serde_json::from_value::<ClientJsonRpcMessage>(relayed["message"].clone()) else {
+                    continue;
+                };
+                if let Err(error) = sessions.local.accept_message(&id, message).await {
+                    tracing::debug!(%error, "a relayed MCP reply was not taken");
+                }
+            }
+        });
+        Some(Relay(task.abort_handle()))
+    }
+
+    /// Publishes a client's reply for the gateway that asked (best effort: the bus is not
+    /// durable; a lost reply leaves the request to its timeout).
+    async fn publish_reply(&self, id: &SessionId, message: &ClientJsonRpcMessage) {
+        let Some(bus) = &self.bus else { return };
+        if !matches!(message, ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_)) {
+            return;
+        }
+        let payload = serde_json::json!({ "origin": self.origin, "message": message });
+        let Ok(bytes) = serde_json::to_vec(&payload) else { return };
+        if let Err(error) = bus.publish(&replies_channel(id), bytes.into()).await {
+            tracing::warn!(%error, "an MCP reply was not relayed to the other gateways");
+        }
     }
 }
 
@@ -189,6 +260,7 @@ impl SessionManager for SharedSessions {
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        self.publish_reply(id, &message).await;
         Ok(self.local.accept_message(id, message).await?)
     }
 

@@ -9,8 +9,11 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use super::elicit::{self, Awaited};
 use super::logging::{self, Log};
+use super::sessions::SharedSessions;
 use super::tools::{AgentTool, Arguments};
 use crate::AppState;
 use crate::adapters::follow::Kind;
@@ -25,6 +28,7 @@ struct Failed(String);
 /// Runs one turn of `tool`'s agent and waits for it to settle.
 pub(super) async fn run(
     state: &AppState,
+    sessions: &Arc<SharedSessions>,
     tenant: &Tenant,
     tool: &AgentTool,
     arguments: Arguments,
@@ -71,7 +75,7 @@ pub(super) async fn run(
     let progress = Progress { token: context.meta.get_progress_token(), sent: 0 };
     let log = Log { level };
     let watcher = Watcher { elicit: elicit::possible(context), ..Watcher::default() };
-    let answering = Answering { state, tenant, id: &bound.id };
+    let answering = Answering { state, sessions, tenant, id: &bound.id };
     let first = json!({ "progress": format!("prompt committed to session {}", session.id), "level": "info" });
     let rx = follow(state.clone(), session.id.clone(), after_seq, wake, first, watcher, |state, session| async move {
         crate::adapters::interrupt_departed(&state, &session, "MCP").await;
@@ -148,6 +152,7 @@ impl Progress {
 /// Where the answers to what a turn waits for go.
 struct Answering<'a> {
     state: &'a AppState,
+    sessions: &'a Arc<SharedSessions>,
     tenant: &'a Tenant,
     /// The session (thread binding) the call runs on.
     id: &'a agentd_schema::ids::SessionId,
@@ -158,6 +163,11 @@ impl Answering<'_> {
     async fn answer(&self, context: &RequestContext<RoleServer>, awaited: &Value) -> Result<(), Failed> {
         let calls: Vec<Awaited> = serde_json::from_value(awaited.clone())
             .map_err(|error| Failed(format!("the awaited calls could not be read: {error}")))?;
+        // The client's replies may land on another gateway: relay them here meanwhile.
+        let _relay = match super::mcp_session(context) {
+            Some(mcp_session) => self.sessions.relay(&mcp_session).await,
+            None => None,
+        };
         let answers = elicit::ask(context, self.id.as_str(), &calls).await.map_err(Failed)?;
         match input::submit(self.state, self.tenant, self.id, answers).await {
             Ok(_) => Ok(()),
