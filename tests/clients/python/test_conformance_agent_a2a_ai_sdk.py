@@ -25,12 +25,12 @@ from typing import Any, Awaitable, TypeVar
 import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
-from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.types import CancelTaskRequest, GetTaskRequest
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Value
 
 from conftest import conformance_agent as create_conformance_agent
 from harness import Deployment, unique
+from test_a2a import user as a2a_message
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 FIVE_CHUNKS = "chunk 1 chunk 2 chunk 3 chunk 4 chunk 5"
@@ -123,20 +123,6 @@ async def a2a_client(deployment: Deployment, agent_id: str, *, streaming: bool =
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {deployment.bootstrap_key}"}, timeout=60)
     config = ClientConfig(streaming=streaming, supported_protocol_bindings=["JSONRPC"], httpx_client=http)
     return await ClientFactory(config).create_from_url(a2a_base(deployment, agent_id))
-
-
-def a2a_message(text: str, *, task: str | None = None, context: str | None = None, data: dict[str, Any] | None = None) -> SendMessageRequest:
-    parts = [Part(text=text)] if text else []
-    if data is not None:
-        value = Value()
-        value.struct_value.update(data)
-        parts.append(Part(data=value))
-    message = Message(message_id=unique("m"), role=Role.ROLE_USER, parts=parts)
-    if task:
-        message.task_id = task
-    if context:
-        message.context_id = context
-    return SendMessageRequest(message=message)
 
 
 def artifact_text(update: dict[str, Any]) -> str:
