@@ -18,6 +18,9 @@ pub enum Code {
     PreconditionFailed,
     /// The target no longer accepts the change (e.g. no live run).
     Gone,
+    /// The request is well formed but names something that may not be used this way
+    /// (e.g. binding a disabled sandbox policy version).
+    Unprocessable,
     /// The request body is larger than the route accepts.
     PayloadTooLarge,
     /// The route exists but not for this HTTP method.
@@ -43,6 +46,7 @@ impl Code {
             Code::Conflict => 409,
             Code::PreconditionFailed => 412,
             Code::Gone => 410,
+            Code::Unprocessable => 422,
             Code::PayloadTooLarge => 413,
             Code::MethodNotAllowed => 405,
             Code::UnsupportedMediaType => 415,
@@ -55,7 +59,7 @@ impl Code {
     /// The gRPC status code for this code.
     pub fn grpc_code(self) -> tonic::Code {
         match self {
-            Code::InvalidRequest => tonic::Code::InvalidArgument,
+            Code::InvalidRequest | Code::Unprocessable => tonic::Code::InvalidArgument,
             Code::Unauthenticated => tonic::Code::Unauthenticated,
             Code::PermissionDenied => tonic::Code::PermissionDenied,
             Code::NotFound => tonic::Code::NotFound,

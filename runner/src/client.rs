@@ -107,13 +107,14 @@ impl Api {
         Self::json(self.request(reqwest::Method::GET, &format!("/v1/sessions/{session}"), token).send().await?).await
     }
 
-    /// The session's sandbox variables: the `environment_variable` credentials of its
-    /// vaults, values included. Only the work item's sessions token may read them.
-    pub async fn sandbox_environment(&self, token: &str, session: &str) -> Result<Vec<Variable>> {
+    /// The session's sandbox variables — the `environment_variable` credentials of its
+    /// vaults, values included — and the sandbox execution policy it pinned (`Null`:
+    /// none). Only the work item's sessions token may read them.
+    pub async fn sandbox_environment(&self, token: &str, session: &str) -> Result<SandboxEnvironment> {
         let path = format!("/v1/ext/sessions/{session}/sandbox-environment");
         let body = Self::json(self.request(reqwest::Method::GET, &path, token).send().await?).await?;
         let variables = body["variables"].as_array().context("the sandbox environment has no `variables` list")?;
-        Ok(variables
+        let variables = variables
             .iter()
             .map(|v| Variable {
                 name: v["name"].as_str().unwrap_or_default().to_owned(),
@@ -121,7 +122,8 @@ impl Api {
                 credential_id: v["credential_id"].as_str().unwrap_or_default().to_owned(),
                 unrestricted: v["networking"]["type"] == "unrestricted",
             })
-            .collect())
+            .collect();
+        Ok(SandboxEnvironment { variables, policy: body["sandbox_policy"].clone() })
     }
 
     /// An environment (its networking policy).
@@ -331,6 +333,14 @@ impl Api {
             self.memory_request(reqwest::Method::DELETE, &url, token).query(&[("expected_content_sha256", expected)]);
         Self::memory_answer(request.send().await?).await
     }
+}
+
+/// What a session's sandbox gets from the gateway.
+pub struct SandboxEnvironment {
+    /// Its vault variables.
+    pub variables: Vec<Variable>,
+    /// The sandbox execution policy the session pinned (`Null`: none).
+    pub policy: Value,
 }
 
 /// One `environment_variable` credential of a session's vaults.

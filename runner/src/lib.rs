@@ -21,6 +21,7 @@
 pub mod client;
 pub mod memory;
 pub mod mounts;
+pub mod policy;
 pub mod sandbox;
 pub mod tools;
 
@@ -317,15 +318,22 @@ async fn tools_loop(
     // Without its variables the session's tools would run in a different environment than
     // configured: every call then fails, saying why.
     let mut sandbox: Result<Sandbox, String> = match (&body, api.sandbox_environment(token, session).await) {
-        (Ok(body), Ok(variables)) => {
-            let environment = sandbox_variables(variables, &networking);
-            let mounts = memory::mounts_of(body);
-            let sandbox_config = SandboxConfig { networking, environment, mounts, ..config.sandbox.clone() };
-            let session = session.to_owned();
-            tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
-                .await?
-                .map_err(|error| error.to_string())
-        }
+        (Ok(body), Ok(given)) => match policy::apply(&given.policy, &config.sandbox, policy::Host::current()) {
+            Ok(applied) => {
+                let environment = sandbox_variables(given.variables, &networking);
+                let mounts = memory::mounts_of(body);
+                let sandbox_config = SandboxConfig { networking, environment, mounts, ..applied };
+                let session = session.to_owned();
+                tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
+                    .await?
+                    .map_err(|error| error.to_string())
+            }
+            // Fail closed: the session's tools do not run, and each call says why.
+            Err(refused) => {
+                tracing::warn!(%session, reason = %refused, "the session's sandbox execution policy cannot be met");
+                Err(refused)
+            }
+        },
         (Err(error), _) => Err(format!("the session cannot be read: {error}")),
         (_, Err(error)) => Err(format!("the session's vault variables cannot be read: {error}")),
     };

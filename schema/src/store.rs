@@ -24,6 +24,7 @@ mod protocol_config;
 mod providers;
 mod resources;
 mod runs;
+mod sandbox_policies;
 mod sealed;
 mod session_threads;
 mod sessions;
@@ -67,6 +68,9 @@ pub use runs::{
     Claim, ClaimOutcome, DEFAULT_MAX_ATTEMPTS, HandedOff, Handoff, NewThread, Run, RunStatus, RunStore, Settled,
     Settlement, StrandedRun, Submission, Submitted,
 };
+pub use sandbox_policies::{
+    NewSandboxPolicyVersion, SandboxPolicyBindingRow, SandboxPolicyStore, SandboxPolicyVersionRow,
+};
 pub use sealed::{SealedRow, SealedStore, SealedTable};
 pub use session_threads::{SessionThread, SessionThreadStore, ThreadQuery};
 pub use sessions::{
@@ -93,8 +97,8 @@ pub mod prelude {
     pub use super::{
         AdapterStore, AgentDraftStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore,
         ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProtocolConfigStore, ProviderStore,
-        ResourceStore, RunStore, SealedStore, SessionStore, SessionThreadStore, SkillStore, Store, StoreHealth,
-        TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
+        ResourceStore, RunStore, SandboxPolicyStore, SealedStore, SessionStore, SessionThreadStore, SkillStore, Store,
+        StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
     };
 }
 
@@ -156,6 +160,7 @@ pub trait Store:
     + AgentDraftStore
     + WebhookStore
     + ProtocolConfigStore
+    + SandboxPolicyStore
     + 'static
 {
 }
@@ -187,6 +192,7 @@ impl<T> Store for T where
         + AgentDraftStore
         + WebhookStore
         + ProtocolConfigStore
+        + SandboxPolicyStore
         + 'static
 {
 }

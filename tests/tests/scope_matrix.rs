@@ -196,6 +196,11 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/config/mcp-servers/{mcpsrv}", Subject::Text, false),
     ("DELETE", "/config/mcp-servers/{mcpsrv}", Subject::Text, true),
     ("GET", "/ag-ui/threads/{chat}/messages", Subject::Text, false),
+    // Sandbox execution policies (an API key only) and an environment's binding.
+    ("GET", "/ext/environments/{env}/sandbox-execution-policy", Subject::Environment, false),
+    ("POST", "/ext/environments/{env}/sandbox-execution-policy", Subject::Environment, false),
+    ("GET", "/ext/sandbox-execution-policies/{sbxpol}", Subject::Text, false),
+    ("POST", "/ext/sandbox-execution-policies/{sbxpol}/versions", Subject::Text, false),
 ];
 
 /// One environment's ids; its session has its memory store attached (`read_write`).
@@ -566,6 +571,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{task}", "6f1c1c52-3b1e-4d5e-9a8f-2c1d7b9e4a10")
                         .replace("{chat}", "chat-key-of-the-client")
                         .replace("{mcpsrv}", "mcp-server-of-the-client")
+                        .replace("{sbxpol}", "policy-of-the-client")
                         .replacen(subject_id.as_str(), &spelled, 1);
                     let body = (method != "GET" && method != "DELETE").then(|| json!({}));
                     let answer = gateway.call(key, method, &format!("/v1{path}"), body).await;
@@ -666,6 +672,7 @@ fn has_sub_id(route: &str) -> bool {
         "{memory}",
         "{memver}",
         "{mcpsrv}",
+        "{sbxpol}",
     ]
     .iter()
     .any(|sub| route.contains(sub))

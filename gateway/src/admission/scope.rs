@@ -152,6 +152,9 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             // A registered MCP server: an id the caller chose (docs/api/config.md).
             "mcp_server_id" if crate::domain::mcp_config::is_server_id(value) => {}
             "mcp_server_id" => return Err(not_found("mcp server", value)),
+            // A sandbox execution policy: an id the caller chose or a preset's.
+            "sandbox_policy_id" if crate::domain::sandbox_policies::is_policy_id(value) => {}
+            "sandbox_policy_id" => return Err(not_found("sandbox execution policy", value)),
             // A protocol whose exposure the control plane sets.
             "protocol" if agentd_schema::ExposedProtocol::parse(value).is_some() => {}
             "protocol" => return Err(not_found("protocol", value)),

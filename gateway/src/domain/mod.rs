@@ -25,6 +25,7 @@ pub mod memory_mounts;
 pub mod multiagent;
 pub mod providers;
 pub mod runs;
+pub mod sandbox_policies;
 pub mod session_threads;
 pub mod sessions;
 pub mod skill_upload;

@@ -167,6 +167,8 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
             format!("environment_id: environment {environment_id} is archived"),
         ));
     }
+    // The environment's sandbox policy as bound now: the session keeps it for its life.
+    let sandbox_policy = super::sandbox_policies::pin(store, &tenant.workspace_id, &environment_id).await?;
     let mut resources = request.resources;
     check_resources(store, &tenant.workspace_id, &mut resources, &Value::Null).await?;
     for (i, id) in request.vault_ids.iter().enumerate() {
@@ -216,6 +218,7 @@ pub async fn create(state: &AppState, tenant: &Tenant, request: CreateSession) -
         "content_capture": capture.to_json(),
         "created_at": now,
         "_price_snapshot": super::multiagent::price_snapshot(&catalog, &agent),
+        "_sandbox_policy": sandbox_policy,
     });
     let session = store
         .create_session(NewSession {

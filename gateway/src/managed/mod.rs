@@ -23,6 +23,7 @@ pub mod models;
 pub mod org_webhooks;
 pub mod query;
 pub mod sandbox_environment;
+pub mod sandbox_policies;
 pub mod session_resources;
 pub mod sessions;
 pub mod skills;
@@ -191,7 +192,18 @@ pub fn router() -> Router<AppState> {
         )
         .route("/ext/environments/{environment_id}/keys", post(environment_keys::create).get(environment_keys::list))
         .route("/ext/environments/{environment_id}/keys/{key_id}/revoke", post(environment_keys::revoke))
-        .route("/ext/memory-stores/{memory_store_id}/dream-policy", get(dreams::get_policy).put(dreams::put_policy));
+        .route("/ext/memory-stores/{memory_store_id}/dream-policy", get(dreams::get_policy).put(dreams::put_policy))
+        .route("/ext/sandbox-execution-policies", get(sandbox_policies::list).post(sandbox_policies::create))
+        .route("/ext/sandbox-execution-policies/{sandbox_policy_id}", get(sandbox_policies::retrieve))
+        .route("/ext/sandbox-execution-policies/{sandbox_policy_id}/versions", post(sandbox_policies::add_version))
+        .route(
+            "/ext/sandbox-execution-policies/{sandbox_policy_id}/versions/{version}",
+            get(sandbox_policies::retrieve_version),
+        )
+        .route(
+            "/ext/environments/{environment_id}/sandbox-execution-policy",
+            get(sandbox_policies::binding).post(sandbox_policies::bind),
+        );
     managed_agents
         .merge(memory_stores)
         .merge(dream_routes)

@@ -1,6 +1,7 @@
 //! `GET /v1/ext/sessions/{session_id}/sandbox-environment`: the session's vault
 //! `environment_variable` credentials, values included, for the hands that run its
-//! built-in tools (`agentd runner` puts them in the sandbox shell's environment).
+//! built-in tools (`agentd runner` puts them in the sandbox shell's environment), and
+//! the sandbox execution policy the session pinned, which the hands enforce.
 //!
 //! This is the one place a credential's secret leaves the gateway, so only the sessions
 //! token of the session's own work item reads it: an API key, an environment key or a
@@ -60,5 +61,13 @@ pub async fn retrieve(
             }));
         }
     }
-    Ok(Json(json!({ "type": "sandbox_environment", "session_id": id, "variables": variables })))
+    // The sandbox execution policy the session pinned at its creation (`null`: none bound),
+    // which the hands enforce or refuse (docs/api/sandbox-policies.md).
+    let policy = session.body.get("_sandbox_policy").cloned().unwrap_or(Value::Null);
+    Ok(Json(json!({
+        "type": "sandbox_environment",
+        "session_id": id,
+        "variables": variables,
+        "sandbox_policy": policy,
+    })))
 }

@@ -315,7 +315,10 @@ impl Tag {
                 ("organization-webhooks", "The SDK's organization webhook endpoint API (docs/api/webhooks.md).")
             }
             Tag::AppTokens => ("application-access-tokens", "Application access tokens (docs/api/app-tokens.md)."),
-            Tag::Extensions => ("extensions", "agentd extensions under /v1/ext (hands, live inbox, dream policies)."),
+            Tag::Extensions => (
+                "extensions",
+                "agentd extensions under /v1/ext (hands, live inbox, dream policies, sandbox execution policies).",
+            ),
             Tag::Durable => ("durable", "Durable run control (docs/api/durable.md)."),
             Tag::ConfigAgents => {
                 ("config-agents", "Control plane: agent drafts and publications (docs/api/config.md).")
@@ -638,9 +641,16 @@ pub const OPERATIONS: &[Operation] = &[
     op(Get, "/v1/ext/environments/{environment_id}/keys", "environment_keys.list", Extensions, "List environment keys"),
     op(Post, "/v1/ext/environments/{environment_id}/keys", "environment_keys.create", Extensions, "Create an environment key"),
     op(Post, "/v1/ext/environments/{environment_id}/keys/{key_id}/revoke", "environment_keys.revoke", Extensions, "Revoke an environment key").body(Body::Optional),
+    op(Get, "/v1/ext/environments/{environment_id}/sandbox-execution-policy", "sandbox_policies.binding", Extensions, "An environment's sandbox execution policy binding"),
+    op(Post, "/v1/ext/environments/{environment_id}/sandbox-execution-policy", "sandbox_policies.bind", Extensions, "Bind an environment to a sandbox execution policy version"),
     op(Get, "/v1/ext/memory-stores/{memory_store_id}/dream-policy", "dreams.get_policy", Extensions, "A memory store's dream policy"),
     op(Put, "/v1/ext/memory-stores/{memory_store_id}/dream-policy", "dreams.put_policy", Extensions, "Set a memory store's dream policy"),
     op(Get, "/v1/ext/runner/work/poll", "work.poll_cloud", Extensions, "Poll work of cloud environments (runner key)"),
+    op(Get, "/v1/ext/sandbox-execution-policies", "sandbox_policies.list", Extensions, "List sandbox execution policies (current versions, presets first)"),
+    op(Post, "/v1/ext/sandbox-execution-policies", "sandbox_policies.create", Extensions, "Create a sandbox execution policy (version 1)").status(&[201]),
+    op(Get, "/v1/ext/sandbox-execution-policies/{sandbox_policy_id}", "sandbox_policies.retrieve", Extensions, "A sandbox execution policy's current version"),
+    op(Post, "/v1/ext/sandbox-execution-policies/{sandbox_policy_id}/versions", "sandbox_policies.add_version", Extensions, "Write a sandbox execution policy's next version"),
+    op(Get, "/v1/ext/sandbox-execution-policies/{sandbox_policy_id}/versions/{version}", "sandbox_policies.retrieve_version", Extensions, "One version of a sandbox execution policy"),
     op(Post, "/v1/ext/sessions/{session_id}/files", "files.hands_upload", Extensions, "Upload a session's output file (the session's hands)").body(Body::Multipart),
     op(Get, "/v1/ext/sessions/{session_id}/files/{file_id}/content", "files.hands_content", Extensions, "Download a session's mounted file (the session's hands)").answers(Answer::Bytes),
     op(Get, "/v1/ext/sessions/{session_id}/live-inbox", "live_inbox.snapshot", Extensions, "A session's live inbox"),

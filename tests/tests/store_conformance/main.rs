@@ -29,6 +29,7 @@ mod protocol_config;
 mod providers;
 mod resources;
 mod runs;
+mod sandbox_policies;
 mod session_threads;
 mod sessions;
 mod skills;

@@ -1,0 +1,163 @@
+//! The sandbox execution policy a session pinned (docs/api/sandbox-policies.md), applied
+//! to the runner's own sandbox settings: the result meets or exceeds the policy, or the
+//! policy is refused with the reason and the session's tools do not run.
+//!
+//! - **Isolation**: `workdir` < `namespace` < `container`. A runner provides its configured
+//!   level (`AGENTD_SANDBOX_ISOLATION`); it meets a policy asking for that level or a
+//!   weaker one. `container` is not a level this runner provides.
+//! - **Limits** are enforced with rlimits and the workdir's tmpfs; each takes the lower of
+//!   the policy's and the runner's own. `memory_bytes` is the address space of each
+//!   process (`RLIMIT_AS`); `pids` the processes of the session's uid (`RLIMIT_NPROC`),
+//!   per session only when the runner is root (each session runs as its own uid);
+//!   `disk_bytes` the size of the workdir's tmpfs, which only a root runner mounts.
+//!   `cpu_millis` is a rate (thousandths of a CPU), which no rlimit can cap: a policy that
+//!   sets it is refused. Whatever cannot be enforced here fails closed; nothing is
+//!   silently weakened.
+
+use serde_json::Value;
+
+use crate::sandbox::SandboxConfig;
+
+/// The isolation levels a policy may ask for, weakest first.
+const LEVELS: [&str; 3] = ["workdir", "namespace", "container"];
+
+/// What this host can enforce beyond the configured level.
+#[derive(Debug, Clone, Copy)]
+pub struct Host {
+    /// The runner runs as root: a uid per session, tmpfs workdirs.
+    pub root: bool,
+}
+
+impl Host {
+    /// This process's host.
+    pub fn current() -> Self {
+        Host { root: crate::sandbox::runner_is_root() }
+    }
+}
+
+/// Applies the session's pinned policy (`Null`: none; the runner's settings apply) to the
+/// runner's sandbox settings. `Err` says why the policy cannot be met.
+pub fn apply(pinned: &Value, base: &SandboxConfig, host: Host) -> Result<SandboxConfig, String> {
+    if pinned.is_null() {
+        return Ok(base.clone());
+    }
+    let name = format!(
+        "sandbox execution policy {} version {}",
+        pinned["policy_id"].as_str().unwrap_or("?"),
+        pinned["version"].as_i64().unwrap_or(0)
+    );
+    let config = &pinned["config"];
+    let asked = config["isolation"].as_str().unwrap_or("namespace");
+    let rank = |level: &str| LEVELS.iter().position(|l| *l == level);
+    let provided = base.isolation.as_str();
+    match (rank(asked), rank(provided)) {
+        (Some(asked_rank), Some(provided_rank)) if asked_rank <= provided_rank => {}
+        (Some(_), _) => {
+            return Err(format!(
+                "{name} asks for isolation `{asked}`, and this runner provides `{provided}`{}",
+                if asked == "container" { " (container isolation is not available on agentd's runners)" } else { "" }
+            ));
+        }
+        (None, _) => return Err(format!("{name} asks for an unknown isolation level {asked:?}")),
+    }
+    let limits = &config["limits"];
+    let limit = |key: &str| limits[key].as_u64();
+    let mut applied = base.clone();
+    if limit("cpu_millis").is_some() {
+        return Err(format!(
+            "{name} caps cpu_millis, a CPU rate this runner cannot enforce (rlimits cap CPU time, not rate)"
+        ));
+    }
+    if let Some(bytes) = limit("memory_bytes") {
+        applied.limits.memory_bytes = lower(base.limits.memory_bytes, bytes);
+    }
+    if let Some(pids) = limit("pids") {
+        if !host.root {
+            return Err(format!(
+                "{name} caps pids, which a runner that is not root cannot hold per session (its sessions share its uid)"
+            ));
+        }
+        applied.limits.processes = lower(base.limits.processes, pids);
+    }
+    if let Some(bytes) = limit("disk_bytes") {
+        if !host.root {
+            return Err(format!(
+                "{name} caps disk_bytes, which needs the size-limited tmpfs workdir only a root runner mounts"
+            ));
+        }
+        applied.limits.disk_bytes = lower(base.limits.disk_bytes, bytes);
+    }
+    // A stronger level than asked stays: the runner meets the policy by exceeding it.
+    Ok(applied)
+}
+
+/// The lower of two limits where 0 means none.
+fn lower(runner: u64, policy: u64) -> u64 {
+    if runner == 0 { policy } else { runner.min(policy) }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::sandbox::{Isolation, Limits, Networking, SecretEnv, UidRange};
+
+    fn base(isolation: Isolation) -> SandboxConfig {
+        SandboxConfig {
+            root: "/tmp/x".into(),
+            isolation,
+            limits: Limits::default(),
+            networking: Networking::Unrestricted,
+            uids: UidRange::default(),
+            environment: SecretEnv(Vec::new()),
+            mounts: Vec::new(),
+        }
+    }
+
+    fn pinned(config: Value) -> Value {
+        json!({"policy_id": "p", "version": 3, "config": config})
+    }
+
+    const ROOT: Host = Host { root: true };
+
+    #[test]
+    fn no_policy_keeps_the_runners_settings() {
+        let applied = apply(&Value::Null, &base(Isolation::Namespace), ROOT).unwrap();
+        assert_eq!(applied.limits.memory_bytes, Limits::default().memory_bytes);
+    }
+
+    #[test]
+    fn limits_take_the_lower_of_policy_and_runner() {
+        let policy = pinned(
+            json!({"isolation": "namespace", "limits": {"memory_bytes": 1 << 20, "pids": 10_000, "disk_bytes": 4096}}),
+        );
+        let applied = apply(&policy, &base(Isolation::Namespace), ROOT).unwrap();
+        assert_eq!(applied.limits.memory_bytes, 1 << 20);
+        assert_eq!(applied.limits.processes, Limits::default().processes, "the runner's lower cap stays");
+        assert_eq!(applied.limits.disk_bytes, 4096);
+    }
+
+    #[test]
+    fn a_level_above_the_runners_is_refused() {
+        let container = apply(&pinned(json!({"isolation": "container"})), &base(Isolation::Namespace), ROOT);
+        assert!(container.unwrap_err().contains("asks for isolation `container`"));
+        let namespace = apply(&pinned(json!({"isolation": "namespace"})), &base(Isolation::Workdir), ROOT);
+        assert!(namespace.unwrap_err().contains("this runner provides `workdir`"));
+        let weaker = apply(&pinned(json!({"isolation": "workdir"})), &base(Isolation::Namespace), ROOT).unwrap();
+        assert_eq!(weaker.isolation, Isolation::Namespace, "met by exceeding it");
+    }
+
+    #[test]
+    fn limits_that_cannot_be_enforced_fail_closed() {
+        let cpu = apply(&pinned(json!({"limits": {"cpu_millis": 500}})), &base(Isolation::Namespace), ROOT);
+        assert!(cpu.unwrap_err().contains("cpu_millis"));
+        let user = Host { root: false };
+        let pids = apply(&pinned(json!({"limits": {"pids": 5}})), &base(Isolation::Namespace), user);
+        assert!(pids.unwrap_err().contains("pids"));
+        let disk = apply(&pinned(json!({"limits": {"disk_bytes": 5}})), &base(Isolation::Namespace), user);
+        assert!(disk.unwrap_err().contains("disk_bytes"));
+        let memory = apply(&pinned(json!({"limits": {"memory_bytes": 5}})), &base(Isolation::Namespace), user);
+        assert!(memory.is_ok(), "RLIMIT_AS needs no privilege");
+    }
+}

@@ -1,0 +1,278 @@
+"""Sandbox execution policies (docs/api/sandbox-policies.md), in both modes.
+
+The API: versioned policies whose versions never change (`expected_current` CAS → 409),
+the presets, the config schema with unknown fields refused, bindings that pin an exact
+version (a disabled version → 422). And the runner's enforcement of the version a
+session pinned at its creation: a tool past its memory or process limit is stopped and
+reported, a policy the runner cannot meet fails closed with the reason in every call's
+result, and a rebinding reaches the next session, not a running one.
+
+The runner is the in-process one of `agentd dev`, or `agentd runner` beside the
+gateway (test_hands.py's `cloud_hands`). The model is the scriptable fake.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+import pytest
+
+from fake_models import FakeAnthropic, call, say
+from harness import Deployment, assert_error_envelope, unique
+from test_hands import (  # noqa: F401 (the fixture)
+    CloudHands,
+    auth,
+    cloud_hands,
+    make_environment,
+    make_hands_session,
+    of_type,
+    result_text,
+    runner_tail,
+    user_message,
+    wait_idles,
+)
+
+POLICIES = "/v1/ext/sandbox-execution-policies"
+MIB = 1024 * 1024
+
+
+def binding_path(environment_id: str) -> str:
+    return f"/v1/ext/environments/{environment_id}/sandbox-execution-policy"
+
+
+def create(http: httpx.Client, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    response = http.post(POLICIES, json=body, headers=headers)
+    assert response.status_code == 201, response.text[:500]
+    return response.json()
+
+
+def bind(http: httpx.Client, headers: dict[str, str], environment_id: str, policy_id: str, version: int) -> dict[str, Any]:
+    response = http.post(binding_path(environment_id), json={"policy_id": policy_id, "version": version}, headers=headers)
+    assert response.status_code == 200, response.text[:500]
+    return response.json()
+
+
+# ---------------------------------------------------------------------------------------
+# The API
+
+
+def test_versions_are_immutable_and_written_by_compare_and_swap(turns: Deployment) -> None:
+    http, headers = turns.http(), turns.headers()
+    policy_id = unique("ci").lower()
+    first = create(http, headers, {"id": policy_id, "config": {"limits": {"memory_bytes": 256 * MIB}}})
+    assert first["type"] == "sandbox_execution_policy" and first["version"] == 1 and first["preset"] is False
+    assert first["config"] == {
+        "isolation": "namespace",
+        "limits": {"cpu_millis": None, "memory_bytes": 256 * MIB, "disk_bytes": None, "pids": None},
+    }, "defaults filled in"
+    assert (first["provisioning"], first["idle_retention"], first["disabled"]) == ("eager", None, False)
+
+    again = http.post(POLICIES, json={"id": policy_id, "config": {}}, headers=headers)
+    assert_error_envelope(again, 409, "conflict_error")
+
+    second_body = {"expected_current": 1, "config": {"isolation": "workdir", "limits": {"pids": 64}}, "disabled": True}
+    second = http.post(f"{POLICIES}/{policy_id}/versions", json=second_body, headers=headers)
+    assert second.status_code == 200, second.text[:500]
+    assert (second.json()["version"], second.json()["disabled"]) == (2, True)
+    stale = http.post(f"{POLICIES}/{policy_id}/versions", json=second_body, headers=headers)
+    body = assert_error_envelope(stale, 409, "conflict_error")
+    assert "current version is 2" in body["error"]["message"], body
+
+    assert http.get(f"{POLICIES}/{policy_id}", headers=headers).json()["version"] == 2
+    assert http.get(f"{POLICIES}/{policy_id}/versions/1", headers=headers).json() == first, "version 1 never changes"
+    assert_error_envelope(http.get(f"{POLICIES}/{policy_id}/versions/3", headers=headers), 404, "not_found_error")
+    assert_error_envelope(http.get(f"{POLICIES}/{policy_id}/versions/x", headers=headers), 404, "not_found_error")
+    missing = http.post(f"{POLICIES}/{unique('nope').lower()}/versions", json={"expected_current": 1, "config": {}}, headers=headers)
+    assert_error_envelope(missing, 404, "not_found_error")
+
+    # Another workspace sees none of it.
+    other = turns.headers(turns.create_key(unique("ws-policies")))
+    assert_error_envelope(http.get(f"{POLICIES}/{policy_id}", headers=other), 404, "not_found_error")
+    listed = http.get(POLICIES, headers=other, params={"limit": 100}).json()
+    assert [p["id"] for p in listed["data"]] == ["standard", "locked-down"], "only the presets"
+
+
+def test_bad_configs_are_refused_and_nothing_is_stored(turns: Deployment) -> None:
+    http, headers = turns.http(), turns.headers()
+    policy_id = unique("bad").lower()
+    refusals = {
+        "config.colour: unknown field": {"config": {"colour": "red"}},
+        "config.limits.cpu: unknown field": {"config": {"limits": {"cpu": 1}}},
+        "config.limits.pids: expected an integer": {"config": {"limits": {"pids": 0}}},
+        "config.isolation: expected": {"config": {"isolation": "vm"}},
+        "config.requests: resource reservations are not supported": {"config": {"requests": {"cpu_millis": 100}}},
+        "provisioning: `on_tool_use` is not supported": {"config": {}, "provisioning": "on_tool_use"},
+        "idle_retention.mode: `checkpoint_and_release` is not supported": {
+            "config": {},
+            "idle_retention": {"mode": "checkpoint_and_release"},
+        },
+        "extra: unknown field": {"config": {}, "extra": 1},
+        "config: required": {},
+        "id: expected 1 to 64 lowercase": {"config": {}, "id": "Not An Id"},
+    }
+    for expected, body in refusals.items():
+        body = {"id": policy_id, **body}
+        answer = http.post(POLICIES, json=body, headers=headers)
+        error = assert_error_envelope(answer, 400, "invalid_request_error")
+        assert error["error"]["message"].startswith(expected), (body, error)
+    assert_error_envelope(http.get(f"{POLICIES}/{policy_id}", headers=headers), 404, "not_found_error")
+
+
+def test_presets_are_listed_bindable_and_read_only(turns: Deployment) -> None:
+    http, headers = turns.http(), turns.headers()
+    listed = http.get(POLICIES, headers=headers, params={"limit": 2}).json()
+    assert [p["id"] for p in listed["data"]] == ["standard", "locked-down"] and listed["has_more"] in (True, False)
+    locked = http.get(f"{POLICIES}/locked-down", headers=headers).json()
+    assert locked["preset"] is True and locked["config"]["isolation"] == "container"
+    assert locked["config"]["limits"]["cpu_millis"] == 2000 and locked["config"]["limits"]["memory_bytes"] == 2048 * MIB
+    assert http.get(f"{POLICIES}/standard/versions/1", headers=headers).json()["config"]["isolation"] == "namespace"
+    assert_error_envelope(http.post(POLICIES, json={"id": "standard", "config": {}}, headers=headers), 409, "conflict_error")
+    versioned = http.post(f"{POLICIES}/standard/versions", json={"expected_current": 1, "config": {}}, headers=headers)
+    assert_error_envelope(versioned, 409, "conflict_error")
+
+
+def test_bindings_pin_an_exact_enabled_version(turns: Deployment) -> None:
+    client, http, headers = turns.client(), turns.http(), turns.headers()
+    environment_id = make_environment(client, "cloud")
+    unbound = http.get(binding_path(environment_id), headers=headers).json()
+    assert (unbound["policy_id"], unbound["version"]) == (None, None), unbound
+
+    policy_id = unique("pin").lower()
+    create(http, headers, {"id": policy_id, "config": {}})
+    http.post(f"{POLICIES}/{policy_id}/versions", json={"expected_current": 1, "config": {}, "disabled": True}, headers=headers)
+    refused = http.post(binding_path(environment_id), json={"policy_id": policy_id, "version": 2}, headers=headers)
+    body = assert_error_envelope(refused, 422, "invalid_request_error")
+    assert "disabled" in body["error"]["message"], body
+    missing = http.post(binding_path(environment_id), json={"policy_id": policy_id, "version": 3}, headers=headers)
+    assert_error_envelope(missing, 404, "not_found_error")
+    bad = http.post(binding_path(environment_id), json={"policy_id": policy_id, "version": 1, "pin": True}, headers=headers)
+    assert_error_envelope(bad, 400, "invalid_request_error")
+    assert http.get(binding_path(environment_id), headers=headers).json()["policy_id"] is None, "nothing bound"
+
+    bound = bind(http, headers, environment_id, policy_id, 1)
+    assert (bound["environment_id"], bound["policy_id"], bound["version"], bound["provisioning"]) == (
+        environment_id,
+        policy_id,
+        1,
+        "eager",
+    )
+    assert http.get(binding_path(environment_id), headers=headers).json() == bound
+
+    # A self_hosted environment's hands are the customer's: nothing there would enforce it.
+    self_hosted = make_environment(client, "self_hosted")
+    refused = http.post(binding_path(self_hosted), json={"policy_id": "standard", "version": 1}, headers=headers)
+    assert "self_hosted" in assert_error_envelope(refused, 409, "conflict_error")["error"]["message"]
+    # An archived environment's binding is frozen.
+    client.beta.environments.archive(environment_id)
+    frozen = http.post(binding_path(environment_id), json={"policy_id": "standard", "version": 1}, headers=headers)
+    assert_error_envelope(frozen, 409, "conflict_error")
+    # Credentials narrower than an API key do not reach policies or bindings.
+    live = make_environment(client, "cloud")
+    environment_key = turns.create_environment_key(live)
+    for method, path in (("GET", POLICIES), ("GET", binding_path(live)), ("POST", binding_path(live))):
+        answer = http.request(method, path, headers=auth(environment_key), json={"policy_id": "standard", "version": 1})
+        assert answer.status_code == 403, (method, path, answer.text[:300])
+
+
+# ---------------------------------------------------------------------------------------
+# The runner's enforcement
+
+
+def run_bash(
+    turns: Deployment, hands: CloudHands, fake_anthropic: FakeAnthropic, session_id: str, command: str
+) -> dict[str, Any]:
+    """One turn whose model calls bash once: the call's committed result."""
+    client = hands.client
+    key = unique("policybash")
+    fake_anthropic.script(key, call("bash", {"command": command}), say("done"))
+    before = len(of_type(wait_idles(turns.http(), turns.headers(hands.api_key), session_id, count=0), "session.status_idle"))
+    client.beta.sessions.events.send(session_id, events=[user_message(f"run it {key}")])
+    events = wait_idles(
+        turns.http(), turns.headers(hands.api_key), session_id, count=before + 1, on_timeout=lambda: runner_tail(hands)
+    )
+    (result,) = of_type(events, "agent.tool_result")[-1:]
+    return result
+
+
+# A tool that allocates 200 MiB at once (dd's buffer), and one that forks until refused.
+ALLOCATE = "dd if=/dev/zero of=/dev/null bs=200M count=1; echo exit=$?"
+FORK = (
+    "/usr/bin/python3 -c 'import os, time\n"
+    "n = 0\n"
+    "try:\n"
+    "    while n < 500:\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(3); os._exit(0)\n"
+    "        n += 1\n"
+    "except OSError as e:\n"
+    "    print(\"refused after\", n, e)\n"
+    "print(\"forked\", n)'"
+)
+
+
+def policy_session(
+    turns: Deployment, hands: CloudHands, config: dict[str, Any] | str
+) -> tuple[str, str, str]:
+    """A cloud environment bound to a new policy of `config` (or to a preset by name), and
+    a session of it: (environment, policy, session)."""
+    http, headers = turns.http(), turns.headers(hands.api_key)
+    environment_id = make_environment(hands.client, "cloud")
+    if isinstance(config, str):
+        policy_id = config
+    else:
+        policy_id = unique("enforce").lower()
+        create(http, headers, {"id": policy_id, "config": config})
+    bind(http, headers, environment_id, policy_id, 1)
+    return environment_id, policy_id, make_hands_session(hands.client, environment_id).id
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-session process limits need a root runner")
+def test_a_tool_past_its_memory_or_process_limit_is_stopped_and_reported(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    _, _, session_id = policy_session(turns, cloud_hands, {"limits": {"memory_bytes": 64 * MIB, "pids": 12}})
+    memory = run_bash(turns, cloud_hands, fake_anthropic, session_id, ALLOCATE)
+    assert "memory exhausted" in result_text(memory) and "exit=1" in result_text(memory), memory
+    forks = run_bash(turns, cloud_hands, fake_anthropic, session_id, FORK)
+    text = result_text(forks)
+    assert "refused after" in text and "Resource temporarily unavailable" in text, forks
+    forked = int(text.split("refused after", 1)[1].split()[0])
+    assert forked < 12, f"the process limit held: {text}"
+    # The same tools without a policy (the runner's own, wider limits) run to the end.
+    free_session = make_hands_session(cloud_hands.client, make_environment(cloud_hands.client, "cloud")).id
+    free = run_bash(turns, cloud_hands, fake_anthropic, free_session, ALLOCATE)
+    assert "exit=0" in result_text(free), free
+
+
+def test_a_policy_the_runner_cannot_meet_fails_closed(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    _, _, locked = policy_session(turns, cloud_hands, "locked-down")
+    result = run_bash(turns, cloud_hands, fake_anthropic, locked, "echo ran")
+    assert result.get("is_error") is True, result
+    assert "asks for isolation `container`" in result_text(result) and "ran" not in result_text(result).split(), result
+    _, _, capped = policy_session(turns, cloud_hands, {"limits": {"cpu_millis": 500}})
+    result = run_bash(turns, cloud_hands, fake_anthropic, capped, "echo ran")
+    assert result.get("is_error") is True and "cpu_millis" in result_text(result), result
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs the memory limit the root runner enforces")
+def test_a_rebinding_reaches_the_next_session_not_a_running_one(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    http, headers = turns.http(), turns.headers(cloud_hands.api_key)
+    environment_id, policy_id, running = policy_session(turns, cloud_hands, {"limits": {"memory_bytes": 64 * MIB}})
+    assert "memory exhausted" in result_text(run_bash(turns, cloud_hands, fake_anthropic, running, ALLOCATE))
+    wider = http.post(
+        f"{POLICIES}/{policy_id}/versions",
+        json={"expected_current": 1, "config": {"limits": {"memory_bytes": 1024 * MIB}}},
+        headers=headers,
+    )
+    assert wider.status_code == 200, wider.text[:500]
+    bind(http, headers, environment_id, policy_id, 2)
+    # The running session keeps the version it pinned; a new one gets version 2.
+    assert "memory exhausted" in result_text(run_bash(turns, cloud_hands, fake_anthropic, running, ALLOCATE))
+    fresh = make_hands_session(cloud_hands.client, environment_id).id
+    assert "exit=0" in result_text(run_bash(turns, cloud_hands, fake_anthropic, fresh, ALLOCATE))
