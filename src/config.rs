@@ -169,6 +169,12 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_A2A_PUBLIC_URL", value_name = "URL")]
     pub a2a_public_url: Option<String>,
 
+    /// The URL workers reach this gateway at, for MCP tunnels whose connector it holds
+    /// (e.g. http://gateway-0.gateways:8080) [default: http:// and the API listener's
+    /// bound address, 127.0.0.1 for an unspecified one].
+    #[arg(long, global = true, env = "AGENTD_ADVERTISE_URL", value_name = "URL")]
+    pub advertise_url: Option<String>,
+
     /// The load balancers and proxies in front of the gateways, comma-separated addresses
     /// and CIDR blocks: their `X-Forwarded-For` names the client a keyless request (a
     /// public A2A agent card) is rate-limited as [default: none; the TCP peer is the client].
@@ -281,6 +287,7 @@ impl Settings {
             mcp_allowed_hosts: self.mcp_allowed_hosts.or(file.mcp_allowed_hosts),
 
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
+            advertise_url: self.advertise_url.or(file.advertise_url),
             trusted_proxies: self.trusted_proxies.or(file.trusted_proxies),
             a2a_push_allow_private: self.a2a_push_allow_private || file.a2a_push_allow_private,
             webhooks_allow_private: self.webhooks_allow_private || file.webhooks_allow_private,

@@ -6,6 +6,7 @@ mod data_dir;
 mod keys;
 mod logging;
 mod roles;
+mod tunnel;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -44,6 +45,10 @@ enum Command {
     /// Apply database migrations to AGENTD_DATABASE_URL and exit. Safe to run from
     /// several processes at once.
     Migrate,
+    /// Run an MCP tunnel's connector inside a private network: dial the gateway with
+    /// the tunnel's token and carry workers' connections to the MCP server at
+    /// --upstream (docs/api/tunnels.md).
+    Tunnel(tunnel::TunnelArgs),
     /// Manage API keys (AGENTD_DATABASE_URL, or the dev database in the data dir).
     Keys {
         #[command(subcommand)]
@@ -60,6 +65,7 @@ impl Command {
             Command::Runner => "runner",
             Command::Migrate => "migrate",
             Command::Keys { .. } => "keys",
+            Command::Tunnel(_) => "tunnel",
         }
     }
 }
@@ -99,6 +105,7 @@ fn run(cli: Cli) -> Result<()> {
             Command::Runner => roles::runner(settings).await,
             Command::Migrate => roles::migrate(settings).await,
             Command::Keys { command } => keys::run(settings, command).await,
+            Command::Tunnel(args) => roles::tunnel(args).await,
         }
     })
 }

@@ -197,6 +197,20 @@ pub async fn runner(settings: Settings) -> Result<()> {
     Ok(())
 }
 
+/// `agentd tunnel`: serves an MCP tunnel's connector until SIGTERM/SIGINT.
+pub async fn tunnel(args: crate::tunnel::TunnelArgs) -> Result<()> {
+    let mut shutdown = Shutdown::listen();
+    let stop = CancellationToken::new();
+    let mut connector = tokio::spawn(crate::tunnel::run(args, stop.clone()));
+    tokio::select! {
+        () = shutdown.wait() => {
+            stop.cancel();
+            connector.await?
+        }
+        ended = &mut connector => ended?,
+    }
+}
+
 /// `agentd gateway`.
 pub async fn gateway(settings: Settings) -> Result<()> {
     let (store, queue, bus, blobs) = production_backends(&settings, "gateway").await?;
@@ -531,6 +545,7 @@ impl Process {
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
             catalogs: self.catalogs.clone(),
             webhooks: Arc::new(self.settings.webhooks()?),
+            tunnels: Arc::new(agentd_gateway::tunnel::Connectors::new()),
         });
         // A2A push notifications: every gateway watches and delivers (rows are claimed
         // under a lease, so each notification goes out from one of them).
@@ -561,7 +576,14 @@ impl Process {
         };
         // The operations routes are never on the public listener (it keeps a bare
         // /readyz), and never behind CORS.
+        // MCP tunnels: every gateway drops the connectors a rotation or archive cut.
+        self.track(agentd_gateway::tunnel::spawn_cutter(state.clone(), self.stop.clone()));
+        let tunnels = state.tunnels.clone();
         let api = self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::app(state))).await?;
+        tunnels.advertise(self.settings.advertise_url.clone().unwrap_or_else(|| {
+            let host = if api.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { api.ip() };
+            format!("http://{}", std::net::SocketAddr::new(host, api.port()))
+        }));
         let ops = self.serve_ops().await?;
         Ok((api, ops))
     }

@@ -16,6 +16,7 @@ pub mod ops;
 pub mod telemetry;
 #[cfg(test)]
 mod test_rig;
+pub mod tunnel;
 
 use std::sync::Arc;
 
@@ -85,6 +86,8 @@ pub struct Shared {
     pub catalogs: Arc<agentd_schema::catalogs::Catalogs>,
     /// Webhook delivery settings (docs/api/webhooks.md).
     pub webhooks: Arc<domain::webhooks::Settings>,
+    /// The MCP tunnel connectors this gateway holds (docs/api/tunnels.md).
+    pub tunnels: Arc<tunnel::Connectors>,
 }
 
 impl AppState {
@@ -137,6 +140,8 @@ pub fn api(state: AppState) -> Router {
         .merge(adapters::mcp::routes(&state))
         // The consent page of user profiles: unauthenticated, its signed token authorizes.
         .merge(consent_page::router())
+        // MCP tunnel connectors (docs/api/tunnels.md): their token authorizes.
+        .merge(tunnel::router())
         // Paths outside every route: the managed 404 (unauthenticated, as before).
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), envelope::layer))
@@ -163,7 +168,19 @@ fn adapters_router() -> Router<AppState> {
 /// served here (the managed 404): they live on [`ops_app`]'s own listener.
 pub fn app(state: AppState) -> Router {
     let readyz = ops::public_router(state.ops());
+    let tunnels = state.clone();
     projected(layered(api(state).merge(readyz).fallback(unknown_route)))
+        // Workers' `CONNECT` to MCP servers behind tunnels (no path to route by).
+        .layer(middleware::from_fn(move |request: axum::extract::Request, next: middleware::Next| {
+            let tunnels = tunnels.clone();
+            async move {
+                if request.method() == axum::http::Method::CONNECT {
+                    tunnel::proxy(tunnels, request).await
+                } else {
+                    next.run(request).await
+                }
+            }
+        }))
 }
 
 /// The operations listener (`AGENTD_OPS_ADDR`): `/readyz`, `/metrics`, `/admin/drain`.

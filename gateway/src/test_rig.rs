@@ -71,6 +71,7 @@ impl Rig {
             trusted_proxies: Default::default(),
             remote_allow_private: true,
             webhooks: Arc::new(crate::domain::webhooks::Settings { allow_private: true, ..Default::default() }),
+            tunnels: Arc::new(crate::tunnel::Connectors::new()),
             catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         });
         Self { app: crate::app(state.clone()), key, state, _dir: dir }

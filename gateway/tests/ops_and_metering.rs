@@ -61,6 +61,7 @@ impl Gateway {
             trusted_proxies: Default::default(),
             remote_allow_private: false,
             webhooks: Default::default(),
+            tunnels: Arc::new(agentd_gateway::tunnel::Connectors::new()),
             catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         });
         Self { state, key, organization: workspace.organization_id, _blobs_dir: blobs_dir }

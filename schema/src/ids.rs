@@ -199,6 +199,10 @@ typed_ids! {
     ApplicationAccessTokenId = "application access token", "aat";
     /// `pcrd_…`: a model provider's credential (`/v1/config/credentials`).
     ProviderCredentialId = "provider credential", "pcrd";
+    /// `tnl_…`
+    TunnelId = "tunnel", "tnl";
+    /// `tcrt_…`
+    TunnelCertificateId = "tunnel certificate", "tcrt";
 }
 
 /// A webhook subscription: a name its creator chose on the control plane, or `whep_…`

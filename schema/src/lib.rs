@@ -23,6 +23,7 @@ pub mod scrub;
 pub mod secrets;
 pub mod sql;
 pub mod store;
+pub mod tunnels;
 pub mod web;
 pub mod webhooks;
 

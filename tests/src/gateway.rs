@@ -76,6 +76,7 @@ impl TestGateway {
                 ..Default::default()
             }),
             catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
+            tunnels: Arc::new(agentd_gateway::tunnel::Connectors::new()),
         });
         let router = agentd_gateway::app(state.clone());
         Self { store, state, router, _blobs_dir: blobs_dir }
@@ -100,9 +101,10 @@ impl TestGateway {
         let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key).header(
             "anthropic-beta",
             format!(
-                "{},{}",
+                "{},{},{}",
                 agentd_gateway::admission::beta::MANAGED_AGENTS,
-                agentd_gateway::admission::beta::DREAMING
+                agentd_gateway::admission::beta::DREAMING,
+                agentd_gateway::admission::beta::MCP_TUNNELS
             ),
         );
         let body = match body {

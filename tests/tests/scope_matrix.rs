@@ -41,6 +41,8 @@ enum Subject {
     Publication,
     /// A webhook subscription (of the workspace; control plane, API keys only).
     WebhookSubscription,
+    /// An MCP tunnel (of the workspace; API keys only).
+    Tunnel,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
 }
@@ -201,6 +203,15 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("POST", "/ext/environments/{env}/sandbox-execution-policy", Subject::Environment, false),
     ("GET", "/ext/sandbox-execution-policies/{sbxpol}", Subject::Text, false),
     ("POST", "/ext/sandbox-execution-policies/{sbxpol}/versions", Subject::Text, false),
+    // MCP tunnels (an API key only).
+    ("GET", "/tunnels/{tnl}", Subject::Tunnel, false),
+    ("POST", "/tunnels/{tnl}/reveal_token", Subject::Tunnel, false),
+    ("POST", "/tunnels/{tnl}/rotate_token", Subject::Tunnel, false),
+    ("GET", "/tunnels/{tnl}/certificates", Subject::Tunnel, false),
+    ("POST", "/tunnels/{tnl}/certificates", Subject::Tunnel, false),
+    ("GET", "/tunnels/{tnl}/certificates/{tcrt}", Subject::Tunnel, false),
+    ("POST", "/tunnels/{tnl}/certificates/{tcrt}/archive", Subject::Tunnel, false),
+    ("POST", "/tunnels/{tnl}/archive", Subject::Tunnel, true),
 ];
 
 /// One environment's ids; its session has its memory store attached (`read_write`).
@@ -231,6 +242,8 @@ struct Workspace {
     publication: String,
     /// A webhook subscription of the workspace.
     webhook_subscription: String,
+    /// An MCP tunnel of the workspace.
+    tunnel: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -377,6 +390,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                 assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
                 id
             },
+            tunnel: gateway.create(key, "/v1/tunnels", json!({})).await["id"].as_str().expect("a tunnel").to_owned(),
         }
     };
     let mut w1 = make_workspace(&api1).await;
@@ -469,6 +483,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         provider_credential: new_id("pcrd"),
         publication: agentd_schema::ids::secret_hash(&new_id("pub")),
         webhook_subscription: new_id("whep"),
+        tunnel: new_id("tnl"),
     };
 
     let mut failures = Vec::new();
@@ -522,6 +537,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::ProviderCredential => &workspace.provider_credential,
                     Subject::Publication => &workspace.publication,
                     Subject::WebhookSubscription => &workspace.webhook_subscription,
+                    Subject::Tunnel => &workspace.tunnel,
                     Subject::MemoryStore => &home.memory_store,
                     Subject::Text => &workspace.agent,
                 };
@@ -557,6 +573,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{pcrd}", &workspace.provider_credential)
                         .replace("{pub}", &workspace.publication)
                         .replace("{hook}", &workspace.webhook_subscription)
+                        .replace("{tnl}", &workspace.tunnel)
+                        .replace("{tcrt}", &new_id("tcrt"))
                         .replace("{memstore}", &home.memory_store)
                         .replace("{memory}", &new_id("mem"))
                         .replace("{memver}", &new_id("memver"))
@@ -673,6 +691,7 @@ fn has_sub_id(route: &str) -> bool {
         "{memver}",
         "{mcpsrv}",
         "{sbxpol}",
+        "{tcrt}",
     ]
     .iter()
     .any(|sub| route.contains(sub))

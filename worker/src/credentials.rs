@@ -23,6 +23,19 @@ pub fn origin(url: &str) -> Option<String> {
     Some(format!("{}://{}:{}", url.scheme(), url.host_str()?, url.port_or_known_default()?))
 }
 
+/// How a worker reaches an MCP server behind an MCP tunnel (docs/api/tunnels.md):
+/// `CONNECT` through the gateway holding the tunnel's connector, TLS verified against
+/// the tunnel's active CA certificates only.
+#[derive(Clone)]
+pub struct TunnelRoute {
+    /// The gateway that holds the connector (its advertised URL).
+    pub gateway: String,
+    /// The proxy credential for the tunnel (`agentd_schema::tunnels::proxy_credential`).
+    pub credential: String,
+    /// The PEMs of the tunnel's active CA certificates (never empty).
+    pub roots: Vec<String>,
+}
+
 /// A bearer token for one origin, and where it came from.
 #[derive(Clone)]
 pub struct Bearer {
@@ -80,6 +93,38 @@ pub struct Credentials {
 }
 
 impl Credentials {
+    /// The route to `url` through an MCP tunnel of the session's workspace, when its host
+    /// is on a tunnel's domain (`Ok(None)` otherwise). A tunnel that cannot carry the
+    /// traffic — another workspace's or missing, archived, its connector never
+    /// connected, no active CA certificate — is an error saying so.
+    pub async fn tunnel_route(&self, url: &str) -> Result<Option<TunnelRoute>, String> {
+        use agentd_schema::tunnels::{self, CERTIFICATE, TUNNEL};
+        let Ok(parsed) = reqwest::Url::parse(url) else { return Ok(None) };
+        let Some(tunnel_id) = parsed.host_str().and_then(tunnels::tunnel_of_host) else { return Ok(None) };
+        if parsed.scheme() != "https" {
+            return Err("an MCP server behind a tunnel is reached over https (TLS runs end to end)".into());
+        }
+        let unreadable = |e: StoreError| format!("tunnel {tunnel_id} cannot be read: {e}");
+        let tunnel = self.store.get_resource(&self.workspace_id, TUNNEL, &tunnel_id).await.map_err(unreadable)?;
+        let tunnel = tunnel.ok_or_else(|| format!("no tunnel {tunnel_id} in this workspace"))?;
+        if tunnel.archived_at_ms.is_some() {
+            return Err(format!("tunnel {tunnel_id} is archived"));
+        }
+        let gateway = tunnel.body["_connected"]["gateway"].as_str().map(str::to_owned);
+        let gateway = gateway.ok_or_else(|| format!("tunnel {tunnel_id}'s connector has never connected"))?;
+        let query = ListQuery { parent_id: Some(tunnel_id.clone()), limit: 10, ..ListQuery::default() };
+        let certificates =
+            self.store.list_resources(&self.workspace_id, CERTIFICATE, &query).await.map_err(unreadable)?;
+        let roots: Vec<String> =
+            certificates.iter().filter_map(|c| c.body["_pem"].as_str()).map(str::to_owned).collect();
+        if roots.is_empty() {
+            return Err(format!("tunnel {tunnel_id} has no active CA certificate: it carries no traffic"));
+        }
+        let secrets = self.secrets.as_ref().ok_or("this worker has no AGENTD_SECRET_KEY for tunnel credentials")?;
+        let credential = tunnels::proxy_credential(&secrets.derive_key(tunnels::PROXY_KEY_LABEL), &tunnel_id);
+        Ok(Some(TunnelRoute { gateway, credential, roots }))
+    }
+
     /// The credentials of `session`'s vaults (nothing is read yet).
     pub fn of(store: Arc<dyn Store>, secrets: Option<Arc<SecretBox>>, session: &Session, allow_private: bool) -> Self {
         let vault_ids = session.body["vault_ids"]

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use agentd_schema::egress::{self, Target};
+use agentd_schema::egress;
 use agentd_schema::scrub::Scrubber;
 use agentd_schema::{ErrorType, RetryStatus, SessionError};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfi
 use rmcp::{ServiceExt, model::ClientConfig};
 use serde_json::{Value, json};
 
-use crate::credentials::{Bearer, Credentials};
+use crate::credentials::{Bearer, Credentials, TunnelRoute};
 use crate::providers::ToolSpec;
 
 /// Connecting and listing tools must finish within this.
@@ -264,38 +264,72 @@ async fn connect(
 ) -> Result<Connection, McpFailure> {
     let fail =
         |authentication: bool, message: String| McpFailure { server: server.to_owned(), authentication, message };
-    // The egress guard first: no credential is looked up (or refreshed) for a refused target.
-    let target = egress::check(url, egress::Rules { allow_private, https_only: false })
-        .await
-        .map_err(|refused| fail(false, refused.to_string()))?;
+    // A server behind an MCP tunnel is reached through its gateway, wherever it is; any
+    // other passes the egress guard first: no credential is looked up (or refreshed) for
+    // a refused target.
+    let http = match credentials.tunnel_route(url).await.map_err(|why| fail(false, why))? {
+        Some(route) => through_tunnel(&route),
+        None => {
+            let target = egress::check(url, egress::Rules { allow_private, https_only: false })
+                .await
+                .map_err(|refused| fail(false, refused.to_string()))?;
+            // No redirect is followed: a token is only ever sent to the URL it was made
+            // for. The connection goes to the address the egress guard checked, never
+            // through a proxy.
+            target
+                .pin(
+                    reqwest::Client::builder()
+                        .redirect(reqwest::redirect::Policy::none())
+                        .connect_timeout(Duration::from_secs(10)),
+                )
+                .build()
+                .map_err(|e| e.to_string())
+        }
+    }
+    .map_err(|message| fail(false, message))?;
     let mut bearer = credentials.bearer_for(url).await.map_err(|e| fail(false, e.to_string()))?;
     if let Some(current) = bearer.as_ref().filter(|b| b.refreshable)
         && credentials.expired(current).await
     {
         bearer = Some(credentials.refresh(current).await.map_err(|e| fail(true, e.to_string()))?);
     }
-    match connect_once(server, &target, bearer.as_ref()).await {
+    match connect_once(server, url, http.clone(), bearer.as_ref()).await {
         Err(failure) if failure.authentication && bearer.as_ref().is_some_and(|b| b.refreshable) => {
             let Some(current) = bearer else { return Err(failure) };
             let refreshed = credentials.refresh(&current).await.map_err(|e| fail(true, e.to_string()))?;
-            connect_once(server, &target, Some(&refreshed)).await
+            connect_once(server, url, http, Some(&refreshed)).await
         }
         other => other,
     }
 }
 
-async fn connect_once(server: &str, target: &Target, bearer: Option<&Bearer>) -> Result<Connection, McpFailure> {
-    let url = target.url.as_str();
-    // No redirect is followed: a token is only ever sent to the URL it was made for. The
-    // connection goes to the address the egress guard checked, never through a proxy.
-    let http = target
-        .pin(
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(Duration::from_secs(10)),
-        )
+/// The HTTP client of a server behind a tunnel: every connection is a `CONNECT` through
+/// the gateway holding the connector, and the server's certificate must chain to one of
+/// the tunnel's CA certificates (no public root is trusted). No redirect is followed.
+fn through_tunnel(route: &TunnelRoute) -> Result<reqwest::Client, String> {
+    let mut roots = Vec::new();
+    for pem in &route.roots {
+        roots
+            .push(reqwest::Certificate::from_pem(pem.as_bytes()).map_err(|e| format!("a tunnel CA certificate: {e}"))?);
+    }
+    let credential =
+        reqwest::header::HeaderValue::from_str(&format!("Bearer {}", route.credential)).map_err(|e| e.to_string())?;
+    let proxy = reqwest::Proxy::all(&route.gateway).map_err(|e| format!("the tunnel's gateway: {e}"))?;
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .proxy(proxy.custom_http_auth(credential))
+        .tls_certs_only(roots)
         .build()
-        .map_err(|e| McpFailure { server: server.to_owned(), authentication: false, message: e.to_string() })?;
+        .map_err(|e| e.to_string())
+}
+
+async fn connect_once(
+    server: &str,
+    url: &str,
+    http: reqwest::Client,
+    bearer: Option<&Bearer>,
+) -> Result<Connection, McpFailure> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
     if let Some(bearer) = bearer.filter(|b| !b.token.is_empty()) {
         config = config.auth_header(bearer.token.clone());
@@ -436,7 +470,8 @@ mod tests {
         for status in ["401 Unauthorized", "400 Bad Request", "500 Internal Server Error"] {
             let url = echoing_server(status).await;
             let target = egress::check(&url, egress::Rules { allow_private: true, https_only: false }).await.unwrap();
-            let Err(failure) = connect_once("calc", &target, Some(&bearer)).await else {
+            let http = target.pin(reqwest::Client::builder()).build().unwrap();
+            let Err(failure) = connect_once("calc", &url, http, Some(&bearer)).await else {
                 panic!("{status}: the server refuses every request")
             };
             assert_eq!(failure.authentication, status.starts_with("401"), "{status}: {}", failure.message);

@@ -32,6 +32,8 @@ pub const USER_PROFILES_2026_09_04: &str = "user-profiles-2026-09-04";
 
 /// The selector of the organization webhook endpoint API.
 pub const WEBHOOKS: &str = "webhooks-2026-10-07";
+/// The MCP tunnels selector (what the SDK's `tunnels` resource sends).
+pub const MCP_TUNNELS: &str = "mcp-tunnels-2026-06-22";
 
 /// Whether `anthropic-beta` (possibly repeated) lists `value`.
 pub fn has(headers: &HeaderMap, value: &str) -> bool {
@@ -78,6 +80,15 @@ pub async fn require_user_profiles(request: Request, next: Next) -> Response {
     let selectors = [USER_PROFILES, USER_PROFILES_2026_03_24, USER_PROFILES_2026_09_04];
     if !selectors.iter().any(|selector| has(request.headers(), selector)) {
         return ApiError::invalid(format!("anthropic-beta: this route requires the `{USER_PROFILES}` beta"))
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// Rejects tunnel requests that lack the MCP tunnels selector (what the SDK sends).
+pub async fn require_mcp_tunnels(request: Request, next: Next) -> Response {
+    if !has(request.headers(), MCP_TUNNELS) {
+        return ApiError::invalid(format!("anthropic-beta: this route requires the `{MCP_TUNNELS}` beta"))
             .into_response();
     }
     next.run(request).await

@@ -142,6 +142,8 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             "fingerprint" if crate::domain::agent_drafts::is_fingerprint(value) => {}
             "fingerprint" => return Err(not_found("publication", value)),
             "provider_credential_id" => drop(typed(value, ProviderCredentialId::parse)?),
+            "tunnel_id" => drop(typed(value, agentd_schema::ids::TunnelId::parse)?),
+            "certificate_id" => drop(typed(value, agentd_schema::ids::TunnelCertificateId::parse)?),
             // Names the caller chose for providers, their endpoints, credential pools and
             // inference profiles (docs/api/config.md): one that cannot exist is a 404.
             "provider_id" | "endpoint_id" | "credential_pool_id" | "inference_profile_id"

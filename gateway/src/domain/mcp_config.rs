@@ -95,7 +95,17 @@ pub async fn put_server(
         return Err(DomainError::invalid(format!("description: at most {MAX_DESCRIPTION_CHARS} characters")));
     }
     let rules = egress::Rules { allow_private, https_only: false };
-    if let Err(refused) = egress::check(&put.url, rules).await {
+    // A server behind an MCP tunnel is reached through the tunnel, never resolved: its
+    // URL only has to be https (docs/api/tunnels.md).
+    let tunnelled = reqwest::Url::parse(&put.url).ok().and_then(|url| {
+        url.host_str().and_then(agentd_schema::tunnels::tunnel_of_host).map(|_| url.scheme() == "https")
+    });
+    if tunnelled == Some(false) {
+        return Err(DomainError::invalid("url: an MCP server behind a tunnel is reached over https"));
+    }
+    if tunnelled.is_none()
+        && let Err(refused) = egress::check(&put.url, rules).await
+    {
         tracing::info!(url = %egress::redacted(&put.url), %refused, "mcp server url refused");
         return Err(DomainError::invalid(refused.to_string()));
     }

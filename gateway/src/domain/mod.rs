@@ -31,6 +31,7 @@ pub mod sessions;
 pub mod skill_upload;
 pub mod skills;
 pub mod threads;
+pub mod tunnels;
 pub mod user_profiles;
 pub mod webhooks;
 

@@ -21,7 +21,7 @@ use crate::domain::{agents, multiagent};
 use crate::error::{ApiError, ApiResult};
 
 /// The wire agent of the latest version, with lifecycle fields from the row.
-const FAMILY: Family = Family { kind: agents::KIND, noun: "agent" };
+const FAMILY: Family = Family { kind: agents::KIND, noun: "agent", max_page: 100 };
 
 /// The wire agent: the stored body with its lifecycle fields and version, `self` in its
 /// `multiagent` roster rendered as the agent itself.

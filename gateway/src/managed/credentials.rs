@@ -20,12 +20,12 @@ use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
 /// The parent family (read here without depending on the vaults handlers).
-const VAULTS: super::family::Family = super::family::Family { kind: "vault", noun: "vault" };
+const VAULTS: super::family::Family = super::family::Family { kind: "vault", noun: "vault", max_page: 100 };
 const KIND: &str = "vault_credential";
 /// The stored field holding the sealed secrets; stripped from every response.
 const SEALED: &str = "_sealed";
 
-const FAMILY: Family = Family { kind: KIND, noun: "credential" };
+const FAMILY: Family = Family { kind: KIND, noun: "credential", max_page: 100 };
 
 fn render(resource: &Resource) -> Value {
     let mut credential = with_lifecycle(resource);

@@ -16,7 +16,7 @@ use crate::AppState;
 use crate::admission::Tenant;
 use crate::error::{ApiError, ApiResult};
 
-const ENVIRONMENTS: Family = Family { kind: "environment", noun: "environment" };
+const ENVIRONMENTS: Family = Family { kind: "environment", noun: "environment", max_page: 100 };
 
 fn render(key: &ApiKeyInfo, environment_id: &str) -> Value {
     json!({

@@ -25,7 +25,7 @@ const KIND: &str = "environment";
 const FIELDS: &[&str] = &["name", "description", "config", "metadata", "scope"];
 const PACKAGE_MANAGERS: &[&str] = &["apt", "cargo", "gem", "go", "npm", "pip"];
 
-const FAMILY: Family = Family { kind: KIND, noun: "environment" };
+const FAMILY: Family = Family { kind: KIND, noun: "environment", max_page: 100 };
 
 fn render(resource: &Resource) -> Value {
     with_lifecycle(resource)

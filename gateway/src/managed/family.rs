@@ -17,6 +17,8 @@ pub struct Family {
     pub kind: &'static str,
     /// The noun used in messages, e.g. `environment`.
     pub noun: &'static str,
+    /// The largest `limit` a list page takes.
+    pub max_page: i64,
 }
 
 /// The stored body with its timestamps from the row (`created_at` where the body has
@@ -47,7 +49,7 @@ impl Family {
             .ok_or_else(|| ApiError::NotFound(format!("{} not found: {id}", self.noun)))
     }
 
-    /// A newest-first cursor page (`limit` 1–100, `page`, `include_archived`, and
+    /// A newest-first cursor page (`limit` 1–`max_page`, `page`, `include_archived`, and
     /// `created_at[gte|lte]` when `created_bounds`).
     pub async fn page(
         &self,
@@ -59,7 +61,7 @@ impl Family {
         render: fn(&Resource) -> Value,
     ) -> ApiResult<Value> {
         let query = Query::from_uri(uri);
-        let limit = query.int("limit", 1, 100)?.unwrap_or(20);
+        let limit = query.int("limit", 1, self.max_page)?.unwrap_or(20);
         let (created_gte_ms, created_lte_ms) = if created_bounds {
             (query.datetime_ms("created_at[gte]")?, query.datetime_ms("created_at[lte]")?)
         } else {

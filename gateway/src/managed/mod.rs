@@ -27,6 +27,7 @@ pub mod sandbox_policies;
 pub mod session_resources;
 pub mod sessions;
 pub mod skills;
+pub mod tunnels;
 pub mod user_profiles;
 pub mod vaults;
 mod web_tool_config;
@@ -140,6 +141,17 @@ pub fn router() -> Router<AppState> {
         .route("/dreams/{dream_id}/archive", post(dreams::archive))
         .route("/dreams/{dream_id}/cancel", post(dreams::cancel))
         .route_layer(middleware::from_fn(beta::require_dreaming));
+    // MCP tunnels take their own selector (reference §2.16).
+    let tunnel_routes = Router::new()
+        .route("/tunnels", post(tunnels::create).get(tunnels::list))
+        .route("/tunnels/{tunnel_id}", get(tunnels::retrieve))
+        .route("/tunnels/{tunnel_id}/archive", post(tunnels::archive))
+        .route("/tunnels/{tunnel_id}/reveal_token", post(tunnels::reveal_token))
+        .route("/tunnels/{tunnel_id}/rotate_token", post(tunnels::rotate_token))
+        .route("/tunnels/{tunnel_id}/certificates", post(tunnels::create_certificate).get(tunnels::list_certificates))
+        .route("/tunnels/{tunnel_id}/certificates/{certificate_id}", get(tunnels::retrieve_certificate))
+        .route("/tunnels/{tunnel_id}/certificates/{certificate_id}/archive", post(tunnels::archive_certificate))
+        .route_layer(middleware::from_fn(beta::require_mcp_tunnels));
     // Erasure requires a user profiles selector (spec §5 rule 3).
     let erasure_routes = Router::new()
         .route("/user_profiles/{user_profile_id}/erasure", post(erasure::erase))
@@ -207,6 +219,7 @@ pub fn router() -> Router<AppState> {
     managed_agents
         .merge(memory_stores)
         .merge(dream_routes)
+        .merge(tunnel_routes)
         .merge(erasure_routes)
         .merge(tokens)
         .merge(organization_webhooks)

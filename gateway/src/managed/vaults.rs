@@ -19,7 +19,7 @@ use crate::error::{ApiError, ApiResult};
 
 pub(super) const KIND: &str = "vault";
 
-const FAMILY: Family = Family { kind: KIND, noun: "vault" };
+const FAMILY: Family = Family { kind: KIND, noun: "vault", max_page: 100 };
 
 fn render(resource: &Resource) -> Value {
     with_lifecycle(resource)

@@ -23,7 +23,7 @@ use crate::admission::Tenant;
 use crate::admission::auth::SESSIONS_TOKEN_PREFIX;
 use crate::error::{ApiError, ApiResult};
 
-const ENVIRONMENTS: Family = Family { kind: "environment", noun: "environment" };
+const ENVIRONMENTS: Family = Family { kind: "environment", noun: "environment", max_page: 100 };
 /// `reclaim_older_than_ms` when the poller does not say.
 const DEFAULT_RECLAIM_MS: i64 = 5_000;
 /// How often a blocked poll re-checks the store even without an announcement.

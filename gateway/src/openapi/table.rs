@@ -237,6 +237,7 @@ pub enum Tag {
     UserProfiles,
     Models,
     OrgWebhooks,
+    Tunnels,
     AppTokens,
     Extensions,
     Durable,
@@ -255,7 +256,7 @@ pub enum Tag {
 
 impl Tag {
     /// Every tag, in the document's order.
-    pub const ALL: [Tag; 28] = [
+    pub const ALL: [Tag; 29] = [
         Tag::Agents,
         Tag::Environments,
         Tag::Work,
@@ -270,6 +271,7 @@ impl Tag {
         Tag::UserProfiles,
         Tag::Models,
         Tag::OrgWebhooks,
+        Tag::Tunnels,
         Tag::AppTokens,
         Tag::Extensions,
         Tag::Durable,
@@ -314,6 +316,7 @@ impl Tag {
             Tag::OrgWebhooks => {
                 ("organization-webhooks", "The SDK's organization webhook endpoint API (docs/api/webhooks.md).")
             }
+            Tag::Tunnels => ("tunnels", "MCP tunnels and their CA certificates (docs/api/tunnels.md)."),
             Tag::AppTokens => ("application-access-tokens", "Application access tokens (docs/api/app-tokens.md)."),
             Tag::Extensions => (
                 "extensions",
@@ -366,6 +369,7 @@ impl Tag {
             Tag::Memory => Some(beta::AGENT_MEMORY),
             Tag::Dreams => Some(beta::DREAMING),
             Tag::OrgWebhooks => Some(beta::WEBHOOKS),
+            Tag::Tunnels => Some(beta::MCP_TUNNELS),
             _ => None,
         }
     }
@@ -438,6 +442,9 @@ impl Operation {
     }
     const fn errors(self, errors: Errors) -> Self {
         Self { errors, ..self }
+    }
+    const fn without_beta(self) -> Self {
+        Self { beta: None, ..self }
     }
     const fn beta(self, selector: &'static str) -> Self {
         Self { beta: Some(selector), ..self }
@@ -715,6 +722,17 @@ pub const OPERATIONS: &[Operation] = &[
     op(Delete, "/v1/skills/{skill_id}/versions/{version}", "skills.delete_version", Skills, "Delete a skill version"),
     op(Get, "/v1/skills/{skill_id}/versions/{version}", "skills.retrieve_version", Skills, "Retrieve a skill version"),
     op(Get, "/v1/skills/{skill_id}/versions/{version}/content", "skills.content", Skills, "Download a skill version's archive").answers(Answer::Bytes),
+    op(Get, "/tunnel/connect", "tunnels.connect", Tunnels, "A tunnel connector's connection (its token; upgraded to HTTP/2)").status(&[101]).answers(Answer::Empty).without_beta(),
+    op(Get, "/v1/tunnels", "tunnels.list", Tunnels, "List tunnels (newest first)"),
+    op(Post, "/v1/tunnels", "tunnels.create", Tunnels, "Create a tunnel (a fresh domain and connector token)"),
+    op(Get, "/v1/tunnels/{tunnel_id}", "tunnels.retrieve", Tunnels, "Retrieve a tunnel"),
+    op(Post, "/v1/tunnels/{tunnel_id}/archive", "tunnels.archive", Tunnels, "Archive a tunnel (final)").body(Body::Optional),
+    op(Get, "/v1/tunnels/{tunnel_id}/certificates", "tunnels.certificates.list", Tunnels, "List a tunnel's CA certificates"),
+    op(Post, "/v1/tunnels/{tunnel_id}/certificates", "tunnels.certificates.create", Tunnels, "Register a CA certificate with a tunnel"),
+    op(Get, "/v1/tunnels/{tunnel_id}/certificates/{certificate_id}", "tunnels.certificates.retrieve", Tunnels, "Retrieve a tunnel certificate"),
+    op(Post, "/v1/tunnels/{tunnel_id}/certificates/{certificate_id}/archive", "tunnels.certificates.archive", Tunnels, "Archive a tunnel certificate").body(Body::Optional),
+    op(Post, "/v1/tunnels/{tunnel_id}/reveal_token", "tunnels.reveal_token", Tunnels, "Reveal a tunnel's connector token").body(Body::Optional),
+    op(Post, "/v1/tunnels/{tunnel_id}/rotate_token", "tunnels.rotate_token", Tunnels, "Rotate a tunnel's connector token").body(Body::Optional),
     op(Get, "/v1/user_profiles", "user_profiles.list", UserProfiles, "List user profiles"),
     op(Post, "/v1/user_profiles", "user_profiles.create", UserProfiles, "Create a user profile"),
     op(Delete, "/v1/user_profiles/{user_profile_id}", "user_profiles.delete", UserProfiles, "Delete a user profile"),

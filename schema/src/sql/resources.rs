@@ -118,6 +118,52 @@ impl ResourceStore for SqlStore {
         resource(&row)
     }
 
+    async fn create_capped_child(&self, new: NewResource, parent_kind: &str, max_active: i64) -> StoreResult<Resource> {
+        let parent =
+            new.parent_id.clone().ok_or_else(|| StoreError::Backend("a capped child needs a parent".into()))?;
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
+        // Touching the parent takes its row lock (PostgreSQL) or the one write lock
+        // (SQLite) until commit: the count below cannot change under us.
+        let locked = sqlx::query(
+            "UPDATE resources SET updated_at_ms = updated_at_ms \
+             WHERE id = $1 AND workspace_id = $2 AND kind = $3 AND archived_at_ms IS NULL",
+        )
+        .bind(&parent)
+        .bind(&new.workspace_id)
+        .bind(parent_kind)
+        .execute(&mut *tx)
+        .await?;
+        if locked.rows_affected() == 0 {
+            return Err(StoreError::NotFound { what: "parent resource", id: parent });
+        }
+        let active: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM resources \
+             WHERE workspace_id = $1 AND kind = $2 AND parent_id = $3 AND archived_at_ms IS NULL",
+        )
+        .bind(&new.workspace_id)
+        .bind(&new.kind)
+        .bind(&parent)
+        .fetch_one(&mut *tx)
+        .await?;
+        if active >= max_active {
+            return Err(StoreError::Conflict(format!("{parent} already has {active} active {}s", new.kind)));
+        }
+        let body = new.body.to_string();
+        let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
+            .bind(&new.id)
+            .bind(&new.workspace_id)
+            .bind(&new.kind)
+            .bind(&new.parent_id)
+            .bind(&body)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        report(&mut tx, &new.workspace_id, &new.kind, &new.id, new.parent_id.as_deref(), Action::Created, now).await?;
+        tx.commit().await?;
+        resource(&row)
+    }
+
     async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>> {
         let row = sqlx::query(include_str!("../../queries/resources/select_resource.sql"))
             .bind(id)

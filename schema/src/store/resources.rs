@@ -107,6 +107,13 @@ pub trait ResourceStore: Send + Sync {
     /// id is a `Conflict`.
     async fn create_resource(&self, new: NewResource) -> StoreResult<Resource>;
 
+    /// Creates a child resource of `new.parent_id` (which must exist, of `parent_kind`, not
+    /// archived) only while that parent has fewer than `max_active` children of
+    /// `new.kind` that are not archived. The parent's row is locked for the check, so
+    /// racing creators cannot pass the cap together. `Conflict` (nothing written) at the
+    /// cap; `NotFound` without a live parent.
+    async fn create_capped_child(&self, new: NewResource, parent_kind: &str, max_active: i64) -> StoreResult<Resource>;
+
     /// Reads a resource of `kind` in `workspace_id`.
     async fn get_resource(&self, workspace_id: &str, kind: &str, id: &str) -> StoreResult<Option<Resource>>;
 

@@ -141,12 +141,19 @@ class Recorder:
         with self._lock:
             return len(self.exchanges)
 
+    # The routes whose answer is a secret by design (a tunnel's connector token is shown
+    # by reveal_token and rotate_token): their bodies are not audited; every other
+    # response still is, for those secrets too.
+    SHOWN_BY_DESIGN = re.compile(r"/v1/tunnels/tnl_[0-9a-z]+/(reveal_token|rotate_token)$")
+
     def leaks(self) -> list[str]:
         found = []
         with self._lock:
             exchanges = list(self.exchanges)
             values = sorted(self.secrets)
         for ex in exchanges:
+            if ex.status == 200 and self.SHOWN_BY_DESIGN.search(ex.url.split("?")[0]):
+                continue
             for value in values:
                 needle = value.encode()
                 if needle in ex.body:

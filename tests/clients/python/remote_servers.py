@@ -65,8 +65,17 @@ class Guard:
 class Served:
     """An ASGI app served by uvicorn in a daemon thread on 127.0.0.1:0."""
 
-    def __init__(self, app: Any, lifespan: str = "on") -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan)
+    def __init__(self, app: Any, lifespan: str = "on", tls: tuple[str, str] | None = None) -> None:
+        certfile, keyfile = tls or (None, None)
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan=lifespan,
+            ssl_certfile=certfile,
+            ssl_keyfile=keyfile,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -76,7 +85,7 @@ class Served:
                 raise RuntimeError("the test server did not start")
             time.sleep(0.02)
         self.port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         self.server.should_exit = True
@@ -86,7 +95,16 @@ class Served:
 class McpServer:
     """See the module docstring. ``calls`` records (tool, arguments) per call made."""
 
-    def __init__(self, tokens: set[str] | None = None, name: str = "pytest-calc", prefix: str = "") -> None:
+    def __init__(
+        self,
+        tokens: set[str] | None = None,
+        name: str = "pytest-calc",
+        prefix: str = "",
+        tls: tuple[str, str] | None = None,
+        public_host: str | None = None,
+    ) -> None:
+        """``tls``: (certificate file, key file) to serve HTTPS; ``public_host``: the host
+        clients name (behind a tunnel), which turns off the SDK's localhost-only Host check."""
         from mcp.server.mcpserver import MCPServer
         from mcp.types import ToolAnnotations
         from starlette.applications import Starlette
@@ -142,13 +160,13 @@ class McpServer:
                 self.tokens.add(fresh)
             return JSONResponse({"access_token": fresh, "token_type": "bearer", "expires_in": 3600})
 
-        mcp_app = server.streamable_http_app(streamable_http_path="/mcp")
+        mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=public_host or "127.0.0.1")
         app = Starlette(
             routes=[Route("/token", token, methods=["POST"]), Mount("/", app=mcp_app)],
             lifespan=lambda _app: mcp_app.router.lifespan_context(mcp_app),
         )
         self.guard = Guard(app, self.tokens, lambda path: path.startswith("/mcp"))
-        self.served = Served(self.guard)
+        self.served = Served(self.guard, tls=tls)
         self.url = f"{self.served.base}/mcp"
         self.token_url = f"{self.served.base}/token"
 
