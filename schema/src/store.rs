@@ -33,6 +33,7 @@ mod tool_calls;
 mod user_profiles;
 mod webhooks;
 mod work;
+mod workflows;
 
 use async_trait::async_trait;
 
@@ -85,6 +86,10 @@ pub use webhooks::{
     WebhookSubscriptionRow,
 };
 pub use work::{Heartbeat, LostHands, SessionsToken, WorkConflict, WorkItem, WorkSource, WorkStats, WorkStore};
+pub use workflows::{
+    ClearOutcome, SaveOutcome, SaveWorkflowRevision, SavedWorkflowRevision, WorkflowKey, WorkflowOverrideRow,
+    WorkflowRevisionRow, WorkflowStore,
+};
 
 use crate::error::StoreResult;
 
@@ -94,7 +99,7 @@ pub mod prelude {
         AdapterStore, AgentDraftStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore,
         ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProtocolConfigStore, ProviderStore,
         ResourceStore, RunStore, SealedStore, SessionStore, SessionThreadStore, SkillStore, Store, StoreHealth,
-        TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
+        TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore, WorkflowStore,
     };
 }
 
@@ -156,6 +161,7 @@ pub trait Store:
     + AgentDraftStore
     + WebhookStore
     + ProtocolConfigStore
+    + WorkflowStore
     + 'static
 {
 }
@@ -187,6 +193,7 @@ impl<T> Store for T where
         + AgentDraftStore
         + WebhookStore
         + ProtocolConfigStore
+        + WorkflowStore
         + 'static
 {
 }
