@@ -13,6 +13,7 @@ pub mod error;
 pub mod managed;
 pub mod openapi;
 pub mod ops;
+pub mod projects;
 pub mod telemetry;
 #[cfg(test)]
 mod test_rig;
@@ -128,11 +129,26 @@ pub fn api(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .route_layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
+    // The project API (`/api/projects/…`, docs/api/workflows.md) lives outside `/v1` and
+    // passes the same admission: drain refusal, authentication (a request without a key
+    // is 401 on every `/api` path), the body limit, the scope check (only an API key),
+    // the limiter, JSON bodies; its errors are the managed envelope.
+    let projects = projects::router()
+        .layer(middleware::from_fn(envelope::json_bodies))
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
+    let api_prefix = Router::new()
+        .merge(projects)
+        .fallback(unknown_route)
+        .layer(axum::extract::DefaultBodyLimit::max(managed::limits::MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
     // The MCP endpoint has a configurable path (maybe outside `/v1`): it carries its own
     // copy of the admission layers.
     // Outermost: rejections made below any handler answer in their surface's envelope.
     Router::new()
         .nest("/v1", v1)
+        .nest("/api", api_prefix)
         .merge(well_known)
         .merge(adapters::mcp::routes(&state))
         // The consent page of user profiles: unauthenticated, its signed token authorizes.

@@ -230,8 +230,9 @@ pub fn is_fingerprint(value: &str) -> bool {
     value.len() == 64 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// `value` with every object's keys in sorted order, whatever order a map keeps.
-fn canonical(value: &Value) -> Value {
+/// `value` with every object's keys in sorted order, whatever order a map keeps (the
+/// canonical JSON content addresses are computed from; workflow revisions use it too).
+pub(crate) fn canonical(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

@@ -130,6 +130,7 @@ const MOUNTS: &[(&str, &str, &[&str], Listener)] = &[
     // Nested twice by `adapters::a2a::router`.
     ("adapters/a2a/rest.rs", "router", &["/v1/a2a", "/v1/a2a/agents/{agent_id}"], Listener::Public),
     ("consent_page.rs", "router", &[""], Listener::Public),
+    ("projects.rs", "router", &["/api"], Listener::Public),
     ("ops.rs", "public_router", &[""], Listener::Public),
     ("ops.rs", "router", &[""], Listener::Ops),
 ];
