@@ -79,8 +79,10 @@ pub const SPEC_DELIVERIES: &[&str] = &["inline", "query"];
 pub const AGENT_SESSIONS: &[&str] = &["new", "reuse"];
 /// A slot's `responsibility` values; `executor` is the agent that works the state.
 pub const RESPONSIBILITIES: &[&str] = &["executor", "reviewer", "approver", "observer"];
-/// The value types of workflow inputs and state outputs (`resource`: outputs only).
+/// The value types of workflow inputs.
 pub const VALUE_TYPES: &[&str] = &["string", "number", "integer", "boolean", "object", "array"];
+/// The types of state outputs: a value, or a `resource` the state realizes.
+pub const OUTPUT_TYPES: &[&str] = &["string", "number", "integer", "boolean", "object", "array", "resource"];
 
 /// A save request whose every field is valid.
 #[derive(Debug, Clone)]
@@ -194,6 +196,9 @@ pub fn is_key(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// What [`is_key`] asks, for the problems that cite it.
+const KEY_RULE: &str = "must be a key: a letter or _, then letters, digits, _ or -, at most 64 characters";
+
 /// One reference token of a JSON pointer (RFC 6901 §3).
 fn join(pointer: &str, token: &str) -> String {
     format!("{pointer}/{}", token.replace('~', "~0").replace('/', "~1"))
@@ -303,20 +308,19 @@ impl Checker {
         }
     }
 
-    /// An optional map of entries with valid keys, each an object of `fields` (returned
-    /// with their pointers); `None` when absent or not an object.
+    /// A map of at most `max` entries with valid keys (at least one when `required`),
+    /// each an object of `fields`: the valid ones with their pointers.
     fn entries<'a>(
         &mut self,
         map: &'a Map<String, Value>,
         field: &str,
         pointer: &str,
         fields: &[&str],
-        required: bool,
+        (required, max): (bool, usize),
     ) -> Vec<(&'a str, &'a Map<String, Value>, String)> {
         let at = join(pointer, field);
         let value = if required { self.required(map, field, pointer) } else { map.get(field) };
         let Some(entries) = value.and_then(|value| self.object(value, &at)) else { return Vec::new() };
-        let max = if field == "states" { MAX_STATES } else { MAX_ENTRIES };
         if entries.len() > max {
             self.problem(&at, format!("has {} entries; at most {max}", entries.len()));
         }
@@ -327,14 +331,7 @@ impl Checker {
         for (key, entry) in entries {
             let entry_at = join(&at, key);
             if !is_key(key) {
-                self.problem(
-                    &entry_at,
-                    format!(
-                        "key {:?} must start with a letter or _ and hold only letters, digits, _ and -, at most \
-                         {MAX_KEY_CHARS}",
-                        key.chars().take(80).collect::<String>()
-                    ),
-                );
+                self.problem(&entry_at, KEY_RULE);
                 continue;
             }
             if let Some(object) = self.object(entry, &entry_at) {
@@ -370,10 +367,10 @@ impl Checker {
         self.only(d, DECLARATION_FIELDS, at);
         self.labels(d, at);
         self.integer(d, "max_iterations", at, ITERATIONS);
-        let states = self.entries(d, "states", at, STATE_FIELDS, true);
-        let inputs = self.entries(d, "inputs", at, INPUT_FIELDS, false);
-        let requires = self.entries(d, "requires", at, REQUIREMENT_FIELDS, false);
-        let outputs = self.entries(d, "outputs", at, WORKFLOW_OUTPUT_FIELDS, false);
+        let states = self.entries(d, "states", at, STATE_FIELDS, (true, MAX_STATES));
+        let inputs = self.entries(d, "inputs", at, INPUT_FIELDS, (false, MAX_ENTRIES));
+        let requires = self.entries(d, "requires", at, REQUIREMENT_FIELDS, (false, MAX_ENTRIES));
+        let outputs = self.entries(d, "outputs", at, WORKFLOW_OUTPUT_FIELDS, (false, MAX_ENTRIES));
         let mut names = Names {
             states: states.iter().map(|(key, _, _)| *key).collect(),
             inputs: inputs.iter().map(|(key, _, _)| *key).collect(),
@@ -381,10 +378,9 @@ impl Checker {
             outputs: BTreeMap::new(),
         };
         for (key, state, state_at) in &states {
-            let declared = self.entries(state, "outputs", state_at, STATE_OUTPUT_FIELDS, false);
+            let declared = self.entries(state, "outputs", state_at, STATE_OUTPUT_FIELDS, (false, MAX_ENTRIES));
             for (_, output, output_at) in &declared {
-                let types: Vec<&str> = VALUE_TYPES.iter().copied().chain(["resource"]).collect();
-                self.one_of(output, "type", output_at, &types, true);
+                self.one_of(output, "type", output_at, OUTPUT_TYPES, true);
                 self.text(output, "description", output_at, 0..=MAX_DESCRIPTION_CHARS, false);
             }
             names.outputs.insert(*key, declared.iter().map(|(output, _, _)| *output).collect());
@@ -433,7 +429,7 @@ impl Checker {
         if let Some(profile) = self.text(state, "agent_tool_profile", at, 1..=MAX_KEY_CHARS, false)
             && !is_key(profile)
         {
-            self.problem(&join(at, "agent_tool_profile"), "must be a key: a letter or _, then letters, digits, _, -");
+            self.problem(&join(at, "agent_tool_profile"), KEY_RULE);
         }
         self.integer(state, "wip_limit", at, WIP_LIMIT);
         if let Some(environment) = self.text(state, "environment", at, 1..=MAX_KEY_CHARS, false)
@@ -451,7 +447,7 @@ impl Checker {
                 for (key, reference) in inputs {
                     let input_at = join(&inputs_at, key);
                     if !is_key(key) {
-                        self.problem(&input_at, "key must start with a letter or _ and hold letters, digits, _ and -");
+                        self.problem(&input_at, KEY_RULE);
                     }
                     match reference.as_str() {
                         Some(text) if text.chars().count() <= MAX_REFERENCE_CHARS => {
@@ -558,10 +554,7 @@ impl Checker {
             self.text(transition, "when", &transition_at, 1..=MAX_WHEN_CHARS, true);
             if let Some(key) = self.text(transition, "key", &transition_at, 1..=MAX_KEY_CHARS, true) {
                 if !is_key(key) {
-                    self.problem(
-                        &join(&transition_at, "key"),
-                        "must start with a letter or _ and hold letters, digits, _ and -",
-                    );
+                    self.problem(&join(&transition_at, "key"), KEY_RULE);
                 } else if !keys.insert(key) {
                     self.problem(
                         &join(&transition_at, "key"),

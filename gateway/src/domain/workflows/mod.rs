@@ -151,7 +151,7 @@ async fn resolve(
         };
         match store.get_resource(workspace_id, "environment", &id).await? {
             None => problem(format!("environment {id} not found")),
-            Some(environment) if environment.archived_at_ms.is_some() || !environment.body["archived_at"].is_null() => {
+            Some(environment) if environment.archived_at_ms.is_some() => {
                 problem(format!("environment {id} is archived"));
             }
             Some(environment) => {
