@@ -106,7 +106,10 @@ def test_a_save_answers_the_revision_and_the_override(agentd: Deployment, enviro
     flows = Workflows(agentd)
     error(flows.current(), 404, "not_found_error")
     decl = declaration(environment)
-    saved = ok(flows.save(decl, 0))
+    answer = flows.save(decl, 0)
+    # Metered like every managed write (the organization's create bucket).
+    assert "anthropic-ratelimit-requests-limit" in answer.headers, answer.headers
+    saved = ok(answer)
     revision, override = saved["revision"], saved["override"]
     assert set(revision) == {"type", "id", "project", "definition", "content_sha256", "declaration", "resolved",
                              "created_at", "reused"}, revision
@@ -131,6 +134,23 @@ def test_identical_content_reuses_its_revision(agentd: Deployment, environment: 
     again = ok(flows.save(declaration(environment), 2))
     assert again["revision"] == {**first, "reused": True}, "the same revision, created once"
     assert (again["override"]["revision_id"], again["override"]["override_version"]) == (first["id"], 3)
+
+
+def test_a_revision_pins_the_environment_as_it_was_saved(
+    agentd: Deployment, client: anthropic.Anthropic, environment: str
+) -> None:
+    flows = Workflows(agentd)
+    first = ok(flows.save(declaration(environment), 0))["revision"]
+    pinned = first["resolved"]["requires"]["coder"]["environment"]
+    client.beta.environments.update(environment, config={"type": "cloud", "networking": {"type": "limited"}})
+    # The same declaration now resolves to another environment revision: a new revision.
+    second = ok(flows.save(declaration(environment), 1))["revision"]
+    assert second["id"] != first["id"] and second["reused"] is False
+    now = second["resolved"]["requires"]["coder"]["environment"]
+    assert now["id"] == pinned["id"] and now["version"] > pinned["version"], (pinned, now)
+    assert now["config_sha256"] != pinned["config_sha256"], (pinned, now)
+    # The first revision still says what it was saved with.
+    assert ok(flows.revision(first["id"]))["resolved"]["requires"]["coder"]["environment"] == pinned
 
 
 def invalid_cases(environment: str, archived: str) -> list[tuple[str, Callable[[dict[str, Any]], None]]]:
@@ -254,7 +274,9 @@ def test_racing_saves_expecting_one_version_have_one_winner(agentd: Deployment, 
     assert ok(flows.revision(winner["revision"]["id"]))["declaration"] == winner["revision"]["declaration"]
 
 
-def test_an_idempotent_replay_answers_the_first_body(agentd: Deployment, environment: str) -> None:
+def test_an_idempotent_replay_answers_the_first_body(
+    agentd: Deployment, client: anthropic.Anthropic, environment: str
+) -> None:
     flows = Workflows(agentd)
     first = flows.save(declaration(environment), 0, key="save-once")
     assert first.status_code == 200, first.text
@@ -269,6 +291,11 @@ def test_an_idempotent_replay_answers_the_first_body(agentd: Deployment, environ
     # Keys are per project and definition: the same key elsewhere is a new save.
     elsewhere = Workflows(agentd)
     assert ok(elsewhere.save(declaration(environment), 0, key="save-once"))["override"]["override_version"] == 1
+    # A replay answers what was answered, even once the environment it required is archived.
+    client.beta.environments.archive(environment)
+    late = flows.save(declaration(environment), 0, key="save-once")
+    assert (late.status_code, late.json()) == (200, first.json())
+    error(flows.save(declaration(environment), 2), 400, "invalid_request_error")
 
 
 def test_a_clear_is_compare_and_swap_and_removes_only_the_override(agentd: Deployment, environment: str) -> None:
