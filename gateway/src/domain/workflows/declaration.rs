@@ -11,7 +11,7 @@ use std::ops::RangeInclusive;
 
 use serde_json::{Map, Value};
 
-use crate::managed::body::FieldError;
+use crate::managed::body::{FieldError, pointer_join as join};
 
 /// Characters of a key of `states`, `requires`, `inputs` and `outputs`, and of a transition.
 pub const MAX_KEY_CHARS: usize = 64;
@@ -198,11 +198,6 @@ pub fn is_key(key: &str) -> bool {
 
 /// What [`is_key`] asks, for the problems that cite it.
 const KEY_RULE: &str = "must be a key: a letter or _, then letters, digits, _ or -, at most 64 characters";
-
-/// One reference token of a JSON pointer (RFC 6901 §3).
-fn join(pointer: &str, token: &str) -> String {
-    format!("{pointer}/{}", token.replace('~', "~0").replace('/', "~1"))
-}
 
 /// Collects problems.
 #[derive(Debug, Default)]
