@@ -490,7 +490,14 @@ mod tests {
         ] {
             assert!(matches!(ids(template, &[(name, bad)]), Err(ApiError::NotFound(_))), "{name} = {bad}");
         }
+        let app = crate::admission::auth::AppGrant {
+            token_id: agentd_schema::ids::new_id("aat"),
+            protocols: vec!["ai-sdk".into(), "ag-ui".into()],
+            operations: vec!["thread.run".into(), "thread.messages.read".into()],
+            bindings: Vec::new(),
+        };
         for key in [
+            Access::App(app),
             Access::Environment(agentd_schema::ids::new_id("env")),
             Access::Runner,
             Access::Session {
