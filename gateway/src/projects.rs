@@ -1,8 +1,8 @@
 //! The project API (`/api/projects/{project}/…`, docs/api/workflows.md): workflow
-//! revisions and the project override. Mounted outside `/v1` with its own copy of the
-//! admission layers (`lib.rs`): an API key of the workspace (other credentials are
-//! refused by `admission::scope`), the rate limiter, drain refusal and the managed error
-//! envelope. The rules are `domain::workflows`; this module parses and renders.
+//! revisions and the project override. Mounted outside `/v1` behind the same admission
+//! (`lib::admitted`): drain refusal, an API key of the workspace (other credentials are
+//! refused by `admission::scope`), the rate limiter and the managed error envelope. The
+//! rules are `domain::workflows`; this module parses and renders.
 
 use agentd_schema::live::rfc3339;
 use agentd_schema::{SavedWorkflowRevision, WorkflowOverrideRow, WorkflowRevisionRow};
