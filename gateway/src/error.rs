@@ -26,6 +26,15 @@ pub enum ApiError {
         /// Machine-readable detail, e.g. `environment_archived`.
         code: Option<&'static str>,
     },
+    /// 400 `invalid_request_error` with every field at fault in `error.details`:
+    /// `{error_code, errors: [{path, message}]}`, each `path` a JSON pointer.
+    #[error("{message}")]
+    InvalidFields {
+        /// Names the first field at fault and how many there are.
+        message: String,
+        /// `error.details`.
+        details: serde_json::Value,
+    },
     /// 401 `authentication_error`.
     #[error("{0}")]
     Unauthenticated(String),
@@ -113,7 +122,7 @@ impl ApiError {
     /// The transport-neutral code.
     pub fn code(&self) -> Code {
         match self {
-            ApiError::InvalidRequest { .. } => Code::InvalidRequest,
+            ApiError::InvalidRequest { .. } | ApiError::InvalidFields { .. } => Code::InvalidRequest,
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
             ApiError::PermissionDenied(_) => Code::PermissionDenied,
             ApiError::NotFound(_) => Code::NotFound,
@@ -134,6 +143,7 @@ impl ApiError {
     pub fn wire_type(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest { .. }
+            | ApiError::InvalidFields { .. }
             | ApiError::PreconditionFailed { .. }
             | ApiError::Gone(_)
             | ApiError::MethodNotAllowed { .. }
@@ -225,7 +235,7 @@ impl IntoResponse for ApiError {
         if let ApiError::Coded { error_code, .. } = &self {
             error["details"] = json!({ "error_code": error_code });
         }
-        if let ApiError::PreconditionFailed { details, .. } = &self {
+        if let ApiError::PreconditionFailed { details, .. } | ApiError::InvalidFields { details, .. } = &self {
             error["details"] = details.clone();
         }
         let mut body = json!({ "type": "error", "error": error });

@@ -13,6 +13,7 @@ pub mod error;
 pub mod managed;
 pub mod openapi;
 pub mod ops;
+pub mod projects;
 pub mod telemetry;
 #[cfg(test)]
 mod test_rig;
@@ -96,30 +97,22 @@ impl AppState {
     }
 }
 
-/// The public API routes (`/v1/…`) without the operations routes. Managed routes
-/// pass admission in order: authentication (trusted scope), then the rate limiter;
-/// the beta selector is checked per family. `/v1/workspaces/{workspace}/{rest}` is
-/// served by the same routes (see [`workspace_path`]).
+/// The public API routes (`/v1/…`, the project API `/api/…`) without the operations
+/// routes. Managed routes pass admission in order: authentication (trusted scope), then
+/// the rate limiter; the beta selector is checked per family.
+/// `/v1/workspaces/{workspace}/{rest}` is served by the same routes (see
+/// [`workspace_path`]).
 pub fn api(state: AppState) -> Router {
     let managed = managed::router()
         .merge(control::router())
         .merge(durable::router())
         .merge(adapters_router())
         // The contract (docs/openapi.json): an API key like every `/v1` route.
-        .merge(openapi::router())
-        .layer(middleware::from_fn(envelope::json_bodies))
-        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
-        // After routing: what the matched route acts on, by its decoded, typed ids.
-        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
-    // Authentication covers unknown routes too: a request without a key is 401
-    // wherever it goes, except the A2A agent cards (`auth::is_public`).
-    let v1 = Router::new()
-        .merge(managed)
-        .fallback(unknown_route)
-        // Every stored field comes from a body: this bounds what any one request can store.
-        .layer(axum::extract::DefaultBodyLimit::max(managed::limits::MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining));
+        .merge(openapi::router());
+    let v1 = admitted(managed, &state);
+    // The project API (`/api/projects/…`, docs/api/workflows.md) lives outside `/v1` and
+    // passes the same admission; its errors are the managed envelope.
+    let projects = admitted(projects::router(), &state);
     // The A2A workspace card lives outside `/v1` (clients resolve
     // `<base>/.well-known/agent-card.json`) but passes the same admission. Like the
     // per-agent cards under `/v1`, it is public: without a credential, authentication
@@ -136,6 +129,7 @@ pub fn api(state: AppState) -> Router {
     // Outermost: rejections made below any handler answer in their surface's envelope.
     Router::new()
         .nest("/v1", v1)
+        .nest("/api", projects)
         .merge(well_known)
         .merge(adapters::mcp::routes(&state))
         // The consent page of user profiles: unauthenticated, its signed token authorizes.
@@ -146,6 +140,26 @@ pub fn api(state: AppState) -> Router {
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), envelope::layer))
         .with_state(state)
+}
+
+/// `routes` behind the admission of every API prefix (`/v1`, `/api`), outermost first:
+/// drain refusal; authentication, which covers unknown routes too — a request without a
+/// key is 401 wherever it goes under the prefix, except the A2A agent cards
+/// (`auth::is_public`); the body limit; then, once routed, the scope check, the limiter and
+/// the JSON body check.
+fn admitted(routes: Router<AppState>, state: &AppState) -> Router<AppState> {
+    let routes = routes
+        .layer(middleware::from_fn(envelope::json_bodies))
+        .layer(middleware::from_fn_with_state(state.clone(), limiter::layer))
+        // After routing: what the matched route acts on, by its decoded, typed ids.
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope::layer));
+    Router::new()
+        .merge(routes)
+        .fallback(unknown_route)
+        // Every stored field comes from a body: this bounds what any one request can store.
+        .layer(axum::extract::DefaultBodyLimit::max(managed::limits::MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), refuse_while_draining))
 }
 
 /// The application adapters' routes, relative to `/v1` (no beta selector).

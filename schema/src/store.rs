@@ -34,6 +34,7 @@ mod tool_calls;
 mod user_profiles;
 mod webhooks;
 mod work;
+mod workflows;
 
 use async_trait::async_trait;
 
@@ -89,6 +90,10 @@ pub use webhooks::{
     WebhookSubscriptionRow,
 };
 pub use work::{Heartbeat, LostHands, SessionsToken, WorkConflict, WorkItem, WorkSource, WorkStats, WorkStore};
+pub use workflows::{
+    ClearOutcome, SaveOutcome, SaveWorkflowRevision, SavedWorkflowRevision, WorkflowKey, WorkflowOverrideRow,
+    WorkflowRevisionRow, WorkflowStore,
+};
 
 use crate::error::StoreResult;
 
@@ -98,7 +103,7 @@ pub mod prelude {
         AdapterStore, AgentDraftStore, AgentMemoryStore, AppTokenStore, DeploymentStore, DreamStore, DurableStore,
         ErasureStore, FileStore, IdempotencyStore, InboxStore, OutboxStore, ProtocolConfigStore, ProviderStore,
         ResourceStore, RunStore, SandboxPolicyStore, SealedStore, SessionStore, SessionThreadStore, SkillStore, Store,
-        StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore,
+        StoreHealth, TenancyStore, ToolCallStore, UserProfileStore, WebhookStore, WorkStore, WorkflowStore,
     };
 }
 
@@ -161,6 +166,7 @@ pub trait Store:
     + WebhookStore
     + ProtocolConfigStore
     + SandboxPolicyStore
+    + WorkflowStore
     + 'static
 {
 }
@@ -193,6 +199,7 @@ impl<T> Store for T where
         + WebhookStore
         + ProtocolConfigStore
         + SandboxPolicyStore
+        + WorkflowStore
         + 'static
 {
 }

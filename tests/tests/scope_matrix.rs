@@ -45,6 +45,10 @@ enum Subject {
     Tunnel,
     /// Ids that are the caller's text (adapter thread keys, A2A task ids): one spelling.
     Text,
+    /// A project (of the workspace, with a workflow saved in it), named by its slug.
+    Project,
+    /// A workflow revision of the workspace's project.
+    WorkflowRevision,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +67,9 @@ enum Target {
     Missing,
 }
 
-/// (method, route relative to /v1, subject, destructive). Destructive routes are only
-/// sent where they must be refused, so the matrix never deletes what it checks next.
+/// (method, route relative to /v1 — or, for `/api/…`, the full path —, subject,
+/// destructive). Destructive routes are only sent where they must be refused, so the
+/// matrix never deletes what it checks next.
 const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/agents/{agent}", Subject::Agent, false),
     ("POST", "/agents/{agent}", Subject::Agent, false),
@@ -212,6 +217,11 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("GET", "/tunnels/{tnl}/certificates/{tcrt}", Subject::Tunnel, false),
     ("POST", "/tunnels/{tnl}/certificates/{tcrt}/archive", Subject::Tunnel, false),
     ("POST", "/tunnels/{tnl}/archive", Subject::Tunnel, true),
+    // A project's workflows (an API key only; docs/api/workflows.md), outside `/v1`.
+    ("GET", "/api/projects/{proj}/workflows/matrix-flow/override", Subject::Project, false),
+    ("POST", "/api/projects/{proj}/workflows/matrix-flow/revision", Subject::Project, false),
+    ("POST", "/api/projects/{proj}/workflows/matrix-flow/override/clear", Subject::Project, false),
+    ("GET", "/api/projects/{proj}/workflows/matrix-flow/revisions/{wfrev}", Subject::WorkflowRevision, false),
 ];
 
 /// One environment's ids; its session has its memory store attached (`read_write`).
@@ -244,6 +254,10 @@ struct Workspace {
     webhook_subscription: String,
     /// An MCP tunnel of the workspace.
     tunnel: String,
+    /// A project of the workspace with a revision of `matrix-flow` saved in it.
+    project: String,
+    /// That revision.
+    workflow_revision: String,
 }
 
 /// Whether the credential's kind ever uses the route (otherwise 403, whatever the id).
@@ -272,11 +286,13 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
         || (method == "GET" && route.starts_with("/memory_stores/{memstore}/memory_versions"));
     // User profiles (and their consent) take an API key only.
     let user_profiles = route.starts_with("/user_profiles/");
+    // So do a project's workflows.
+    let projects = route.starts_with("/api/projects/");
     match cred {
         Cred::Api => !(sandbox_environment || hands_files || (method == "GET" && route == "/environments/{env}/work")),
         Cred::EnvironmentKey | Cred::RunnerKey if dreams => false,
         Cred::SessionsToken if dreams => false,
-        Cred::EnvironmentKey | Cred::RunnerKey | Cred::SessionsToken if user_profiles => false,
+        Cred::EnvironmentKey | Cred::RunnerKey | Cred::SessionsToken if user_profiles || projects => false,
         Cred::EnvironmentKey | Cred::RunnerKey => {
             session_route
                 || hands_files
@@ -348,6 +364,7 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
     // Workspace one: environments A and B (self-hosted) and C (cloud), a session and a
     // work item on each; workspace two: environment X with the same.
     let make_workspace = async |key: &str| {
+        let project = slug("matrix");
         let agent = gateway.create(key, "/v1/agents", json!({"name": "a", "model": "claude-sonnet-4-5"})).await;
         let vault = gateway.create(key, "/v1/vaults", json!({"display_name": "v"})).await;
         let scope = gateway.store.store.resolve_api_key(key).await.unwrap().unwrap();
@@ -381,6 +398,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                 assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
                 answer.body["id"].as_str().expect("a provider credential").to_owned()
             },
+            project: project.clone(),
+            workflow_revision: save_workflow(&gateway, key, &project).await,
             publication: publish(&gateway, key, agent["id"].as_str().unwrap()).await,
             webhook_subscription: {
                 let id = new_id("whep");
@@ -484,6 +503,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         publication: agentd_schema::ids::secret_hash(&new_id("pub")),
         webhook_subscription: new_id("whep"),
         tunnel: new_id("tnl"),
+        project: slug("missing"),
+        workflow_revision: format!("wfrev_{}", agentd_schema::ids::secret_hash(&new_id("rev"))),
     };
 
     let mut failures = Vec::new();
@@ -511,6 +532,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         | Subject::Publication
                         | Subject::WebhookSubscription
                         | Subject::Text
+                        | Subject::Project
+                        | Subject::WorkflowRevision
                 ) && target == Target::OtherEnvironment
                 {
                     continue;
@@ -540,6 +563,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                     Subject::Tunnel => &workspace.tunnel,
                     Subject::MemoryStore => &home.memory_store,
                     Subject::Text => &workspace.agent,
+                    Subject::Project => &workspace.project,
+                    Subject::WorkflowRevision => &workspace.workflow_revision,
                 };
                 let spelled_ways = match subject {
                     Subject::Text => vec![("plain", subject_id.clone(), true)],
@@ -556,6 +581,16 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .into_iter()
                         .filter(|(label, _, _)| !matches!(*label, "upper case" | "mixed case"))
                         .collect(),
+                    // A slug is lowercase letters, digits and `-`; `%2D` is its `-`.
+                    Subject::Project => vec![
+                        ("plain", subject_id.clone(), true),
+                        ("%2D", subject_id.replacen('-', "%2D", 1), true),
+                        ("upper case", subject_id.to_uppercase(), false),
+                        ("trailing .", format!("{subject_id}."), false),
+                        ("%2F inside", subject_id.replacen('-', "%2F", 1), false),
+                        ("..", "..".to_owned(), false),
+                        ("%2E%2E", "%2E%2E".to_owned(), false),
+                    ],
                     _ => spellings(subject_id),
                 };
                 for (label, spelled, same) in spelled_ways {
@@ -575,6 +610,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{hook}", &workspace.webhook_subscription)
                         .replace("{tnl}", &workspace.tunnel)
                         .replace("{tcrt}", &new_id("tcrt"))
+                        .replace("{proj}", &workspace.project)
+                        .replace("{wfrev}", &workspace.workflow_revision)
                         .replace("{memstore}", &home.memory_store)
                         .replace("{memory}", &new_id("mem"))
                         .replace("{memver}", &new_id("memver"))
@@ -592,7 +629,8 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
                         .replace("{sbxpol}", "policy-of-the-client")
                         .replacen(subject_id.as_str(), &spelled, 1);
                     let body = (method != "GET" && method != "DELETE").then(|| json!({}));
-                    let answer = gateway.call(key, method, &format!("/v1{path}"), body).await;
+                    let full = if path.starts_with("/api/") { path.clone() } else { format!("/v1{path}") };
+                    let answer = gateway.call(key, method, &full, body).await;
                     sent += 1;
                     let status = answer.status.as_u16();
                     let expected = if label == "trailing /" && *cred != Cred::Api && !reads_skills(method, route) {
@@ -657,6 +695,22 @@ async fn every_credential_reaches_exactly_its_scope_under_every_spelling() {
         assert_eq!(profile.status, StatusCode::OK, "no scoped credential deleted it: {:?}", profile.body);
     }
     gateway.cleanup().await;
+}
+
+/// A project slug no other test run uses.
+fn slug(prefix: &str) -> String {
+    format!("{prefix}-{}", new_id("p").trim_start_matches("p_").to_ascii_lowercase())
+}
+
+/// Saves a revision of `matrix-flow` in `project`: its id.
+async fn save_workflow(gateway: &TestGateway, key: &str, project: &str) -> String {
+    let state = json!({"name": "Done", "description": "", "icon": "", "state_group": "done", "completion": "completed", "transitions": []});
+    let declaration = json!({"name": "m", "description": "", "icon": "", "start": "done", "states": {"done": state}});
+    let body = json!({"expected_override_version": 0, "idempotency_key": "matrix", "declaration": declaration});
+    let path = format!("/api/projects/{project}/workflows/matrix-flow/revision");
+    let answer = gateway.call(key, "POST", &path, Some(body)).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    answer.body["revision"]["id"].as_str().expect("a revision").to_owned()
 }
 
 /// Publishes a draft of `agent` as it is: a publication of the workspace, by fingerprint.

@@ -157,6 +157,12 @@ fn parse<'a>(template: &str, params: impl Iterator<Item = (&'a str, &'a str)>) -
             // A sandbox execution policy: an id the caller chose or a preset's.
             "sandbox_policy_id" if crate::domain::sandbox_policies::is_policy_id(value) => {}
             "sandbox_policy_id" => return Err(not_found("sandbox execution policy", value)),
+            // A project and a workflow definition (docs/api/workflows.md): slugs the caller
+            // chose; a revision of one: `wfrev_` and its content's hex SHA-256.
+            "project" | "definition" if crate::domain::workflows::is_slug(value) => {}
+            "project" | "definition" => return Err(not_found(name, value)),
+            "revision_id" if crate::domain::workflows::is_revision_id(value) => {}
+            "revision_id" => return Err(not_found("workflow revision", value)),
             // A protocol whose exposure the control plane sets.
             "protocol" if agentd_schema::ExposedProtocol::parse(value).is_some() => {}
             "protocol" => return Err(not_found("protocol", value)),
@@ -225,6 +231,12 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             }
             _ => Ok(Reach::Anything),
         },
+        // Projects and their workflows are authored with an API key only.
+        Access::App(_) | Access::Environment(_) | Access::Runner | Access::Session { .. }
+            if segments.starts_with(&["api", "projects"]) =>
+        {
+            denied("project workflows take an API key")
+        }
         // An application access token: the adapter routes of its protocols and operations;
         // which threads, `threads::bound` decides from its bindings.
         Access::App(grant) => {
@@ -462,6 +474,48 @@ mod tests {
         let other = agentd_schema::ids::new_id("agent");
         let params = [("session_id", session.as_str()), ("thread_id", other.as_str())];
         assert!(matches!(ids("/sessions/{session_id}/threads/{thread_id}", &params), Err(ApiError::NotFound(_))));
+    }
+
+    #[test]
+    fn workflow_parameters_parse() {
+        let template = "/api/projects/{project}/workflows/{definition}/revisions/{revision_id}";
+        let revision = format!("wfrev_{}", "0123456789abcdef".repeat(4));
+        let good = [("project", "acme-web"), ("definition", "bug-fix"), ("revision_id", revision.as_str())];
+        assert!(ids(template, &good).is_ok());
+        for (name, bad) in [
+            ("project", "Acme"),
+            ("project", "-lead"),
+            ("project", "a.b"),
+            ("project", ".."),
+            ("definition", "a/b"),
+            ("definition", &"x".repeat(64)),
+            ("revision_id", &revision.to_uppercase()),
+            ("revision_id", &revision[..20]),
+            ("revision_id", "wfrev_.."),
+        ] {
+            assert!(matches!(ids(template, &[(name, bad)]), Err(ApiError::NotFound(_))), "{name} = {bad}");
+        }
+        let app = crate::admission::auth::AppGrant {
+            token_id: agentd_schema::ids::new_id("aat"),
+            protocols: vec!["ai-sdk".into(), "ag-ui".into()],
+            operations: vec!["thread.run".into(), "thread.messages.read".into()],
+            bindings: Vec::new(),
+        };
+        for key in [
+            Access::App(app),
+            Access::Environment(agentd_schema::ids::new_id("env")),
+            Access::Runner,
+            Access::Session {
+                session_id: agentd_schema::ids::new_id("sesn"),
+                work_id: agentd_schema::ids::new_id("work"),
+                environment_id: agentd_schema::ids::new_id("env"),
+            },
+        ] {
+            let refused = route_reach(&key, &Method::POST, template, &PathIds::default());
+            assert!(matches!(refused, Err(ApiError::PermissionDenied(_))), "{key:?}");
+        }
+        let reach = route_reach(&Access::Workspace, &Method::GET, template, &PathIds::default());
+        assert_eq!(reach.unwrap(), Reach::Anything);
     }
 
     #[test]

@@ -212,6 +212,7 @@ impl From<ApiError> for Problem {
             | ApiError::Conflict(_)
             | ApiError::TypedConflict { .. }
             | ApiError::PreconditionFailed { .. }
+            | ApiError::InvalidFields { .. }
             | ApiError::Gone(_)
             | ApiError::PayloadTooLarge(_)
             | ApiError::UnsupportedMediaType(_)

@@ -20,7 +20,7 @@ use super::agents;
 use super::error::{DomainError, DomainResult};
 use super::skills;
 use crate::managed::agent_config::{self, CONFIG_FIELDS};
-use crate::managed::body::FieldError;
+use crate::managed::body::{FieldError, pointer_join};
 
 /// What publishing a draft did.
 #[derive(Debug)]
@@ -133,7 +133,7 @@ async fn check(
     let mut errors: Vec<FieldError> = map
         .keys()
         .filter(|key| !CONFIG_FIELDS.contains(&key.as_str()))
-        .map(|key| FieldError { path: format!("/{}", escape(key)), message: format!("{key}: unknown field") })
+        .map(|key| FieldError { path: pointer_join("", key), message: format!("{key}: unknown field") })
         .collect();
     let mut config = match agent_config::check_in(map, catalog) {
         Ok(config) => config,
@@ -153,11 +153,6 @@ async fn check(
         Err(other) => return Err(other),
     }
     Ok(if errors.is_empty() { Ok(config) } else { Err(errors) })
-}
-
-/// A JSON pointer's escaping of one reference token (RFC 6901 §3).
-fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }
 
 /// Publishes the workspace's draft of `agent_id`: validated as [`validate`] does, then
@@ -230,8 +225,9 @@ pub fn is_fingerprint(value: &str) -> bool {
     value.len() == 64 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// `value` with every object's keys in sorted order, whatever order a map keeps.
-fn canonical(value: &Value) -> Value {
+/// `value` with every object's keys in sorted order, whatever order a map keeps (the
+/// canonical JSON content addresses are computed from; workflow revisions use it too).
+pub(crate) fn canonical(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

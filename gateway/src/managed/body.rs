@@ -47,6 +47,12 @@ impl FieldError {
     }
 }
 
+/// `pointer` extended by one reference token, escaped (RFC 6901 §3: `~` is `~0`, `/` is
+/// `~1`).
+pub fn pointer_join(pointer: &str, token: &str) -> String {
+    format!("{pointer}/{}", token.replace('~', "~0").replace('/', "~1"))
+}
+
 /// The JSON pointer of the field a message names by the convention of this module
 /// (`tools[0].configs[1].name: …` → `/tools/0/configs/1/name`); `""` when the message
 /// starts with no field path (or names the body itself).

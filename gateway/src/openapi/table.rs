@@ -245,6 +245,7 @@ pub enum Tag {
     ConfigProviders,
     ConfigWebhooks,
     ConfigProtocols,
+    Workflows,
     AiSdk,
     AgUi,
     A2a,
@@ -256,7 +257,7 @@ pub enum Tag {
 
 impl Tag {
     /// Every tag, in the document's order.
-    pub const ALL: [Tag; 29] = [
+    pub const ALL: [Tag; 30] = [
         Tag::Agents,
         Tag::Environments,
         Tag::Work,
@@ -279,6 +280,7 @@ impl Tag {
         Tag::ConfigProviders,
         Tag::ConfigWebhooks,
         Tag::ConfigProtocols,
+        Tag::Workflows,
         Tag::AiSdk,
         Tag::AgUi,
         Tag::A2a,
@@ -332,6 +334,9 @@ impl Tag {
             Tag::ConfigWebhooks => ("config-webhooks", "Control plane: webhook subscriptions (docs/api/webhooks.md)."),
             Tag::ConfigProtocols => {
                 ("config-protocols", "Control plane: MCP and A2A configuration (docs/api/config.md).")
+            }
+            Tag::Workflows => {
+                ("workflows", "A project's workflow revisions and its override, under /api (docs/api/workflows.md).")
             }
             Tag::AiSdk => ("ai-sdk", "The AI SDK UI message stream adapter (docs/api/ai-sdk.md)."),
             Tag::AgUi => ("ag-ui", "The AG-UI adapter (docs/api/ag-ui.md)."),
@@ -507,6 +512,9 @@ pub fn parameter_description(name: &str) -> &'static str {
         "task" => "An A2A task id; `{id}:cancel` and `{id}:subscribe` on POST.",
         "config" => "An A2A push notification config id.",
         "token" => "The consent page's signed token.",
+        "project" => "A project's slug (lowercase letters, digits and `-`, at most 63).",
+        "definition" => "A workflow definition's slug (lowercase letters, digits and `-`, at most 63).",
+        "revision_id" => "A workflow revision id: `wfrev_` and its content's hex SHA-256.",
         _ => "A path parameter.",
     }
 }
@@ -598,6 +606,10 @@ pub const OPERATIONS: &[Operation] = &[
     op(Get, "/v1/config/webhook-subscriptions/{webhook_subscription_id}", "config.webhooks.retrieve", ConfigWebhooks, "Retrieve a webhook subscription"),
     op(Put, "/v1/config/webhook-subscriptions/{webhook_subscription_id}", "config.webhooks.put", ConfigWebhooks, "Create or replace a webhook subscription").status(&[200, 201]),
     op(Get, "/v1/config/webhook-subscriptions/{webhook_subscription_id}/deliveries", "config.webhooks.deliveries", ConfigWebhooks, "A webhook subscription's deliveries"),
+    op(Post, "/api/projects/{project}/workflows/{definition}/revision", "workflows.save_revision", Workflows, "Save a workflow revision and move the project override to it"),
+    op(Get, "/api/projects/{project}/workflows/{definition}/revisions/{revision_id}", "workflows.retrieve_revision", Workflows, "Retrieve a workflow revision"),
+    op(Get, "/api/projects/{project}/workflows/{definition}/override", "workflows.retrieve_override", Workflows, "Retrieve the project override of a workflow"),
+    op(Post, "/api/projects/{project}/workflows/{definition}/override/clear", "workflows.clear_override", Workflows, "Clear the project override of a workflow"),
     op(Get, "/consent/{token}", "consent.show", Consent, "The consent page").answers(Answer::Html),
     op(Post, "/consent/{token}", "consent.answer", Consent, "Answer the consent page (a form)").answers(Answer::Html).body(Body::Form),
     op(Get, "/v1/openapi.json", "openapi.serve", Contract, "This document"),

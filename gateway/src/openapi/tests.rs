@@ -131,6 +131,7 @@ const MOUNTS: &[(&str, &str, &[&str], Listener)] = &[
     ("adapters/a2a/rest.rs", "router", &["/v1/a2a", "/v1/a2a/agents/{agent_id}"], Listener::Public),
     ("consent_page.rs", "router", &[""], Listener::Public),
     ("tunnel.rs", "router", &[""], Listener::Public),
+    ("projects.rs", "router", &["/api"], Listener::Public),
     ("ops.rs", "public_router", &[""], Listener::Public),
     ("ops.rs", "router", &[""], Listener::Ops),
 ];

@@ -40,6 +40,7 @@ mod usage;
 mod user_profiles;
 mod webhooks;
 mod work;
+mod workflows;
 
 use std::sync::Arc;
 use std::time::Duration;

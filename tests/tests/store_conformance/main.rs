@@ -38,6 +38,7 @@ mod tool_calls;
 mod user_profiles;
 mod webhooks;
 mod work;
+mod workflows;
 
 const LEASE_MS: i64 = 30_000;
 

@@ -270,6 +270,7 @@ impl From<ApiError> for A2aError {
     fn from(error: ApiError) -> Self {
         match error {
             ApiError::InvalidRequest { message, .. }
+            | ApiError::InvalidFields { message, .. }
             | ApiError::Conflict(message)
             | ApiError::TypedConflict { message, .. }
             | ApiError::Gone(message)

@@ -216,6 +216,7 @@ fn tenant(context: &RequestContext<RoleServer>) -> Result<Tenant, ErrorData> {
 fn protocol_error(error: ApiError) -> ErrorData {
     match error {
         ApiError::InvalidRequest { message, .. }
+        | ApiError::InvalidFields { message, .. }
         | ApiError::NotFound(message)
         | ApiError::Gone(message)
         | ApiError::Coded { message, .. } => ErrorData::invalid_params(message, None),
