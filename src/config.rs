@@ -422,6 +422,7 @@ impl Settings {
             uids,
             environment: SecretEnv::default(),
             mounts: Vec::new(),
+            forwarder: std::env::current_exe().ok(),
         })
     }
 

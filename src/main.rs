@@ -71,6 +71,18 @@ impl Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Not a role: the egress forwarder the runner starts inside a `namespace` sandbox
+    // with allowed hosts (agentd_runner::egress). It reads no settings and logs nothing.
+    if std::env::args().nth(1).as_deref() == Some("sandbox-forward") {
+        let forwarded = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|runtime| runtime.block_on(agentd_runner::egress::forward()));
+        return match forwarded {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(_) => std::process::ExitCode::FAILURE,
+        };
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -45,6 +45,7 @@ async fn main() {
             uids: UidRange::default(),
             environment: SecretEnv::default(),
             mounts: Vec::new(),
+            forwarder: None,
         };
         let (mut open, mut first, mut warm, mut discard) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {

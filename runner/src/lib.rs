@@ -19,6 +19,7 @@
 //! confine a value the shell holds to `allowed_hosts`.
 
 pub mod client;
+pub mod egress;
 pub mod memory;
 pub mod mounts;
 pub mod policy;

@@ -112,6 +112,7 @@ mod tests {
             uids: UidRange::default(),
             environment: SecretEnv(Vec::new()),
             mounts: Vec::new(),
+            forwarder: None,
         }
     }
 

@@ -141,6 +141,10 @@ pub struct SandboxConfig {
     /// stores): the writable ones take the file tools' writes, the others are bound
     /// read-only in the `namespace` sandbox.
     pub mounts: Vec<crate::mounts::MountAccess>,
+    /// The `agentd` binary, run inside a `namespace` sandbox as the forwarder to its
+    /// egress proxy (`crate::egress`); without it, `limited` networking with allowed
+    /// hosts cannot be enforced and fails closed.
+    pub forwarder: Option<PathBuf>,
 }
 
 /// Why a sandbox could not be opened.
@@ -155,6 +159,8 @@ pub enum SandboxError {
 
 /// One session's sandbox: its workdir, its persistent shell, and the tools that act on them.
 pub struct Sandbox {
+    /// The session's egress proxy (`limited` networking with allowed hosts).
+    _egress: Option<crate::egress::EgressProxy>,
     confinement: std::sync::Arc<Confinement>,
     limits: Limits,
     launch: Launch,
@@ -195,8 +201,16 @@ impl Sandbox {
         })?;
         let confinement =
             confinement.with_writable_mounts(config.mounts.iter().filter(|m| m.writable).map(|m| m.path.as_str()));
-        let launch = plan.into_launch(&prepared.path, config, prepared.owner);
+        let egress = match &plan.egress {
+            Some(allowlist) => Some(
+                crate::egress::EgressProxy::start(&config.root, session_id, prepared.owner, allowlist.clone())
+                    .map_err(SandboxError::Io)?,
+            ),
+            None => None,
+        };
+        let launch = plan.into_launch(&prepared.path, config, prepared.owner, egress.as_ref());
         Ok(Sandbox {
+            _egress: egress,
             confinement: std::sync::Arc::new(confinement),
             limits: config.limits.clone(),
             launch,
@@ -328,17 +342,26 @@ struct LaunchPlan {
     /// Workdir level as root: `unshare` and `sh` (pid + mount namespaces), and whether to
     /// cut the network.
     unshare: Option<(PathBuf, PathBuf, bool)>,
+    /// The hosts an egress proxy lets through (namespace level, no network otherwise).
+    egress: Option<crate::egress::Allowlist>,
 }
 
 fn plan_launch(config: &SandboxConfig, root_user: bool) -> Result<LaunchPlan, SandboxError> {
-    let unshare_net = match &config.networking {
-        Networking::Unrestricted => false,
-        networking if networking.is_cut_off() => true,
+    let (unshare_net, egress) = match &config.networking {
+        Networking::Unrestricted => (false, None),
+        networking if networking.is_cut_off() => (true, None),
+        // Allowed hosts: no network but loopback, and an egress proxy that checks each
+        // connection's host (`crate::egress`); only the namespace level can do that.
+        Networking::Limited { allowed_hosts, allow_package_managers }
+            if config.isolation == Isolation::Namespace && config.forwarder.is_some() =>
+        {
+            (true, Some(crate::egress::Allowlist::new(allowed_hosts, *allow_package_managers)))
+        }
         Networking::Limited { allowed_hosts, allow_package_managers } => {
             return Err(SandboxError::Unavailable(format!(
                 "networking `limited` with allowed_hosts {allowed_hosts:?} and allow_package_managers \
-                 {allow_package_managers} cannot be enforced: the sandbox can only cut the network off entirely \
-                 (an empty allowed_hosts list, no package managers)"
+                 {allow_package_managers} needs the `namespace` isolation and its egress proxy (run by `agentd`); \
+                 this sandbox can only cut the network off entirely"
             )));
         }
     };
@@ -385,19 +408,35 @@ fn plan_launch(config: &SandboxConfig, root_user: bool) -> Result<LaunchPlan, Sa
     };
     let bash = find_program("bash", false)
         .ok_or_else(|| SandboxError::Unavailable(format!("bash is not installed in {SHELL_PATH}")))?;
-    Ok(LaunchPlan { bash, setpriv, bwrap, unshare })
+    Ok(LaunchPlan { bash, setpriv, bwrap, unshare, egress })
 }
 
 impl LaunchPlan {
     /// The command line: `[bwrap … -- | setpriv --pdeathsig KILL -- unshare … -- sh -c …]
     /// [setpriv … --] bash --noprofile --norc`.
-    fn into_launch(self, workdir: &Path, config: &SandboxConfig, owner: Option<(u32, u32)>) -> Launch {
+    fn into_launch(
+        self,
+        workdir: &Path,
+        config: &SandboxConfig,
+        owner: Option<(u32, u32)>,
+        egress: Option<&crate::egress::EgressProxy>,
+    ) -> Launch {
         let (limits, env) = (&config.limits, &config.environment);
         let mut argv: Vec<OsString> = Vec::new();
         if let Some((bwrap, unshare_net)) = &self.bwrap {
             argv.push(bwrap.clone().into());
             let read_only = config.mounts.iter().filter(|m| !m.writable).map(|m| m.path.as_str());
             argv.extend(bwrap_args(workdir, *unshare_net, limits.disk_bytes, read_only));
+            if let (Some(proxy), Some(forwarder)) = (egress, &config.forwarder) {
+                // Passable by the session's uid (bubblewrap would make it with the runner's umask).
+                argv.extend(["--perms", "0711", "--dir", "/run"].map(OsString::from));
+                argv.extend([OsString::from("--bind"), proxy.dir().into(), "/run/agentd".into()]);
+                argv.extend([
+                    OsString::from("--ro-bind"),
+                    forwarder.clone().into(),
+                    crate::egress::FORWARDER_INSIDE.into(),
+                ]);
+            }
             argv.push("--".into());
         }
         if let (Some((unshare, sh, unshare_net)), Some(setpriv)) = (&self.unshare, &self.setpriv) {
@@ -437,7 +476,7 @@ impl LaunchPlan {
             program,
             args: argv,
             workdir: workdir.to_path_buf(),
-            setup: setup_script(limits),
+            setup: setup_script(limits, egress.is_some()),
             env: SecretEnv(
                 env.0.iter().filter(|(name, _)| !RESERVED_VARIABLES.contains(&name.as_str())).cloned().collect(),
             ),
@@ -543,9 +582,23 @@ fn bwrap_args<'a>(
 }
 
 /// The shell's first command: hard and soft limits at once, before any user command runs,
-/// and files private to the session unless it says otherwise.
-pub(crate) fn setup_script(limits: &Limits) -> String {
-    format!("{} && umask 077", ulimit_script(limits))
+/// and files private to the session unless it says otherwise. With an egress proxy, the
+/// forwarder starts first (outside the limits, detached from the shell's jobs) and the
+/// proxy variables are set once it listens.
+pub(crate) fn setup_script(limits: &Limits, egress: bool) -> String {
+    let limited = format!("{} && umask 077", ulimit_script(limits));
+    if !egress {
+        return limited;
+    }
+    let proxy = format!("http://{}", crate::egress::PROXY_ADDRESS);
+    let (host, port) = crate::egress::PROXY_ADDRESS.split_once(':').unwrap_or(("127.0.0.1", "3128"));
+    format!(
+        "( {forwarder} sandbox-forward >/dev/null 2>&1 & ) ; \
+         for _ in $(seq 100); do (exec 3<>/dev/tcp/{host}/{port}) 2>/dev/null && break; sleep 0.02; done ; \
+         export HTTPS_PROXY={proxy} HTTP_PROXY={proxy} https_proxy={proxy} http_proxy={proxy} \
+         NO_PROXY=localhost,127.0.0.1 no_proxy=localhost,127.0.0.1 && {limited}",
+        forwarder = crate::egress::FORWARDER_INSIDE,
+    )
 }
 
 /// bash counts `-v` and `-f` in KiB (see `help ulimit`); rounding down keeps within the limit.

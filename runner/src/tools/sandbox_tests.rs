@@ -62,6 +62,7 @@ pub(super) fn config(root: &Path, limits: Limits) -> SandboxConfig {
         uids: UidRange::default(),
         environment: SecretEnv::default(),
         mounts: Vec::new(),
+        forwarder: None,
     }
 }
 
@@ -658,7 +659,10 @@ fn limited_networking_without_root_needs_namespace_isolation() {
 }
 
 #[test]
-fn no_level_can_enforce_a_host_allow_list() {
+/// An allow-list is enforced only by the egress proxy of the `namespace` level, which
+/// needs the forwarder binary (`agentd`); without it, or at the `workdir` level, the
+/// sandbox fails closed (the proxy itself: e2e `test_sandbox_egress.py`).
+fn an_allow_list_needs_the_namespace_level_and_its_forwarder() {
     let root = Root::new();
     for isolation in [Isolation::Workdir, Isolation::Namespace] {
         for networking in [
@@ -667,7 +671,7 @@ fn no_level_can_enforce_a_host_allow_list() {
         ] {
             let cfg = SandboxConfig { isolation, networking, ..config(root.path(), Limits::default()) };
             match Sandbox::open(&cfg, "s1") {
-                Err(SandboxError::Unavailable(message)) => assert!(message.contains("cannot be enforced"), "{message}"),
+                Err(SandboxError::Unavailable(message)) => assert!(message.contains("egress proxy"), "{message}"),
                 other => panic!("expected Unavailable, got {other:?}"),
             }
         }
@@ -724,12 +728,13 @@ fn namespace_launch_wraps_setpriv_in_bwrap() {
         setpriv: Some("/usr/bin/setpriv".into()),
         bwrap: Some(("/usr/bin/bwrap".into(), true)),
         unshare: None,
+        egress: None,
     };
     let env = SecretEnv(vec![("TOKEN".into(), "s3cr3t".into()), ("PATH".into(), "/evil".into())]);
     let mount = |path: &str, writable| crate::mounts::MountAccess { path: path.into(), writable };
     let mounts = vec![mount("/mnt/memory/notes", true), mount("/mnt/memory/style", false)];
     let cfg = SandboxConfig { environment: env, mounts, ..config(Path::new("/srv/work"), Limits::default()) };
-    let launch = plan.into_launch(Path::new("/srv/work/s1"), &cfg, Some((1000, 1001)));
+    let launch = plan.into_launch(Path::new("/srv/work/s1"), &cfg, Some((1000, 1001)), None);
     assert_eq!(launch.program, Path::new("/usr/bin/bwrap"));
     let args: Vec<String> = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
@@ -762,8 +767,9 @@ fn namespace_launch_wraps_setpriv_in_bwrap() {
         setpriv: None,
         bwrap: Some(("bwrap".into(), false)),
         unshare: None,
+        egress: None,
     };
-    let launch = open_net.into_launch(Path::new("/w"), &config(Path::new("/"), Limits::default()), None);
+    let launch = open_net.into_launch(Path::new("/w"), &config(Path::new("/"), Limits::default()), None, None);
     assert!(!launch.args.iter().any(|a| a == "--unshare-net"));
 }
 
@@ -774,8 +780,9 @@ fn workdir_launch_as_root_wraps_the_shell_in_pid_and_mount_namespaces() {
         setpriv: Some("/usr/bin/setpriv".into()),
         bwrap: None,
         unshare: Some(("/usr/bin/unshare".into(), "/bin/sh".into(), true)),
+        egress: None,
     };
-    let launch = plan.into_launch(Path::new("/w"), &config(Path::new("/"), Limits::default()), Some((7, 7)));
+    let launch = plan.into_launch(Path::new("/w"), &config(Path::new("/"), Limits::default()), Some((7, 7)), None);
     assert_eq!(launch.program, Path::new("/usr/bin/setpriv"));
     let joined = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
     assert!(
