@@ -423,6 +423,7 @@ impl Settings {
             environment: SecretEnv::default(),
             mounts: Vec::new(),
             forwarder: std::env::current_exe().ok(),
+            cgroup_limits: Default::default(),
         })
     }
 

@@ -46,6 +46,7 @@ async fn main() {
             environment: SecretEnv::default(),
             mounts: Vec::new(),
             forwarder: None,
+            cgroup_limits: Default::default(),
         };
         let (mut open, mut first, mut warm, mut discard) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {

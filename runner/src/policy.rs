@@ -5,18 +5,20 @@
 //! - **Isolation**: `workdir` < `namespace` < `container`. A runner provides its configured
 //!   level (`AGENTD_SANDBOX_ISOLATION`); it meets a policy asking for that level or a
 //!   weaker one. `container` is not a level this runner provides.
-//! - **Limits** are enforced with rlimits and the workdir's tmpfs; each takes the lower of
-//!   the policy's and the runner's own. `memory_bytes` is the address space of each
-//!   process (`RLIMIT_AS`); `pids` the processes of the session's uid (`RLIMIT_NPROC`),
-//!   per session only when the runner is root (each session runs as its own uid);
-//!   `disk_bytes` the size of the workdir's tmpfs, which only a root runner mounts.
-//!   `cpu_millis` is a rate (thousandths of a CPU), which no rlimit can cap: a policy that
-//!   sets it is refused. Whatever cannot be enforced here fails closed; nothing is
-//!   silently weakened.
+//! - **Limits** take the lower of the policy's and the runner's own. Where the host lets
+//!   the runner use cgroups (`crate::sandbox::cgroup`, v2 or v1), `memory_bytes`, `pids`
+//!   and `cpu_millis` are also the session's totals there (memory of all its processes,
+//!   processes at once, CPU rate). Otherwise rlimits: `memory_bytes` is the address space
+//!   of each process (`RLIMIT_AS`, always set too); `pids` the processes of the session's
+//!   uid (`RLIMIT_NPROC`), per session only when the runner is root (each session runs as
+//!   its own uid); and `cpu_millis`, a rate no rlimit can cap, is refused. `disk_bytes` is
+//!   the size of the workdir's tmpfs, which only a root runner mounts. Whatever cannot be
+//!   enforced here fails closed; nothing is silently weakened.
 
 use serde_json::Value;
 
 use crate::sandbox::SandboxConfig;
+use crate::sandbox::cgroup::Support;
 
 /// The isolation levels a policy may ask for, weakest first.
 const LEVELS: [&str; 3] = ["workdir", "namespace", "container"];
@@ -26,12 +28,15 @@ const LEVELS: [&str; 3] = ["workdir", "namespace", "container"];
 pub struct Host {
     /// The runner runs as root: a uid per session, tmpfs workdirs.
     pub root: bool,
+    /// The cgroup controllers the runner may use.
+    pub cgroups: &'static Support,
 }
 
 impl Host {
-    /// This process's host.
+    /// This process's host; `AGENTD_SANDBOX_CGROUPS=off` leaves cgroups unused.
     pub fn current() -> Self {
-        Host { root: crate::sandbox::runner_is_root() }
+        let off = std::env::var("AGENTD_SANDBOX_CGROUPS").is_ok_and(|v| v.eq_ignore_ascii_case("off"));
+        Host { root: crate::sandbox::runner_is_root(), cgroups: if off { &Support::NONE } else { Support::detect() } }
     }
 }
 
@@ -63,21 +68,33 @@ pub fn apply(pinned: &Value, base: &SandboxConfig, host: Host) -> Result<Sandbox
     let limits = &config["limits"];
     let limit = |key: &str| limits[key].as_u64();
     let mut applied = base.clone();
-    if limit("cpu_millis").is_some() {
-        return Err(format!(
-            "{name} caps cpu_millis, a CPU rate this runner cannot enforce (rlimits cap CPU time, not rate)"
-        ));
+    if let Some(millis) = limit("cpu_millis") {
+        if !host.cgroups.caps_cpu() {
+            return Err(format!(
+                "{name} caps cpu_millis, a CPU rate this runner cannot enforce: it has no usable cgroup cpu \
+                 controller (rlimits cap CPU time, not rate)"
+            ));
+        }
+        applied.cgroup_limits.cpu_millis = Some(millis);
     }
     if let Some(bytes) = limit("memory_bytes") {
         applied.limits.memory_bytes = lower(base.limits.memory_bytes, bytes);
+        if host.cgroups.caps_memory() {
+            applied.cgroup_limits.memory_bytes = Some(bytes);
+        }
     }
     if let Some(pids) = limit("pids") {
-        if !host.root {
+        if host.cgroups.caps_pids() {
+            applied.cgroup_limits.pids = Some(pids);
+        } else if !host.root {
             return Err(format!(
-                "{name} caps pids, which a runner that is not root cannot hold per session (its sessions share its uid)"
+                "{name} caps pids, which a runner that is not root and has no usable cgroup pids controller cannot \
+                 hold per session (its sessions share its uid)"
             ));
         }
-        applied.limits.processes = lower(base.limits.processes, pids);
+        if host.root {
+            applied.limits.processes = lower(base.limits.processes, pids);
+        }
     }
     if let Some(bytes) = limit("disk_bytes") {
         if !host.root {
@@ -113,6 +130,7 @@ mod tests {
             environment: SecretEnv(Vec::new()),
             mounts: Vec::new(),
             forwarder: None,
+            cgroup_limits: Default::default(),
         }
     }
 
@@ -120,7 +138,7 @@ mod tests {
         json!({"policy_id": "p", "version": 3, "config": config})
     }
 
-    const ROOT: Host = Host { root: true };
+    const ROOT: Host = Host { root: true, cgroups: &Support::NONE };
 
     #[test]
     fn no_policy_keeps_the_runners_settings() {
@@ -150,10 +168,27 @@ mod tests {
     }
 
     #[test]
+    fn cgroups_hold_session_totals_and_the_cpu_rate() {
+        let cgroups: &'static Support = Box::leak(Box::new(Support::unified_at("/sys/fs/cgroup/runner".into())));
+        let host = Host { root: false, cgroups };
+        let policy = pinned(json!({"limits": {"cpu_millis": 500, "memory_bytes": 1 << 20, "pids": 9}}));
+        let applied = apply(&policy, &base(Isolation::Namespace), host).unwrap();
+        let wanted =
+            crate::sandbox::cgroup::CgroupLimits { memory_bytes: Some(1 << 20), pids: Some(9), cpu_millis: Some(500) };
+        assert_eq!(applied.cgroup_limits, wanted);
+        assert_eq!(applied.limits.memory_bytes, 1 << 20, "each process is capped too");
+        assert_eq!(
+            applied.limits.processes,
+            Limits::default().processes,
+            "RLIMIT_NPROC is per uid: not for a shared one"
+        );
+    }
+
+    #[test]
     fn limits_that_cannot_be_enforced_fail_closed() {
         let cpu = apply(&pinned(json!({"limits": {"cpu_millis": 500}})), &base(Isolation::Namespace), ROOT);
         assert!(cpu.unwrap_err().contains("cpu_millis"));
-        let user = Host { root: false };
+        let user = Host { root: false, cgroups: &Support::NONE };
         let pids = apply(&pinned(json!({"limits": {"pids": 5}})), &base(Isolation::Namespace), user);
         assert!(pids.unwrap_err().contains("pids"));
         let disk = apply(&pinned(json!({"limits": {"disk_bytes": 5}})), &base(Isolation::Namespace), user);

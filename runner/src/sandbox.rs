@@ -26,6 +26,7 @@
 //! Whatever cannot be honoured on this host makes [`Sandbox::open`] fail: nothing is silently
 //! weakened.
 
+pub mod cgroup;
 pub mod workdir;
 
 use std::ffi::OsString;
@@ -145,6 +146,9 @@ pub struct SandboxConfig {
     /// egress proxy (`crate::egress`); without it, `limited` networking with allowed
     /// hosts cannot be enforced and fails closed.
     pub forwarder: Option<PathBuf>,
+    /// Session totals a sandbox execution policy caps with cgroups (`crate::policy`
+    /// sets them only where `cgroup::Support` can enforce them).
+    pub cgroup_limits: cgroup::CgroupLimits,
 }
 
 /// Why a sandbox could not be opened.
@@ -159,13 +163,16 @@ pub enum SandboxError {
 
 /// One session's sandbox: its workdir, its persistent shell, and the tools that act on them.
 pub struct Sandbox {
-    /// The session's egress proxy (`limited` networking with allowed hosts).
-    _egress: Option<crate::egress::EgressProxy>,
     confinement: std::sync::Arc<Confinement>,
     limits: Limits,
     launch: Launch,
     shell: Option<Shell>,
     mounted: bool,
+    // Dropped after the shell (fields drop in order): its processes are gone first.
+    /// The session's egress proxy (`limited` networking with allowed hosts).
+    _egress: Option<crate::egress::EgressProxy>,
+    /// The session's cgroup(s), removed with the sandbox.
+    _cgroup: Option<cgroup::SessionCgroup>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -208,9 +215,21 @@ impl Sandbox {
             ),
             None => None,
         };
-        let launch = plan.into_launch(&prepared.path, config, prepared.owner, egress.as_ref());
+        let session_cgroup = if config.cgroup_limits.any() {
+            let made = cgroup::Support::detect().create(session_id, &config.cgroup_limits).map_err(|error| {
+                SandboxError::Unavailable(format!("the session's cgroup cannot be set up: {error}"))
+            })?;
+            Some(made)
+        } else {
+            None
+        };
+        let mut launch = plan.into_launch(&prepared.path, config, prepared.owner, egress.as_ref());
+        if let Some(joined) = &session_cgroup {
+            launch.join_cgroup(&joined.procs_files());
+        }
         Ok(Sandbox {
             _egress: egress,
+            _cgroup: session_cgroup,
             confinement: std::sync::Arc::new(confinement),
             limits: config.limits.clone(),
             launch,

@@ -67,6 +67,19 @@ pub(crate) struct Launch {
     pub env: SecretEnv,
 }
 
+impl Launch {
+    /// Starts the launch through `sh`, which first writes its own pid into each of
+    /// `procs_files` (the session's cgroups), so every process of the session is in them.
+    pub(crate) fn join_cgroup(&mut self, procs_files: &[PathBuf]) {
+        let mut args: Vec<OsString> = vec!["-c".into(), crate::sandbox::cgroup::JOIN_SCRIPT.into(), "sh".into()];
+        args.extend(procs_files.iter().map(|file| file.clone().into_os_string()));
+        args.push("--".into());
+        args.push(std::mem::replace(&mut self.program, PathBuf::from("/bin/sh")).into_os_string());
+        args.append(&mut self.args);
+        self.args = args;
+    }
+}
+
 #[derive(Deserialize)]
 struct BashInput {
     command: Option<String>,

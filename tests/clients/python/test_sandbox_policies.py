@@ -14,7 +14,8 @@ gateway (test_hands.py's `cloud_hands`). The model is the scriptable fake.
 from __future__ import annotations
 
 import os
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import httpx
 import pytest
@@ -253,9 +254,88 @@ def test_a_policy_the_runner_cannot_meet_fails_closed(
     result = run_bash(turns, cloud_hands, fake_anthropic, locked, "echo ran")
     assert result.get("is_error") is True, result
     assert "asks for isolation `container`" in result_text(result) and "ran" not in result_text(result).split(), result
-    _, _, capped = policy_session(turns, cloud_hands, {"limits": {"cpu_millis": 500}})
-    result = run_bash(turns, cloud_hands, fake_anthropic, capped, "echo ran")
+
+
+@pytest.fixture
+def hands_without_cgroups(
+    turns: Deployment, launch: Callable[..., Deployment], tmp_path: Path
+) -> Iterator[tuple[Deployment, CloudHands]]:
+    """Cloud hands whose runner may not use cgroups (`AGENTD_SANDBOX_CGROUPS=off`)."""
+    off = {"AGENTD_SANDBOX_CGROUPS": "off"}
+    if turns.mode == "dev":
+        deployment = launch("dev", extra_env=off)
+        root = Path(deployment.cli_env["AGENTD_DATA_DIR"]) / "sandboxes"
+        yield deployment, CloudHands(deployment.client(), deployment.bootstrap_key, root, None)
+        return
+    workspace = unique("nocgroup")
+    api_key = turns.create_key(workspace)
+    runner = turns.start_runner(turns.create_runner_key(workspace), tmp_path / "sandboxes", off)
+    try:
+        yield turns, CloudHands(turns.client(api_key), api_key, tmp_path / "sandboxes", runner)
+    finally:
+        runner.stop()
+
+
+def test_a_cpu_rate_without_cgroups_fails_closed(
+    hands_without_cgroups: tuple[Deployment, CloudHands], fake_anthropic: FakeAnthropic
+) -> None:
+    deployment, hands = hands_without_cgroups
+    _, _, capped = policy_session(deployment, hands, {"limits": {"cpu_millis": 500}})
+    result = run_bash(deployment, hands, fake_anthropic, capped, "echo ran")
     assert result.get("is_error") is True and "cpu_millis" in result_text(result), result
+    assert "cgroup" in result_text(result), result
+
+
+def cgroups_usable() -> bool:
+    """Whether this machine lets a root runner make cgroups with a cpu controller (v1 or v2)."""
+    own = Path("/proc/self/cgroup").read_text()
+    for line in own.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(",") or (controllers == "" and Path("/sys/fs/cgroup/cgroup.subtree_control").exists()):
+            base = Path("/sys/fs/cgroup") / ("cpu" if controllers else "") / path.lstrip("/")
+            probe = base / f"agentd-pytest-{os.getpid()}"
+            try:
+                probe.mkdir()
+                probe.rmdir()
+                return True
+            except OSError:
+                continue
+    return False
+
+
+# Busy for 1.5 s of wall time, then the CPU seconds the process got.
+BUSY = (
+    "/usr/bin/python3 -c 'import os, time\n"
+    "t = time.time()\n"
+    "while time.time() - t < 1.5: pass\n"
+    "c = os.times()\n"
+    "print(\"cpu\", round(c.user + c.system, 3))'"
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not cgroups_usable(), reason="needs a root runner that may make cgroups")
+def test_a_cpu_rate_and_session_totals_are_held_by_cgroups(
+    turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
+) -> None:
+    """With cgroups, cpu_millis is enforced (a busy loop gets about its rate), and
+    memory_bytes caps the session's processes together: three that each fit the per
+    process limit do not fit together."""
+    _, _, capped = policy_session(turns, cloud_hands, {"limits": {"cpu_millis": 250, "memory_bytes": 256 * MIB}})
+    busy = run_bash(turns, cloud_hands, fake_anthropic, capped, BUSY)
+    assert result_text(busy).startswith("cpu "), busy
+    cpu = float(result_text(busy).split()[1])
+    assert cpu < 0.9, f"250 millicores for 1.5 s give about 0.4 s of CPU, got {cpu}: {busy}"
+    together = (
+        "for i in 1 2 3; do ( /usr/bin/python3 -c 'import time; b = b\"x\" * (100 << 20); time.sleep(3)' "
+        "2>/dev/null; echo \"exit $?\" ) & done; wait"
+    )
+    text = result_text(run_bash(turns, cloud_hands, fake_anthropic, capped, together))
+    statuses = [line for line in text.splitlines() if line.startswith("exit ")]
+    assert len(statuses) == 3 and statuses.count("exit 0") < 3, f"300 MiB in a 256 MiB session: {text}"
+    # Uncapped, the same busy loop gets its 1.5 s (what the assertion above is measured against).
+    free = make_hands_session(cloud_hands.client, make_environment(cloud_hands.client, "cloud")).id
+    unthrottled = float(result_text(run_bash(turns, cloud_hands, fake_anthropic, free, BUSY)).split()[1])
+    assert unthrottled > cpu, (unthrottled, cpu)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs the memory limit the root runner enforces")

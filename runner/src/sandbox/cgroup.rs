@@ -1,0 +1,269 @@
+//! Per-session resource caps with Linux control groups, for what a sandbox execution
+//! policy asks (docs/api/sandbox-policies.md): `memory_bytes` as the session's total
+//! memory, `pids` as its total processes, `cpu_millis` as its CPU rate. cgroup v2 (a
+//! unified hierarchy with the controllers enabled for the runner's cgroup) or v1 (the
+//! `memory`, `pids` and `cpu` hierarchies) — whichever this host has and lets the runner
+//! write. Where neither is available, `crate::policy` falls back to rlimits or fails
+//! closed.
+//!
+//! A session's cgroup is `agentd-<session>` under the runner's own cgroup of each
+//! controller. The sandbox shell joins it before `exec`ing bubblewrap (a `sh` wrapper
+//! writes its own pid into each `cgroup.procs`), so every process of the session is in it
+//! from the start. The cgroup is removed when the sandbox closes.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Where cgroup file systems are mounted.
+const ROOT: &str = "/sys/fs/cgroup";
+/// The CFS period the CPU rate is expressed in, µs.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// Totals a session's processes may use together (`None`: no cap).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupLimits {
+    /// Memory of all its processes, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Processes (and threads) at once.
+    pub pids: Option<u64>,
+    /// CPU rate in thousandths of a CPU.
+    pub cpu_millis: Option<u64>,
+}
+
+impl CgroupLimits {
+    /// Whether any cap is set.
+    pub fn any(&self) -> bool {
+        self.memory_bytes.is_some() || self.pids.is_some() || self.cpu_millis.is_some()
+    }
+}
+
+/// Which controllers this host lets the runner use, and where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Support {
+    /// cgroup v2: the runner's cgroup directory (controllers enabled for its children).
+    v2: Option<PathBuf>,
+    /// cgroup v1: the runner's cgroup directory in each hierarchy.
+    memory: Option<PathBuf>,
+    pids: Option<PathBuf>,
+    cpu: Option<PathBuf>,
+}
+
+impl Support {
+    /// What this process may use (probed once: a child cgroup made and removed).
+    pub fn detect() -> &'static Support {
+        static DETECTED: OnceLock<Support> = OnceLock::new();
+        DETECTED.get_or_init(|| {
+            let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+            Support::probe(Path::new(ROOT), &own)
+        })
+    }
+
+    /// Nothing (cgroups turned off, or a host without them).
+    pub const NONE: Support = Support { v2: None, memory: None, pids: None, cpu: None };
+
+    /// A unified hierarchy at `dir` (tests of what is decided from support).
+    #[cfg(test)]
+    pub(crate) fn unified_at(dir: PathBuf) -> Support {
+        Support { v2: Some(dir), ..Support::NONE }
+    }
+
+    /// Nothing, owned.
+    pub fn none() -> Support {
+        Support::NONE
+    }
+
+    fn probe(root: &Path, own: &str) -> Support {
+        let writable = |dir: PathBuf| {
+            let probe = dir.join(format!("agentd-probe-{}", std::process::id()));
+            (std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()).then_some(dir)
+        };
+        let mut support = Support::default();
+        for line in own.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let relative = path.trim_start_matches('/');
+            if controllers.is_empty() {
+                // Unified: usable only where the controllers are enabled for children.
+                let dir = root.join(relative);
+                let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+                let has = |name: &str| enabled.split_whitespace().any(|c| c == name);
+                if has("memory") && has("pids") && has("cpu") {
+                    support.v2 = writable(dir);
+                }
+                continue;
+            }
+            for controller in controllers.split(',') {
+                let dir = root.join(controller).join(relative);
+                match controller {
+                    "memory" => support.memory = writable(dir),
+                    "pids" => support.pids = writable(dir),
+                    "cpu" => support.cpu = writable(dir),
+                    _ => {}
+                }
+            }
+        }
+        support
+    }
+
+    /// Whether every cap `limits` sets can be enforced.
+    pub fn enforces(&self, limits: &CgroupLimits) -> bool {
+        self.v2.is_some()
+            || ((limits.memory_bytes.is_none() || self.memory.is_some())
+                && (limits.pids.is_none() || self.pids.is_some())
+                && (limits.cpu_millis.is_none() || self.cpu.is_some()))
+    }
+
+    /// Whether the CPU rate can be capped.
+    pub fn caps_cpu(&self) -> bool {
+        self.v2.is_some() || self.cpu.is_some()
+    }
+
+    /// Whether the session's total memory can be capped.
+    pub fn caps_memory(&self) -> bool {
+        self.v2.is_some() || self.memory.is_some()
+    }
+
+    /// Whether the session's processes can be capped together.
+    pub fn caps_pids(&self) -> bool {
+        self.v2.is_some() || self.pids.is_some()
+    }
+
+    /// Makes the session's cgroup(s) with `limits` written.
+    pub fn create(&self, session: &str, limits: &CgroupLimits) -> io::Result<SessionCgroup> {
+        let name = format!("agentd-{session}");
+        let mut made = SessionCgroup { dirs: Vec::new() };
+        let mut make = |parent: &Path, files: &[(&str, String)]| -> io::Result<()> {
+            let dir = parent.join(&name);
+            match std::fs::create_dir(&dir) {
+                Err(error) if error.kind() != io::ErrorKind::AlreadyExists => return Err(error),
+                _ => {}
+            }
+            made.dirs.push(dir.clone());
+            for (file, value) in files {
+                std::fs::write(dir.join(file), value)
+                    .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", dir.join(file).display())))?;
+            }
+            Ok(())
+        };
+        if let Some(v2) = &self.v2 {
+            let mut files = Vec::new();
+            if let Some(bytes) = limits.memory_bytes {
+                files.push(("memory.max", bytes.to_string()));
+                files.push(("memory.swap.max", "0".to_owned()));
+            }
+            if let Some(pids) = limits.pids {
+                files.push(("pids.max", pids.to_string()));
+            }
+            if let Some(millis) = limits.cpu_millis {
+                files.push(("cpu.max", format!("{} {CPU_PERIOD_US}", millis * CPU_PERIOD_US / 1000)));
+            }
+            make(v2, &files)?;
+            return Ok(made);
+        }
+        let missing = |what: &str| io::Error::new(io::ErrorKind::Unsupported, format!("no writable {what} cgroup"));
+        if let Some(bytes) = limits.memory_bytes {
+            let parent = self.memory.as_ref().ok_or_else(|| missing("memory"))?;
+            make(parent, &[("memory.limit_in_bytes", bytes.to_string())])?;
+        }
+        if let Some(pids) = limits.pids {
+            let parent = self.pids.as_ref().ok_or_else(|| missing("pids"))?;
+            make(parent, &[("pids.max", pids.to_string())])?;
+        }
+        if let Some(millis) = limits.cpu_millis {
+            let parent = self.cpu.as_ref().ok_or_else(|| missing("cpu"))?;
+            let quota = (millis * CPU_PERIOD_US / 1000).max(1000);
+            make(parent, &[("cpu.cfs_period_us", CPU_PERIOD_US.to_string()), ("cpu.cfs_quota_us", quota.to_string())])?;
+        }
+        Ok(made)
+    }
+}
+
+/// A session's cgroup(s): one directory per hierarchy (one on v2).
+#[derive(Debug)]
+pub struct SessionCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl SessionCgroup {
+    /// The `cgroup.procs` files the shell's first process writes itself into.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|dir| dir.join("cgroup.procs")).collect()
+    }
+}
+
+impl Drop for SessionCgroup {
+    fn drop(&mut self) {
+        // The session's processes die with its pid namespace; a cgroup is removable once
+        // empty (a moment after its last process exits).
+        for dir in &self.dirs {
+            for _ in 0..50 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The `sh` script that writes its own pid into each file given before `--`, then
+/// `exec`s the rest (exit 97 when a file cannot be written: the shell does not start).
+pub const JOIN_SCRIPT: &str = "while [ \"$1\" != -- ]; do echo $$ > \"$1\" || exit 97; shift; done; shift; exec \"$@\"";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_root(dirs: &[&str]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for dir in dirs {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn v1_hierarchies_are_found_from_the_processs_own_cgroups() {
+        let root = fake_root(&["memory/job/1", "pids", "cpu"]);
+        let own = "9:name=systemd:/\n8:pids:/\n4:memory:/job/1\n2:cpu,cpuacct:/\n0::/\n";
+        let support = Support::probe(root.path(), own);
+        assert_eq!(support.memory.as_deref(), Some(root.path().join("memory/job/1").as_path()));
+        assert!(support.pids.is_some() && support.cpu.is_some() && support.v2.is_none());
+        assert!(support.caps_cpu() && support.caps_memory() && support.caps_pids());
+        let limits = CgroupLimits { memory_bytes: Some(1 << 20), pids: Some(8), cpu_millis: Some(500) };
+        let made = support.create("s1", &limits).unwrap();
+        assert_eq!(made.procs_files().len(), 3);
+        // A fake hierarchy's directories hold plain files and cannot be removed like a cgroup's.
+        std::mem::forget(made);
+        let read = |p: &str| std::fs::read_to_string(root.path().join(p)).unwrap();
+        assert_eq!(read("memory/job/1/agentd-s1/memory.limit_in_bytes"), "1048576");
+        assert_eq!(read("pids/agentd-s1/pids.max"), "8");
+        assert_eq!(read("cpu/agentd-s1/cpu.cfs_quota_us"), "50000");
+    }
+
+    #[test]
+    fn v2_needs_the_controllers_enabled_for_children() {
+        let root = fake_root(&["runner"]);
+        let own = "0::/runner\n";
+        assert_eq!(Support::probe(root.path(), own), Support::none(), "no subtree_control: unusable");
+        std::fs::write(root.path().join("runner/cgroup.subtree_control"), "cpu memory pids\n").unwrap();
+        let support = Support::probe(root.path(), own);
+        assert!(support.v2.is_some() && support.enforces(&CgroupLimits { cpu_millis: Some(1), ..Default::default() }));
+        let limits = CgroupLimits { memory_bytes: Some(4096), pids: Some(3), cpu_millis: Some(250) };
+        std::mem::forget(support.create("s2", &limits).unwrap());
+        let read = |p: &str| std::fs::read_to_string(root.path().join("runner/agentd-s2").join(p)).unwrap();
+        assert_eq!(
+            (read("memory.max"), read("pids.max"), read("cpu.max")),
+            ("4096".into(), "3".into(), "25000 100000".into())
+        );
+    }
+
+    #[test]
+    fn nothing_writable_enforces_nothing() {
+        let support = Support::none();
+        assert!(!support.caps_cpu() && !support.caps_memory() && !support.caps_pids());
+        assert!(support.enforces(&CgroupLimits::default()));
+        assert!(!support.enforces(&CgroupLimits { pids: Some(1), ..Default::default() }));
+    }
+}
