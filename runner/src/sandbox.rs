@@ -695,3 +695,7 @@ mod tests;
 #[cfg(test)]
 #[path = "tools/sandbox_escape_tests.rs"]
 mod escape_tests;
+
+#[cfg(test)]
+#[path = "tools/sandbox_cgroup_tests.rs"]
+mod cgroup_tests;
