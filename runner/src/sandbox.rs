@@ -697,5 +697,5 @@ mod tests;
 mod escape_tests;
 
 #[cfg(test)]
-#[path = "tools/sandbox_cgroup_tests.rs"]
-mod cgroup_tests;
+#[path = "tools/sandbox_policy_tests.rs"]
+mod policy_tests;

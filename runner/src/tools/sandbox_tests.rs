@@ -660,27 +660,6 @@ fn limited_networking_without_root_needs_namespace_isolation() {
 }
 
 #[test]
-/// An allow-list is enforced only by the egress proxy of the `namespace` level, which
-/// needs the forwarder binary (`agentd`); without it, or at the `workdir` level, the
-/// sandbox fails closed (the proxy itself: e2e `test_sandbox_egress.py`).
-fn an_allow_list_needs_the_namespace_level_and_its_forwarder() {
-    let root = Root::new();
-    for isolation in [Isolation::Workdir, Isolation::Namespace] {
-        for networking in [
-            Networking::Limited { allowed_hosts: vec!["api.example.com".into()], allow_package_managers: false },
-            Networking::Limited { allowed_hosts: vec![], allow_package_managers: true },
-        ] {
-            let cfg = SandboxConfig { isolation, networking, ..config(root.path(), Limits::default()) };
-            match Sandbox::open(&cfg, "s1") {
-                Err(SandboxError::Unavailable(message)) => assert!(message.contains("egress proxy"), "{message}"),
-                other => panic!("expected Unavailable, got {other:?}"),
-            }
-        }
-    }
-    assert!(!root.path().join("s1").exists());
-}
-
-#[test]
 fn session_ids_are_validated_and_workdirs_reopened() {
     let root = Root::new();
     let cfg = config(root.path(), Limits::default());

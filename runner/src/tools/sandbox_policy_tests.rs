@@ -1,5 +1,7 @@
-//! The session cgroup of a sandbox (`sandbox::cgroup`), end to end on this host: the
-//! shell joins it before anything runs, its caps hold, and it goes with the sandbox.
+//! What a sandbox execution policy or an environment's networking asks of the sandbox,
+//! end to end on this host: the session cgroup (`sandbox::cgroup`) joined before
+//! anything runs, its caps holding and going with the sandbox; allow-lists only where an
+//! egress proxy can hold them.
 
 use super::tests::{Root, assert_ok, bash, config};
 use super::*;
@@ -47,4 +49,25 @@ async fn a_session_cgroup_caps_the_cpu_rate_and_goes_with_the_sandbox() {
         .filter(|e| e.file_name().to_string_lossy() == format!("agentd-{session}"))
         .collect();
     assert!(left.is_empty(), "the session's cgroup is removed with its sandbox: {left:?}");
+}
+
+/// An allow-list is enforced only by the egress proxy of the `namespace` level, which
+/// needs the forwarder binary (`agentd`); without it, or at the `workdir` level, the
+/// sandbox fails closed (the proxy itself: e2e `test_sandbox_egress.py`).
+#[test]
+fn an_allow_list_needs_the_namespace_level_and_its_forwarder() {
+    let root = Root::new();
+    for isolation in [Isolation::Workdir, Isolation::Namespace] {
+        for networking in [
+            Networking::Limited { allowed_hosts: vec!["api.example.com".into()], allow_package_managers: false },
+            Networking::Limited { allowed_hosts: vec![], allow_package_managers: true },
+        ] {
+            let cfg = SandboxConfig { isolation, networking, ..config(root.path(), Limits::default()) };
+            match Sandbox::open(&cfg, "s1") {
+                Err(SandboxError::Unavailable(message)) => assert!(message.contains("egress proxy"), "{message}"),
+                other => panic!("expected Unavailable, got {other:?}"),
+            }
+        }
+    }
+    assert!(!root.path().join("s1").exists());
 }
