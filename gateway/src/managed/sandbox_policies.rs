@@ -66,11 +66,7 @@ pub async fn create(
     bytes: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let map = body::object(&bytes)?;
-    let id = match map.get("id") {
-        Some(Value::String(id)) => id.clone(),
-        Some(other) => return Err(ApiError::invalid(format!("id: expected a string, got {}", kind(other)))),
-        None => return Err(ApiError::invalid("id: required")),
-    };
+    let id = body::string(map.get("id"), "id", 1, 64)?;
     let content = policies::content(&map, "id")?;
     let row = policies::create(state.backends.store.as_ref(), &tenant.workspace_id, &id, content).await?;
     Ok((StatusCode::CREATED, Json(render(&row))))
@@ -169,11 +165,7 @@ pub async fn bind(
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
     body::only_known(&map, &["policy_id", "version"], "")?;
-    let policy = match map.get("policy_id") {
-        Some(Value::String(id)) => id.clone(),
-        Some(other) => return Err(ApiError::invalid(format!("policy_id: expected a string, got {}", kind(other)))),
-        None => return Err(ApiError::invalid("policy_id: required")),
-    };
+    let policy = body::string(map.get("policy_id"), "policy_id", 1, 64)?;
     let version = int(&map, "version", 1)?;
     let store = state.backends.store.as_ref();
     let row = match policies::bind(store, &tenant.workspace_id, &environment, &policy, version).await {

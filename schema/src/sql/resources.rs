@@ -95,25 +95,32 @@ async fn report(
     super::webhooks::record(tx, &[fact], now).await
 }
 
+/// Inserts a new resource at version 1 (with its first snapshot if versioned) and
+/// reports its creation, in `tx`.
+async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewResource, now: i64) -> StoreResult<AnyRow> {
+    let body = new.body.to_string();
+    let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
+        .bind(&new.id)
+        .bind(&new.workspace_id)
+        .bind(&new.kind)
+        .bind(&new.parent_id)
+        .bind(&body)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await?;
+    if new.versioned {
+        snapshot(tx, &new.id, 1, &body, now).await?;
+    }
+    report(tx, &new.workspace_id, &new.kind, &new.id, new.parent_id.as_deref(), Action::Created, now).await?;
+    Ok(row)
+}
+
 #[async_trait]
 impl ResourceStore for SqlStore {
     async fn create_resource(&self, new: NewResource) -> StoreResult<Resource> {
         let now = self.now();
-        let body = new.body.to_string();
         let mut tx = self.primary.begin().await?;
-        let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
-            .bind(&new.id)
-            .bind(&new.workspace_id)
-            .bind(&new.kind)
-            .bind(&new.parent_id)
-            .bind(&body)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-        if new.versioned {
-            snapshot(&mut tx, &new.id, 1, &body, now).await?;
-        }
-        report(&mut tx, &new.workspace_id, &new.kind, &new.id, new.parent_id.as_deref(), Action::Created, now).await?;
+        let row = insert(&mut tx, &new, now).await?;
         tx.commit().await?;
         resource(&row)
     }
@@ -149,17 +156,7 @@ impl ResourceStore for SqlStore {
         if active >= max_active {
             return Err(StoreError::Conflict(format!("{parent} already has {active} active {}s", new.kind)));
         }
-        let body = new.body.to_string();
-        let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
-            .bind(&new.id)
-            .bind(&new.workspace_id)
-            .bind(&new.kind)
-            .bind(&new.parent_id)
-            .bind(&body)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-        report(&mut tx, &new.workspace_id, &new.kind, &new.id, new.parent_id.as_deref(), Action::Created, now).await?;
+        let row = insert(&mut tx, &new, now).await?;
         tx.commit().await?;
         resource(&row)
     }
