@@ -258,12 +258,12 @@ def test_a_policy_the_runner_cannot_meet_fails_closed(
 
 @pytest.fixture
 def hands_without_cgroups(
-    turns: Deployment, launch: Callable[..., Deployment], tmp_path: Path
+    turns: Deployment, launch: Callable[..., Deployment], provider_env: dict[str, str], tmp_path: Path
 ) -> Iterator[tuple[Deployment, CloudHands]]:
     """Cloud hands whose runner may not use cgroups (`AGENTD_SANDBOX_CGROUPS=off`)."""
     off = {"AGENTD_SANDBOX_CGROUPS": "off"}
     if turns.mode == "dev":
-        deployment = launch("dev", extra_env=off)
+        deployment = launch("dev", extra_env={**provider_env, **off})
         root = Path(deployment.cli_env["AGENTD_DATA_DIR"]) / "sandboxes"
         yield deployment, CloudHands(deployment.client(), deployment.bootstrap_key, root, None)
         return
