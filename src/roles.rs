@@ -580,10 +580,18 @@ impl Process {
         self.track(agentd_gateway::tunnel::spawn_cutter(state.clone(), self.stop.clone()));
         let tunnels = state.tunnels.clone();
         let api = self.serve("http", self.settings.http_addr(), with_cors(agentd_gateway::app(state))).await?;
-        tunnels.advertise(self.settings.advertise_url.clone().unwrap_or_else(|| {
-            let host = if api.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { api.ip() };
-            format!("http://{}", std::net::SocketAddr::new(host, api.port()))
-        }));
+        // Where workers reach this gateway's tunnel connectors. One process (`agentd dev`)
+        // or a listener on a specific address can say it; a gateway listening on every
+        // address cannot know which one workers reach, and records none until told.
+        match (&self.settings.advertise_url, api.ip().is_unspecified()) {
+            (Some(url), _) => tunnels.advertise(url.clone()),
+            (None, true) if dev => tunnels.advertise(format!("http://127.0.0.1:{}", api.port())),
+            (None, true) => warn!(
+                "the API listens on every address and AGENTD_ADVERTISE_URL is not set: MCP tunnel connectors this \
+                 gateway holds cannot be reached by workers (set it to the address workers reach it at)"
+            ),
+            (None, false) => tunnels.advertise(format!("http://{api}")),
+        }
         let ops = self.serve_ops().await?;
         Ok((api, ops))
     }

@@ -17,18 +17,29 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio_util::sync::CancellationToken;
 
-/// `agentd tunnel` settings.
-#[derive(Debug, Clone, clap::Args)]
+/// `agentd tunnel` settings (`Debug` leaves the token out).
+#[derive(Clone, clap::Args)]
 pub struct TunnelArgs {
     /// The gateway to dial, e.g. `https://agents.example.com`.
     #[arg(long, env = "AGENTD_TUNNEL_GATEWAY_URL")]
     pub gateway: String,
-    /// The tunnel's token (`tunnels.reveal_token`). Treat as a credential.
+    /// The tunnel's token (`tunnels.reveal_token`). Treat as a credential: prefer the
+    /// environment variable, which `ps` does not show.
     #[arg(long, env = "AGENTD_TUNNEL_TOKEN", hide_env_values = true)]
     pub token: String,
     /// Where the MCP server listens: `host:port`, or an `https://host:port` URL.
     #[arg(long, env = "AGENTD_TUNNEL_UPSTREAM")]
     pub upstream: String,
+}
+
+impl std::fmt::Debug for TunnelArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TunnelArgs")
+            .field("gateway", &self.gateway)
+            .field("token", &"[redacted]")
+            .field("upstream", &self.upstream)
+            .finish()
+    }
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(500);

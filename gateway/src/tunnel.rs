@@ -1,4 +1,4 @@
-//! The data path of MCP tunnels (docs/api/tunnels.md, ADR 0025): connectors hold a
+//! The data path of MCP tunnels (docs/api/tunnels.md, ADR 0026): connectors hold a
 //! connection to a gateway, workers reach MCP servers behind them through that gateway.
 //!
 //! - **Connector → gateway**: `agentd tunnel` sends `GET /tunnel/connect` with its token
@@ -8,13 +8,18 @@
 //!   tunnel's gateway (the tunnel's `_connected`) so workers know where to go.
 //! - **Worker → gateway → connector → MCP server**: a worker sends `CONNECT
 //!   <host>:<port>` (an HTTP proxy request) with a credential only agentd's processes can
-//!   make (`agentd_schema::tunnels::proxy_credential`). The gateway opens an HTTP/2
+//!   make (`agentd_schema::tunnels::proxy_credential`: bound to the tunnel's current
+//!   token, good for an hour). The gateway opens an HTTP/2
 //!   `CONNECT` stream to the tunnel's connector, which dials its upstream, and splices the
 //!   two. TLS runs end to end between the worker and the MCP server: the worker verifies
 //!   the server against the tunnel's active CA certificates, so neither the gateway nor
 //!   the connector sees plaintext. A tunnel without an active certificate carries nothing.
 //! - **Cuts**: rotating a token or archiving a tunnel drops its connectors on every
 //!   gateway (announced on the bus, `tunnels.cut`). The old token then fails to connect.
+//!   A cut that is missed (a lost bus message, a connector mid-handshake) cannot carry
+//!   traffic either: every `CONNECT` checks the held connector's token against the
+//!   tunnel's current one in the store, and a connector is held only once that check
+//!   passed after its handshake.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -29,7 +34,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
@@ -49,6 +54,8 @@ type Empty = http_body_util::Empty<Bytes>;
 struct Held {
     /// Which connection (a reconnect replaces an older one).
     generation: u64,
+    /// The token the connector authenticated with (`_token.id`).
+    token_id: String,
     /// The workspace of its tunnel.
     workspace_id: String,
     /// Opens streams to the connector.
@@ -93,9 +100,10 @@ impl Connectors {
         }
     }
 
-    fn take_stream_sender(&self, tunnel_id: &str) -> Option<(SendRequest<Empty>, String)> {
+    /// A held connector's stream opener, workspace and token id.
+    fn held(&self, tunnel_id: &str) -> Option<(SendRequest<Empty>, String, String)> {
         let held = self.held.lock().ok()?;
-        held.get(tunnel_id).map(|h| (h.send.clone(), h.workspace_id.clone()))
+        held.get(tunnel_id).map(|h| (h.send.clone(), h.workspace_id.clone(), h.token_id.clone()))
     }
 }
 
@@ -117,6 +125,8 @@ pub fn spawn_cutter(state: AppState, stop: CancellationToken) -> tokio::task::Jo
                     Some(agentd_proto::bus::BusItem::Message(id)) => {
                         state.tunnels.drop_local(&String::from_utf8_lossy(&id));
                     }
+                    // Cuts may have been lost: every CONNECT checks its connector's token
+                    // against the store anyway, so a missed cut carries no traffic.
                     Some(agentd_proto::bus::BusItem::Gap) => {}
                     None => return,
                 },
@@ -197,42 +207,77 @@ async fn hold(
         Ok(handshake) => handshake,
         Err(error) => return tracing::info!(%error, tunnel = %tunnel_id, "a connector's HTTP/2 handshake failed"),
     };
-    let generation = state.tunnels.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Drive the connection from the start, so streams opened right after it is held go out.
     let cancel = CancellationToken::new();
+    let driver = tokio::spawn({
+        let (cancel, tunnel_id) = (cancel.clone(), tunnel_id.clone());
+        async move {
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                ended = connection => if let Err(error) = ended {
+                    tracing::info!(%error, tunnel = %tunnel_id, "tunnel connector's connection ended");
+                },
+            }
+        }
+    });
+    // A rotation or archive between the token check and now found nothing to cut here:
+    // check again before holding the connector.
+    let current = state.backends.store.get_resource(&workspace_id, TUNNEL, &tunnel_id).await;
+    let still_valid = matches!(&current, Ok(Some(tunnel)) if tunnel.archived_at_ms.is_none()
+        && tunnel.body["_token"]["id"].as_str() == Some(token_id.as_str()));
+    if !still_valid {
+        cancel.cancel();
+        return tracing::info!(tunnel = %tunnel_id, "a connector's token was revoked during its handshake");
+    }
+    let generation = state.tunnels.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if let Ok(mut held) = state.tunnels.held.lock() {
-        let replaced = held.insert(
-            tunnel_id.clone(),
-            Held { generation, workspace_id: workspace_id.clone(), send, cancel: cancel.clone() },
-        );
-        if let Some(older) = replaced {
+        let connector = Held {
+            generation,
+            token_id: token_id.clone(),
+            workspace_id: workspace_id.clone(),
+            send,
+            cancel: cancel.clone(),
+        };
+        if let Some(older) = held.insert(tunnel_id.clone(), connector) {
             older.cancel.cancel();
         }
     }
-    record_gateway(&state, &tunnel_id, &workspace_id, &token_id).await;
+    record_gateway(&state, &tunnel_id, &workspace_id, Some(&token_id)).await;
     tracing::info!(tunnel = %tunnel_id, "tunnel connector connected");
-    tokio::select! {
-        () = cancel.cancelled() => {}
-        ended = connection => if let Err(error) = ended {
-            tracing::info!(%error, tunnel = %tunnel_id, "tunnel connector's connection ended");
-        },
-    }
-    if let Ok(mut held) = state.tunnels.held.lock()
-        && held.get(&tunnel_id).is_some_and(|h| h.generation == generation)
-    {
-        held.remove(&tunnel_id);
+    let _ = driver.await;
+    let current = match state.tunnels.held.lock() {
+        Ok(mut held) if held.get(&tunnel_id).is_some_and(|h| h.generation == generation) => {
+            held.remove(&tunnel_id);
+            true
+        }
+        _ => false,
+    };
+    // The last connector of this tunnel here is gone: workers should not be sent here.
+    if current {
+        record_gateway(&state, &tunnel_id, &workspace_id, None).await;
     }
 }
 
-/// Writes this gateway's URL into the tunnel (`_connected`), for workers to proxy through.
-async fn record_gateway(state: &AppState, tunnel_id: &str, workspace_id: &str, token_id: &str) {
+/// Writes this gateway's URL into the tunnel (`_connected`) for workers to proxy
+/// through, or (`token_id` `None`) clears it if it still names this gateway.
+async fn record_gateway(state: &AppState, tunnel_id: &str, workspace_id: &str, token_id: Option<&str>) {
     let Some(url) = state.tunnels.advertised.get().cloned() else {
-        return tracing::error!("this gateway has no advertised URL: workers cannot reach its tunnel connectors");
+        return tracing::error!(
+            "this gateway has no advertised URL (AGENTD_ADVERTISE_URL): workers cannot reach its tunnel connectors"
+        );
     };
     let store = state.backends.store.as_ref();
     for _ in 0..8 {
         let Ok(Some(tunnel)) = store.get_resource(workspace_id, TUNNEL, tunnel_id).await else { return };
         let mut body = tunnel.body.clone();
-        body["_connected"] = json!({ "gateway": url, "token_id": token_id, "at_ms": crate::managed::query::now_ms() });
+        match token_id {
+            Some(token_id) => {
+                let at_ms = crate::managed::query::now_ms();
+                body["_connected"] = json!({ "gateway": url, "token_id": token_id, "at_ms": at_ms });
+            }
+            None if body["_connected"]["gateway"].as_str() == Some(url.as_str()) => body["_connected"] = Value::Null,
+            None => return,
+        }
         let update = agentd_schema::ResourceUpdate {
             workspace_id: workspace_id.to_owned(),
             kind: TUNNEL.into(),
@@ -263,19 +308,47 @@ pub async fn proxy(state: AppState, mut request: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
+    let held = state.tunnels.held(&tunnel_id);
     let key = state.secrets.derive_key(tunnels::PROXY_KEY_LABEL);
-    if !tunnels::proxy_credential_holds(&key, &tunnel_id, presented) {
-        return refuse(StatusCode::PROXY_AUTHENTICATION_REQUIRED, "not an agentd worker's tunnel credential");
+    let now_s = crate::managed::query::now_ms() / 1000;
+    let token_id = held.as_ref().map(|(_, _, token_id)| token_id.as_str()).unwrap_or_default();
+    if !tunnels::proxy_credential_holds(&key, &tunnel_id, token_id, presented, now_s) {
+        return match held {
+            Some(_) => refuse(StatusCode::PROXY_AUTHENTICATION_REQUIRED, "not an agentd worker's tunnel credential"),
+            None => refuse(StatusCode::BAD_GATEWAY, "the tunnel's connector is not connected to this gateway"),
+        };
     }
-    let Some((mut send, workspace_id)) = state.tunnels.take_stream_sender(&tunnel_id) else {
+    let Some((mut send, workspace_id, token_id)) = held else {
         return refuse(StatusCode::BAD_GATEWAY, "the tunnel's connector is not connected to this gateway");
     };
-    match crate::domain::tunnels::active_certificates(state.backends.store.as_ref(), &workspace_id, &tunnel_id).await {
-        Ok(active) if active.is_empty() => {
+    // The connector's token must still be the tunnel's (a missed cut carries nothing),
+    // and the tunnel must trust a CA certificate.
+    let store = state.backends.store.as_ref();
+    let checked = async {
+        let tunnel = store.get_resource(&workspace_id, TUNNEL, &tunnel_id).await?;
+        let trusted = tunnels::trusted_certificates(store, &workspace_id, &tunnel_id, now_s * 1000).await?;
+        Ok::<_, agentd_schema::StoreError>((tunnel, trusted))
+    };
+    match checked.await {
+        Ok((Some(tunnel), _))
+            if tunnel.archived_at_ms.is_some() || tunnel.body["_token"]["id"].as_str() != Some(token_id.as_str()) =>
+        {
+            state.tunnels.drop_local(&tunnel_id);
+            return refuse(StatusCode::BAD_GATEWAY, "the tunnel's connector holds a token that was revoked");
+        }
+        Ok((None, _)) => {
+            state.tunnels.drop_local(&tunnel_id);
+            return refuse(StatusCode::BAD_GATEWAY, "the tunnel is gone");
+        }
+        Ok((_, trusted)) if trusted.is_empty() => {
             return refuse(StatusCode::FORBIDDEN, "the tunnel has no active CA certificate: it carries no traffic");
         }
         Ok(_) => {}
-        Err(_) => return refuse(StatusCode::SERVICE_UNAVAILABLE, "the store is down"),
+        Err(error) if error.is_unavailable() => return refuse(StatusCode::SERVICE_UNAVAILABLE, "the store is down"),
+        Err(error) => {
+            tracing::error!(%error, "reading a tunnel failed");
+            return refuse(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+        }
     }
     let opening = hyper::Request::builder()
         .method(Method::CONNECT)

@@ -8,7 +8,10 @@
 //! that ignores the proxy variables reaches nothing.
 //!
 //! Only `CONNECT` is proxied (https, and anything else tunnelled by it); a plain-HTTP
-//! proxy request gets 403 saying so.
+//! proxy request gets 403 saying so. A name that is allowed must resolve to public
+//! addresses (a DNS answer cannot lead the sandbox to the runner's loopback or a
+//! metadata service); an address is reached only when listed itself. The proxy holds at
+//! most [`MAX_CONNECTIONS`] connections and waits [`HEADER_TIMEOUT`] for a request.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +31,11 @@ pub const PROXY_ADDRESS: &str = "127.0.0.1:3128";
 pub const SOCKET_INSIDE: &str = "/run/agentd/egress.sock";
 /// Where the forwarder binary is inside the sandbox.
 pub const FORWARDER_INSIDE: &str = "/run/agentd-forwarder";
+
+/// Connections one session's proxy holds at once.
+pub const MAX_CONNECTIONS: usize = 256;
+/// How long the proxy waits for a connection's request.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Public package registries `allow_package_managers` lets through (and their subdomains).
 pub const PACKAGE_REGISTRIES: &[&str] = &[
@@ -72,6 +80,7 @@ impl Allowlist {
     }
 
     /// Whether `host` may be reached: listed exactly, or under a listed `*.` wildcard.
+    /// (A name must also resolve to public addresses: [`public_addresses`].)
     pub fn allows(&self, host: &str) -> bool {
         let host = host.trim_matches(['[', ']']).trim_end_matches('.').to_ascii_lowercase();
         self.entries.iter().any(|entry| match entry.strip_prefix('.') {
@@ -92,11 +101,22 @@ impl EgressProxy {
     /// temporary directory (a socket path must be short), reachable by `owner` only.
     pub fn start(root: &Path, session: &str, owner: Option<(u32, u32)>, allowlist: Allowlist) -> std::io::Result<Self> {
         use sha2::Digest;
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
         let name = sha2::Sha256::digest(format!("{}\0{session}", root.display()));
         let parent = std::env::temp_dir().join("agentd-egress");
-        std::fs::create_dir_all(&parent)?;
-        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o711))?;
+        match std::fs::DirBuilder::new().mode(0o711).create(&parent) {
+            Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => return Err(error),
+            _ => {}
+        }
+        // Someone else's directory (or a symlink) there is never used: a root runner would
+        // otherwise change files through it.
+        let meta = std::fs::symlink_metadata(&parent)?;
+        if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory of the runner's own: the egress proxy is not started",
+                parent.display()
+            )));
+        }
         let dir = parent.join(hex::encode(&name[..12]));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
@@ -128,24 +148,87 @@ impl Drop for EgressProxy {
 }
 
 async fn serve(listener: UnixListener, allowlist: Arc<Allowlist>, stop: CancellationToken) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
         let accepted = tokio::select! {
             () = stop.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else { continue };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors, say: wait instead of spinning.
+                tracing::warn!(%error, "the sandbox egress proxy cannot accept");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
         let allowlist = allowlist.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let allowlist = allowlist.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(request, &allowlist).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let serving = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
+                .with_upgrades();
+            tokio::select! {
+                () = stop.cancelled() => {}
+                _ = serving => {}
+            }
+            drop(slot);
         });
     }
+}
+
+/// Whether `ip` is not on the public internet (loopback, private, link-local, …).
+fn private(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.octets()[0] == 0
+                || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
+        }
+        std::net::IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return private(v4.into());
+            }
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// The addresses to dial for `host:port`: a listed address as is; a name only if every
+/// address it resolves to is public.
+async fn public_addresses(host: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, &'static str> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(vec![std::net::SocketAddr::new(ip, port)]);
+    }
+    let resolved = tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((host, port)))
+        .await
+        .map_err(|_| "resolving the host timed out")?
+        .map_err(|_| "the host does not resolve")?;
+    let addresses: Vec<std::net::SocketAddr> = resolved.collect();
+    if addresses.is_empty() {
+        return Err("the host does not resolve");
+    }
+    if addresses.iter().any(|a| private(a.ip())) {
+        return Err("the host resolves to an address that is not public");
+    }
+    Ok(addresses)
 }
 
 fn answer(status: StatusCode, why: &str) -> Response<Empty<Bytes>> {
@@ -169,8 +252,15 @@ async fn handle(mut request: Request<hyper::body::Incoming>, allowlist: &Allowli
         return answer(StatusCode::FORBIDDEN, "the host is not in the environment's allowed_hosts");
     }
     let port = authority.port_u16().unwrap_or(443);
-    let dialed =
-        tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect((authority.host(), port))).await;
+    let host = authority.host().trim_matches(['[', ']']);
+    let addresses = match public_addresses(host, port).await {
+        Ok(addresses) => addresses,
+        Err(why) => {
+            tracing::info!(host, why, "sandbox egress refused");
+            return answer(StatusCode::FORBIDDEN, why);
+        }
+    };
+    let dialed = tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(&addresses[..])).await;
     let mut upstream = match dialed {
         Ok(Ok(stream)) => stream,
         Ok(Err(_)) => return answer(StatusCode::BAD_GATEWAY, "the host cannot be reached"),
@@ -188,6 +278,9 @@ async fn handle(mut request: Request<hyper::body::Incoming>, allowlist: &Allowli
 /// `agentd sandbox-forward`: inside the sandbox, listens on [`PROXY_ADDRESS`] and carries
 /// each connection to the proxy's socket. Runs until killed with the sandbox.
 pub async fn forward() -> std::io::Result<()> {
+    // It runs as the session's uid before the shell's limits: keep the session's
+    // processes from attaching to it (ptrace) to escape them.
+    nix::sys::prctl::set_dumpable(false).map_err(std::io::Error::from)?;
     let listener = tokio::net::TcpListener::bind(PROXY_ADDRESS).await?;
     loop {
         let (mut inside, _) = listener.accept().await?;
@@ -214,5 +307,16 @@ mod tests {
         assert!(list.allows("192.0.2.1") && !list.allows("192.0.2.10"));
         assert!(!list.allows("pypi.org"));
         assert!(Allowlist::new(&[], true).allows("pypi.org"));
+    }
+
+    #[tokio::test]
+    async fn names_must_resolve_to_public_addresses_and_listed_addresses_are_dialled_as_is() {
+        assert_eq!(public_addresses("localhost", 80).await, Err("the host resolves to an address that is not public"));
+        let listed = public_addresses("127.0.0.1", 8080).await.unwrap();
+        assert_eq!(listed, vec!["127.0.0.1:8080".parse().unwrap()], "an address listed in allowed_hosts is meant");
+        for ip in ["10.0.0.1", "169.254.169.254", "::1", "fd00::1", "100.64.0.1", "::ffff:127.0.0.1"] {
+            assert!(private(ip.parse().unwrap()), "{ip}");
+        }
+        assert!(!private("93.184.216.34".parse().unwrap()));
     }
 }

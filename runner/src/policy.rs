@@ -66,8 +66,19 @@ pub fn apply(pinned: &Value, base: &SandboxConfig, host: Host) -> Result<Sandbox
         (None, _) => return Err(format!("{name} asks for an unknown isolation level {asked:?}")),
     }
     let limits = &config["limits"];
+    let known = ["cpu_millis", "memory_bytes", "disk_bytes", "pids"];
+    if let Some(unknown) = limits.as_object().and_then(|l| l.keys().find(|k| !known.contains(&k.as_str()))) {
+        return Err(format!("{name} sets a limit this runner does not know: {unknown}"));
+    }
     let limit = |key: &str| limits[key].as_u64();
     let mut applied = base.clone();
+    // Without root at the `workdir` level, the session's processes share the runner's uid
+    // and could rewrite their own cgroup's files: cgroups hold nothing there.
+    let host = if !host.root && base.isolation == crate::sandbox::Isolation::Workdir {
+        Host { cgroups: &Support::NONE, ..host }
+    } else {
+        host
+    };
     if let Some(millis) = limit("cpu_millis") {
         if !host.cgroups.caps_cpu() {
             return Err(format!(

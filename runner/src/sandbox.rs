@@ -449,7 +449,8 @@ impl LaunchPlan {
             if let (Some(proxy), Some(forwarder)) = (egress, &config.forwarder) {
                 // Passable by the session's uid (bubblewrap would make it with the runner's umask).
                 argv.extend(["--perms", "0711", "--dir", "/run"].map(OsString::from));
-                argv.extend([OsString::from("--bind"), proxy.dir().into(), "/run/agentd".into()]);
+                // Read-only: connecting to the socket needs no write access to the mount.
+                argv.extend([OsString::from("--ro-bind"), proxy.dir().into(), "/run/agentd".into()]);
                 argv.extend([
                     OsString::from("--ro-bind"),
                     forwarder.clone().into(),

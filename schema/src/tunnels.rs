@@ -67,21 +67,46 @@ pub fn token_digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// What a worker presents to a gateway's tunnel proxy for `tunnel_id`: HMAC-SHA256 under
-/// the process key's derived key ([`PROXY_KEY_LABEL`]), hex. Only agentd's own processes
-/// hold that key.
-pub fn proxy_credential(key: &[u8; 32], tunnel_id: &str) -> String {
+/// How long a proxy credential is good for, at most.
+pub const PROXY_CREDENTIAL_SECS: i64 = 3600;
+
+fn proxy_mac(key: &[u8; 32], tunnel_id: &str, token_id: &str, expires_s: i64) -> Hmac<Sha256> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(tunnel_id.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    mac.update(format!("{tunnel_id}\n{token_id}\n{expires_s}").as_bytes());
+    mac
 }
 
-/// Whether `presented` is the proxy credential for `tunnel_id` (compared in constant time).
-pub fn proxy_credential_holds(key: &[u8; 32], tunnel_id: &str, presented: &str) -> bool {
-    let Ok(presented) = hex::decode(presented) else { return false };
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(tunnel_id.as_bytes());
-    mac.verify_slice(&presented).is_ok()
+/// What a worker presents to a gateway's tunnel proxy for `tunnel_id` while its token is
+/// `token_id`: `<expiry, unix s>.<HMAC-SHA256 hex>` under the process key's derived key
+/// ([`PROXY_KEY_LABEL`]), good for [`PROXY_CREDENTIAL_SECS`]. Only agentd's own processes
+/// hold that key; rotating the tunnel's token revokes every credential made before.
+pub fn proxy_credential(key: &[u8; 32], tunnel_id: &str, token_id: &str, now_s: i64) -> String {
+    let expires = now_s + PROXY_CREDENTIAL_SECS;
+    let mac = proxy_mac(key, tunnel_id, token_id, expires);
+    format!("{expires}.{}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Whether `presented` is a proxy credential for `tunnel_id` and `token_id` that has not
+/// expired at `now_s` (compared in constant time).
+pub fn proxy_credential_holds(key: &[u8; 32], tunnel_id: &str, token_id: &str, presented: &str, now_s: i64) -> bool {
+    let Some((expires, mac)) = presented.split_once('.') else { return false };
+    let (Ok(expires), Ok(mac)) = (expires.parse::<i64>(), hex::decode(mac)) else { return false };
+    if expires < now_s || expires > now_s + PROXY_CREDENTIAL_SECS {
+        return false;
+    }
+    proxy_mac(key, tunnel_id, token_id, expires).verify_slice(&mac).is_ok()
+}
+
+/// The certificates a tunnel trusts now: not archived and not expired (`_expires_at_ms`).
+pub async fn trusted_certificates(
+    store: &dyn crate::Store,
+    workspace_id: &str,
+    tunnel_id: &str,
+    now_ms: i64,
+) -> crate::StoreResult<Vec<crate::Resource>> {
+    let query = crate::ListQuery { parent_id: Some(tunnel_id.to_owned()), limit: 16, ..crate::ListQuery::default() };
+    let listed = store.list_resources(workspace_id, CERTIFICATE, &query).await?;
+    Ok(listed.into_iter().filter(|c| c.body["_expires_at_ms"].as_i64().is_none_or(|at| at > now_ms)).collect())
 }
 
 #[cfg(test)]
@@ -110,10 +135,16 @@ mod tests {
         assert_eq!(tunnel_of_token("sk-agentd-tun-tnl_x.abc"), None);
         assert_eq!(tunnel_of_token(&format!("{token}.more")), None);
         let key = [7u8; 32];
-        let credential = proxy_credential(&key, &id);
-        assert!(proxy_credential_holds(&key, &id, &credential));
-        assert!(!proxy_credential_holds(&key, &crate::ids::new_id("tnl"), &credential));
-        assert!(!proxy_credential_holds(&[8u8; 32], &id, &credential));
-        assert!(!proxy_credential_holds(&key, &id, "zz"));
+        let now = 1_800_000_000;
+        let credential = proxy_credential(&key, &id, "ttok_1", now);
+        assert!(proxy_credential_holds(&key, &id, "ttok_1", &credential, now));
+        assert!(proxy_credential_holds(&key, &id, "ttok_1", &credential, now + PROXY_CREDENTIAL_SECS));
+        assert!(!proxy_credential_holds(&key, &id, "ttok_1", &credential, now + PROXY_CREDENTIAL_SECS + 1), "expired");
+        assert!(!proxy_credential_holds(&key, &id, "ttok_2", &credential, now), "another token: rotated");
+        assert!(!proxy_credential_holds(&key, &crate::ids::new_id("tnl"), "ttok_1", &credential, now));
+        assert!(!proxy_credential_holds(&[8u8; 32], &id, "ttok_1", &credential, now));
+        assert!(!proxy_credential_holds(&key, &id, "ttok_1", "zz", now));
+        let far = format!("{}.{}", now + 10 * PROXY_CREDENTIAL_SECS, credential.split_once('.').unwrap().1);
+        assert!(!proxy_credential_holds(&key, &id, "ttok_1", &far, now), "no credential for later than allowed");
     }
 }

@@ -98,7 +98,7 @@ impl Credentials {
     /// traffic — another workspace's or missing, archived, its connector never
     /// connected, no active CA certificate — is an error saying so.
     pub async fn tunnel_route(&self, url: &str) -> Result<Option<TunnelRoute>, String> {
-        use agentd_schema::tunnels::{self, CERTIFICATE, TUNNEL};
+        use agentd_schema::tunnels::{self, TUNNEL};
         let Ok(parsed) = reqwest::Url::parse(url) else { return Ok(None) };
         let Some(tunnel_id) = parsed.host_str().and_then(tunnels::tunnel_of_host) else { return Ok(None) };
         if parsed.scheme() != "https" {
@@ -111,17 +111,20 @@ impl Credentials {
             return Err(format!("tunnel {tunnel_id} is archived"));
         }
         let gateway = tunnel.body["_connected"]["gateway"].as_str().map(str::to_owned);
-        let gateway = gateway.ok_or_else(|| format!("tunnel {tunnel_id}'s connector has never connected"))?;
-        let query = ListQuery { parent_id: Some(tunnel_id.clone()), limit: 10, ..ListQuery::default() };
-        let certificates =
-            self.store.list_resources(&self.workspace_id, CERTIFICATE, &query).await.map_err(unreadable)?;
+        let gateway = gateway.ok_or_else(|| format!("tunnel {tunnel_id}'s connector is not connected"))?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let certificates = tunnels::trusted_certificates(self.store.as_ref(), &self.workspace_id, &tunnel_id, now_ms)
+            .await
+            .map_err(unreadable)?;
         let roots: Vec<String> =
             certificates.iter().filter_map(|c| c.body["_pem"].as_str()).map(str::to_owned).collect();
         if roots.is_empty() {
             return Err(format!("tunnel {tunnel_id} has no active CA certificate: it carries no traffic"));
         }
         let secrets = self.secrets.as_ref().ok_or("this worker has no AGENTD_SECRET_KEY for tunnel credentials")?;
-        let credential = tunnels::proxy_credential(&secrets.derive_key(tunnels::PROXY_KEY_LABEL), &tunnel_id);
+        let token_id = tunnel.body["_token"]["id"].as_str().unwrap_or_default();
+        let key = secrets.derive_key(tunnels::PROXY_KEY_LABEL);
+        let credential = tunnels::proxy_credential(&key, &tunnel_id, token_id, now_ms / 1000);
         Ok(Some(TunnelRoute { gateway, credential, roots }))
     }
 

@@ -26,6 +26,8 @@ pub const ISOLATION_LEVELS: [&str; 3] = ["workdir", "namespace", "container"];
 pub const LIMITS: [&str; 4] = ["cpu_millis", "memory_bytes", "disk_bytes", "pids"];
 /// The largest limit value taken (2^53 − 1: exact in every JSON reader).
 const MAX_LIMIT: u64 = (1 << 53) - 1;
+/// The largest CPU rate taken: 1,000 CPUs.
+const MAX_CPU_MILLIS: u64 = 1_000_000;
 /// The most policies one list page returns.
 pub const MAX_PAGE: i64 = 100;
 
@@ -143,10 +145,11 @@ pub fn config(value: &Value) -> DomainResult<Value> {
                 if !LIMITS.contains(&key.as_str()) {
                     return Err(DomainError::invalid(format!("config.limits.{key}: unknown field")));
                 }
-                let valid = value.is_null() || value.as_u64().is_some_and(|n| (1..=MAX_LIMIT).contains(&n));
+                let max = if key == "cpu_millis" { MAX_CPU_MILLIS } else { MAX_LIMIT };
+                let valid = value.is_null() || value.as_u64().is_some_and(|n| (1..=max).contains(&n));
                 if !valid {
                     return Err(DomainError::invalid(format!(
-                        "config.limits.{key}: expected an integer from 1 to {MAX_LIMIT}, or null for no cap"
+                        "config.limits.{key}: expected an integer from 1 to {max}, or null for no cap"
                     )));
                 }
                 limits.insert(key.clone(), value.clone());

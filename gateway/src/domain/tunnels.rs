@@ -178,8 +178,8 @@ async fn change(
     Err(DomainError::Conflict(format!("tunnel {id} kept changing; retry")))
 }
 
-/// The tunnel's certificates that are not archived (the trusted set).
-pub async fn active_certificates(store: &dyn Store, workspace_id: &str, id: &str) -> DomainResult<Vec<Resource>> {
+/// The tunnel's certificates that are not archived (expired ones included).
+async fn active_certificates(store: &dyn Store, workspace_id: &str, id: &str) -> DomainResult<Vec<Resource>> {
     let query = agentd_schema::ListQuery {
         parent_id: Some(id.to_owned()),
         limit: MAX_ACTIVE_CERTIFICATES * 4,
@@ -244,6 +244,9 @@ pub async fn add_certificate(state: &AppState, tenant: &Tenant, id: &TunnelId, p
         "expires_at": rfc3339(checked.expires_at_ms),
         "created_at": rfc3339(now_ms()),
         "_pem": checked.pem,
+        // What `agentd_schema::tunnels::trusted_certificates` filters on: an expired CA
+        // is trusted no more.
+        "_expires_at_ms": checked.expires_at_ms,
     });
     let new = NewResource {
         id: certificate_id,

@@ -150,13 +150,16 @@ impl Support {
             let mut files = Vec::new();
             if let Some(bytes) = limits.memory_bytes {
                 files.push(("memory.max", bytes.to_string()));
-                files.push(("memory.swap.max", "0".to_owned()));
+                // No swap beyond the cap (a kernel without swap accounting has no such file).
+                if v2.join("memory.swap.max").exists() {
+                    files.push(("memory.swap.max", "0".to_owned()));
+                }
             }
             if let Some(pids) = limits.pids {
                 files.push(("pids.max", pids.to_string()));
             }
             if let Some(millis) = limits.cpu_millis {
-                files.push(("cpu.max", format!("{} {CPU_PERIOD_US}", millis * CPU_PERIOD_US / 1000)));
+                files.push(("cpu.max", format!("{} {CPU_PERIOD_US}", quota_us(millis))));
             }
             make(v2, &files)?;
             return Ok(made);
@@ -172,11 +175,17 @@ impl Support {
         }
         if let Some(millis) = limits.cpu_millis {
             let parent = self.cpu.as_ref().ok_or_else(|| missing("cpu"))?;
-            let quota = (millis * CPU_PERIOD_US / 1000).max(1000);
+            let quota = quota_us(millis);
             make(parent, &[("cpu.cfs_period_us", CPU_PERIOD_US.to_string()), ("cpu.cfs_quota_us", quota.to_string())])?;
         }
         Ok(made)
     }
+}
+
+/// The CFS quota per period for `millis` thousandths of a CPU: at least 1 ms (the
+/// kernel's smallest), saturating rather than overflowing.
+fn quota_us(millis: u64) -> u64 {
+    millis.saturating_mul(CPU_PERIOD_US / 1000).max(1000)
 }
 
 /// A session's cgroup(s): one directory per hierarchy (one on v2).
@@ -193,17 +202,30 @@ impl SessionCgroup {
 }
 
 impl Drop for SessionCgroup {
+    /// Kills whatever of the session is still in its cgroup (a process that left the
+    /// shell's process group) and removes the cgroup, on a thread of its own: removal
+    /// waits for the processes to be gone, and a drop may happen on the async runtime.
     fn drop(&mut self) {
-        // The session's processes die with its pid namespace; a cgroup is removable once
-        // empty (a moment after its last process exits).
-        for dir in &self.dirs {
-            for _ in 0..50 {
-                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-                    break;
+        let dirs = std::mem::take(&mut self.dirs);
+        std::thread::spawn(move || {
+            for dir in &dirs {
+                let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+                for _ in 0..100 {
+                    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                    for pid in procs.lines().filter_map(|line| line.trim().parse::<i32>().ok()) {
+                        let _ =
+                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                    }
+                    if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                if dir.exists() {
+                    tracing::warn!(cgroup = %dir.display(), "a session's cgroup could not be removed");
+                }
             }
-        }
+        });
     }
 }
 
@@ -257,6 +279,9 @@ mod tests {
             (read("memory.max"), read("pids.max"), read("cpu.max")),
             ("4096".into(), "3".into(), "25000 100000".into())
         );
+        assert!(!root.path().join("runner/agentd-s2/memory.swap.max").exists(), "no swap file: none written");
+        assert_eq!(quota_us(1), 1000, "the kernel's smallest quota");
+        assert_eq!(quota_us(u64::MAX), u64::MAX, "saturates");
     }
 
     #[test]

@@ -249,6 +249,11 @@ def test_a_private_mcp_server_is_reached_through_the_tunnel_only(
         # Through the tunnel, TLS verified against the tunnel's CA.
         assert added(mcp_turn(client, fake_anthropic, agent.id, environment_id, 41)) == "42"
         assert server.calls == [("add", {"a": 41, "b": 1})]
+        # Only agentd's workers use the proxy: no credential, or a forged one, is 407.
+        assert "407" in proxied_status(guarded, f"https://{host}/mcp")
+        forged = f"{int(time.time()) + 60}.{'ab' * 32}"
+        assert "407" in proxied_status(guarded, f"https://{host}/mcp", forged)
+        assert len(server.calls) == 1
 
         # A certificate of another CA is not trusted.
         client.beta.tunnels.certificates.archive(certificate.id, tunnel_id=tunnel.id)
@@ -283,15 +288,18 @@ def test_a_private_mcp_server_is_reached_through_the_tunnel_only(
         server.close()
 
 
-def test_the_proxy_refuses_what_is_not_an_agentd_worker(turns: Deployment) -> None:
-    """`CONNECT` to a gateway needs the proxy credential only agentd's processes make."""
-    client = turns.client()
-    tunnel = client.beta.tunnels.create()
-    with httpx.Client(proxy=turns.url, verify=False, timeout=10) as proxied:
+def proxied_status(deployment: Deployment, url: str, credential: str | None = None) -> str:
+    """What a gateway answers a `CONNECT` for `url` (the error httpx raises names it)."""
+    headers = {"proxy-authorization": f"Bearer {credential}"} if credential else None
+    proxy = httpx.Proxy(deployment.url, headers=headers)
+    with httpx.Client(proxy=proxy, verify=False, timeout=10) as proxied:
         with pytest.raises(httpx.ProxyError) as refused:
-            proxied.get(f"https://mcp.{tunnel.domain}/mcp")
-    assert "407" in str(refused.value), refused.value
-    with httpx.Client(proxy=turns.url, verify=False, timeout=10) as proxied:
-        with pytest.raises(httpx.ProxyError) as elsewhere:
-            proxied.get("https://example.com/")
-    assert "403" in str(elsewhere.value), elsewhere.value
+            proxied.get(url)
+    return str(refused.value)
+
+
+def test_the_proxy_refuses_what_is_not_an_agentd_worker(turns: Deployment) -> None:
+    """`CONNECT` to a gateway reaches only tunnel hosts whose connector it holds."""
+    tunnel = turns.client().beta.tunnels.create()
+    assert "502" in proxied_status(turns, f"https://mcp.{tunnel.domain}/mcp"), "no connector here"
+    assert "403" in proxied_status(turns, "https://127.0.0.1:9/"), "not a tunnel host: no open proxy"
