@@ -158,6 +158,17 @@ pub async fn connect(State(state): State<AppState>, mut request: Request) -> Res
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default()
         .to_owned();
+    // Before anything is read: a connection attempt draws from its client address's
+    // keyless bucket (a connector backs off on 429 like on any other refusal).
+    let bucket = match state.trusted_proxies.client(&request) {
+        Some(ip) => format!("{}:{ip}", crate::admission::auth::ANONYMOUS_BUCKET),
+        None => crate::admission::auth::ANONYMOUS_BUCKET.to_owned(),
+    };
+    match state.limiter.admit(&bucket, crate::admission::limiter::OperationClass::Read).await {
+        Ok(decision) if decision.allowed => {}
+        Ok(_) => return refuse(StatusCode::TOO_MANY_REQUESTS, "too many tunnel connection attempts; retry later"),
+        Err(_) => return refuse(StatusCode::SERVICE_UNAVAILABLE, "the rate limiter is unavailable"),
+    }
     let Some((tunnel_id, workspace_id)) = tunnels::tunnel_of_token(&token) else {
         return refuse(StatusCode::UNAUTHORIZED, "not a tunnel token");
     };

@@ -303,3 +303,17 @@ def test_the_proxy_refuses_what_is_not_an_agentd_worker(turns: Deployment) -> No
     tunnel = turns.client().beta.tunnels.create()
     assert "502" in proxied_status(turns, f"https://mcp.{tunnel.domain}/mcp"), "no connector here"
     assert "403" in proxied_status(turns, "https://127.0.0.1:9/"), "not a tunnel host: no open proxy"
+
+
+def test_connection_attempts_draw_from_the_keyless_bucket(
+    turns: Deployment, launch: Callable[..., Deployment]
+) -> None:
+    """`GET /tunnel/connect` is metered per client address before any token is read: a
+    stream of forged tokens gets 429, not a store read each."""
+    deployment = launch(turns.mode, read_limit=3)
+    forged = f"sk-agentd-tun-tnl_{'0' * 26}.{'61' * 4}.{'ab' * 32}"
+    headers = {"authorization": f"Bearer {forged}", "connection": "upgrade", "upgrade": "agentd-tunnel"}
+    statuses = [
+        httpx.get(f"{deployment.url}/tunnel/connect", headers=headers, timeout=10).status_code for _ in range(5)
+    ]
+    assert statuses[0] == 401 and statuses[-1] == 429, statuses
