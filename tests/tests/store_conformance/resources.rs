@@ -142,3 +142,46 @@ conformance!(resource_states_read_archive_and_disable_without_bodies, |store, _c
     assert!(store.resource_states(&workspace.id, &crossed).await.unwrap().is_empty());
     assert!(store.resource_states(&workspace.id, &[]).await.unwrap().is_empty());
 });
+
+fn child(workspace_id: &str, parent: &str) -> NewResource {
+    NewResource {
+        id: agentd_schema::ids::new_id("tcrt"),
+        workspace_id: workspace_id.to_owned(),
+        kind: "tunnel_certificate".into(),
+        parent_id: Some(parent.to_owned()),
+        body: json!({}),
+        versioned: false,
+    }
+}
+
+conformance!(capped_children_stay_under_the_cap_even_when_racing, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let parent = agentd_schema::ids::new_id("tnl");
+    let new_parent = NewResource {
+        id: parent.clone(),
+        workspace_id: workspace.id.clone(),
+        kind: "tunnel".into(),
+        parent_id: None,
+        body: json!({}),
+        versioned: false,
+    };
+    store.create_resource(new_parent).await.unwrap();
+    let creators = (0..6).map(|_| {
+        let (store, workspace, parent) = (store.clone(), workspace.id.clone(), parent.clone());
+        async move { store.create_capped_child(child(&workspace, &parent), "tunnel", 2).await }
+    });
+    let results = futures::future::join_all(creators).await;
+    let made: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(made.len(), 2, "{results:?}");
+    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| matches!(e, StoreError::Conflict(_))));
+    // An archived child frees its place; a missing or archived parent takes none.
+    store.archive_resource(&workspace.id, "tunnel_certificate", &made[0].id).await.unwrap();
+    store.create_capped_child(child(&workspace.id, &parent), "tunnel", 2).await.unwrap();
+    let orphan = store.create_capped_child(child(&workspace.id, "tnl_missing"), "tunnel", 2).await;
+    assert!(matches!(orphan, Err(StoreError::NotFound { .. })), "{orphan:?}");
+    store.archive_resource(&workspace.id, "tunnel", &parent).await.unwrap();
+    let archived = store.create_capped_child(child(&workspace.id, &parent), "tunnel", 5).await;
+    assert!(matches!(archived, Err(StoreError::NotFound { .. })), "{archived:?}");
+    let elsewhere = store.create_capped_child(child("ws_other", &parent), "tunnel", 5).await;
+    assert!(matches!(elsewhere, Err(StoreError::NotFound { .. })), "another workspace's parent: {elsewhere:?}");
+});
