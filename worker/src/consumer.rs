@@ -182,11 +182,7 @@ async fn handle(ctx: &RunContext, queue: &dyn Queue, config: &ConsumerConfig, de
         let end = {
             let driving = tracing::Instrument::instrument(drive(ctx, Some(queue), &mut driven, cancel.clone()), span);
             let heartbeat = heartbeat(ctx, &claim, &delivery, config.lease, &cancel);
-            tokio::select! {
-                end = driving => end,
-                () = heartbeat => AttemptEnd::Fenced,
-                () = config.relinquish.cancelled() => AttemptEnd::Relinquished,
-            }
+            attempt_end(driving, heartbeat, config.relinquish.cancelled()).await
         };
         metrics::histogram!("agentd_run_attempt_duration_seconds").record(started.elapsed().as_secs_f64());
         match end {
@@ -362,8 +358,8 @@ async fn thread_effects(
     Ok((events, Some(handoff)))
 }
 
-/// Renews the lease every third of it and marks the message in progress. Returns when
-/// the lease is lost (after cancelling the attempt).
+/// Renews the lease every third of it and marks the message in progress (see
+/// [`keep_lease`]).
 async fn heartbeat(
     ctx: &RunContext,
     claim: &agentd_schema::Claim,
@@ -371,19 +367,118 @@ async fn heartbeat(
     lease: Duration,
     cancel: &CancellationToken,
 ) {
-    let every = lease / 3;
-    loop {
-        tokio::time::sleep(every).await;
-        match ctx.store.renew_lease(claim, lease.as_millis() as i64).await {
-            Ok(_) => {}
-            Err(StoreError::Fenced { .. }) => {
-                cancel.cancel();
-                return;
-            }
-            Err(error) => tracing::warn!(%error, run = %claim.run_id, "lease renewal failed; will retry"),
-        }
+    let renew = || async move { ctx.store.renew_lease(claim, lease.as_millis() as i64).await.map(drop) };
+    let in_progress = || async move {
         if let Err(error) = delivery.in_progress().await {
             tracing::debug!(%error, "in-progress ack failed");
         }
+    };
+    let lost = keep_lease(lease, renew, in_progress, cancel);
+    tracing::Instrument::instrument(lost, tracing::info_span!("lease", run = %claim.run_id)).await;
+}
+
+/// Calls `renew` every third of `lease`, then `in_progress`. When the lease is lost it
+/// cancels the attempt and returns only a lease later: the attempt ends on the cancel
+/// and says how. That matters when the renewal lost to the attempt's own settlement (a
+/// settle releases the lease): an attempt that settled `pending` goes on claiming, and
+/// taken for fenced its queue message would be acked with nothing left to claim the run
+/// before the stranded-run sweep.
+async fn keep_lease<R, P>(
+    lease: Duration,
+    mut renew: impl FnMut() -> R,
+    mut in_progress: impl FnMut() -> P,
+    cancel: &CancellationToken,
+) where
+    R: Future<Output = Result<(), StoreError>>,
+    P: Future<Output = ()>,
+{
+    let every = lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match renew().await {
+            Ok(()) => {}
+            Err(StoreError::Fenced { .. }) => {
+                cancel.cancel();
+                // Bounds an attempt stuck where the cancel does not reach.
+                tokio::time::sleep(lease).await;
+                return;
+            }
+            Err(error) => tracing::warn!(%error, "lease renewal failed; will retry"),
+        }
+        in_progress().await;
+    }
+}
+
+/// How an attempt ended: as `driving` says, unless the lease is lost for good
+/// (`heartbeat`) or the drain deadline (`relinquish`) comes first. The attempt is polled
+/// first, so an attempt that has finished is never taken for a lost one.
+async fn attempt_end(
+    driving: impl Future<Output = AttemptEnd>,
+    heartbeat: impl Future<Output = ()>,
+    relinquish: impl Future<Output = ()>,
+) -> AttemptEnd {
+    tokio::select! {
+        biased;
+        end = driving => end,
+        () = heartbeat => AttemptEnd::Fenced,
+        () = relinquish => AttemptEnd::Relinquished,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fenced() -> StoreError {
+        StoreError::Fenced { run_id: "run_x".to_owned(), epoch: 1 }
+    }
+
+    /// The renewal loses to the attempt's own settlement (a settle releases the lease, so
+    /// the renewal answers fenced) while the attempt is still publishing what it
+    /// committed: the attempt's own end wins, so a `pending` settlement is claimed again.
+    #[tokio::test(start_paused = true)]
+    async fn a_settling_attempt_is_not_taken_for_fenced_when_its_renewal_loses() {
+        let lease = Duration::from_secs(3);
+        let cancel = CancellationToken::new();
+        let driving = async {
+            tokio::time::sleep(lease / 3 + Duration::from_millis(50)).await;
+            AttemptEnd::Settled(RunStatus::Pending)
+        };
+        let heartbeat = keep_lease(lease, || async { Err(fenced()) }, || async {}, &cancel);
+        let end = attempt_end(driving, heartbeat, std::future::pending()).await;
+        assert_eq!(end, AttemptEnd::Settled(RunStatus::Pending));
+        assert!(cancel.is_cancelled(), "the attempt was told the lease is gone");
+    }
+
+    /// An attempt that ignores the cancel is cut off a lease after the lease was lost.
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_deaf_to_the_cancel_is_cut_off_a_lease_later() {
+        let lease = Duration::from_secs(3);
+        let cancel = CancellationToken::new();
+        let started = tokio::time::Instant::now();
+        let heartbeat = keep_lease(lease, || async { Err(fenced()) }, || async {}, &cancel);
+        let end = attempt_end(std::future::pending(), heartbeat, std::future::pending()).await;
+        assert_eq!(end, AttemptEnd::Fenced);
+        assert_eq!(started.elapsed(), lease / 3 + lease);
+    }
+
+    /// Renewals that succeed, or fail for another reason, keep the attempt going.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_keep_the_attempt_until_it_ends() {
+        let lease = Duration::from_secs(3);
+        let cancel = CancellationToken::new();
+        let mut renewals = 0;
+        let renew = || {
+            renewals += 1;
+            let failing = renewals % 2 == 0;
+            async move { if failing { Err(StoreError::Backend("down".to_owned())) } else { Ok(()) } }
+        };
+        let driving = async {
+            tokio::time::sleep(lease * 10).await;
+            AttemptEnd::Settled(RunStatus::Awaiting)
+        };
+        let end = attempt_end(driving, keep_lease(lease, renew, || async {}, &cancel), std::future::pending()).await;
+        assert_eq!(end, AttemptEnd::Settled(RunStatus::Awaiting));
+        assert!(!cancel.is_cancelled());
     }
 }
