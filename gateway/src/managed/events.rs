@@ -7,7 +7,7 @@
 //! any gateway replica, whichever worker commits.
 
 use agentd_schema::ids::{SessionId, ThreadId};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,6 @@ use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use prost::Message;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::body;
 use super::content;
@@ -201,18 +200,29 @@ async fn open_stream(
         tracing::warn!(%error, "cannot subscribe to the live bus");
         ApiError::Unavailable("the live bus is unavailable; retry shortly".to_owned())
     })?;
-    let (tx, rx) = mpsc::channel::<Event>(256);
     let active = !matches!(session.status.as_str(), "idle" | "terminated");
-    // The task holds only what it uses: an idle stream's cost is counted per stream.
-    let store = state.backends.store.clone();
-    let forwarder = Forwarder { store, session_id: session.id, thread, deltas, last_seq: high_water, active, tx };
-    tokio::spawn(forwarder.run(subscription));
-    metrics::gauge!("agentd_sse_connections").increment(1.0);
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keepalive")))
+    // The stream holds only what it uses: an idle stream's cost is counted per stream.
+    let forwarder = Forwarder {
+        store: state.backends.store.clone(),
+        session_id: session.id,
+        thread,
+        deltas,
+        last_seq: high_water,
+        active,
+        subscription,
+        out: VecDeque::new(),
+        filling: true,
+        held: None,
+        resync: RESYNC_FIRST,
+        ended: false,
+        _gauge: GaugeGuard::open(),
+    };
+    Ok(Sse::new(forwarder.into_stream()).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keepalive")))
 }
 
-/// Moves one stream's events from the bus (and the store, for gaps) to the client.
+/// Moves one stream's events from the bus (and the store, for gaps) to the client. It
+/// is the response body itself, polled by the connection: no task and no queue of its
+/// own per stream, and a client that goes away drops it, its subscription with it.
 struct Forwarder {
     store: Arc<dyn Store>,
     session_id: String,
@@ -221,46 +231,64 @@ struct Forwarder {
     last_seq: i64,
     /// The last committed event left the session running (not idle or terminated).
     active: bool,
-    tx: mpsc::Sender<Event>,
+    subscription: agentd_proto::Subscription,
+    /// Frames for the client, oldest first.
+    out: VecDeque<Event>,
+    /// The store may hold events after `last_seq` not sent yet: read a page before
+    /// listening again.
+    filling: bool,
+    /// A live event that arrived past a gap: forwarded once the gap is filled.
+    held: Option<LiveEvent>,
+    /// How long an active session's stream waits in silence before re-reading the store.
+    resync: Duration,
+    ended: bool,
+    _gauge: GaugeGuard,
 }
 
 impl Forwarder {
-    async fn run(mut self, mut subscription: agentd_proto::Subscription) {
-        let _gauge = GaugeGuard;
-        if self.fill_from_store().await.is_err() {
+    fn into_stream(self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+        futures::stream::unfold(self, |mut forwarder| async move {
+            loop {
+                if let Some(event) = forwarder.out.pop_front() {
+                    return Some((Ok(event), forwarder));
+                }
+                if forwarder.ended {
+                    return None;
+                }
+                forwarder.advance().await;
+            }
+        })
+    }
+
+    /// Queues the next frames (possibly none), or ends the stream.
+    async fn advance(&mut self) {
+        if self.filling {
+            if self.fill_page().await.is_err() {
+                self.ended = true;
+            }
             return;
         }
-        let mut resync = RESYNC_FIRST;
-        loop {
-            // A client that went away while nothing was published must still release its
-            // subscription and task: watch for the channel closing, not only for sends.
-            let quiet = async {
-                if self.active {
-                    tokio::time::sleep(resync).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            let item = tokio::select! {
-                () = self.tx.closed() => return,
-                item = subscription.next() => item,
-                () = quiet => Some(BusItem::Gap),
-            };
-            let Some(item) = item else { return };
-            resync = if matches!(item, BusItem::Gap) { (resync * 2).min(RESYNC_MAX) } else { RESYNC_FIRST };
-            let delivered = match item {
-                BusItem::Gap => self.fill_from_store().await,
-                BusItem::Message(bytes) => match LiveEvent::decode(bytes.as_ref()) {
-                    Ok(message) => self.forward(message).await,
-                    Err(error) => {
-                        tracing::warn!(%error, "undecodable live event");
-                        Ok(true)
-                    }
-                },
-            };
-            if !matches!(delivered, Ok(true)) {
-                return;
-            }
+        if let Some(message) = self.held.take() {
+            self.forward(message, false);
+            return;
+        }
+        // Silence while the session is active may be a lost publish: re-read the store.
+        let quiet = quiet(self.active.then_some(self.resync));
+        let item = tokio::select! {
+            item = self.subscription.next() => item,
+            () = quiet => Some(BusItem::Gap),
+        };
+        let Some(item) = item else {
+            self.ended = true;
+            return;
+        };
+        self.resync = if matches!(item, BusItem::Gap) { (self.resync * 2).min(RESYNC_MAX) } else { RESYNC_FIRST };
+        match item {
+            BusItem::Gap => self.filling = true,
+            BusItem::Message(bytes) => match LiveEvent::decode(bytes.as_ref()) {
+                Ok(message) => self.forward(message, true),
+                Err(error) => tracing::warn!(%error, "undecodable live event"),
+            },
         }
     }
 
@@ -273,103 +301,98 @@ impl Forwarder {
         }
     }
 
-    /// Forwards one live message; `Ok(false)` ends the stream.
-    async fn forward(&mut self, message: LiveEvent) -> Result<bool, ()> {
+    /// Queues what one live message shows this stream. A committed event past a gap is
+    /// held while the store fills the gap (`may_fill`), then forwarded after it.
+    fn forward(&mut self, message: LiveEvent, may_fill: bool) {
         match message.kind {
             Some(live_event::Kind::Committed(committed)) => {
                 if committed.seq <= self.last_seq {
-                    return Ok(true);
+                    return;
                 }
-                if committed.seq > self.last_seq + 1 {
+                if may_fill && committed.seq > self.last_seq + 1 {
                     // Something between was not seen live: the store has it.
-                    self.fill_from_store().await?;
-                    if committed.seq <= self.last_seq {
-                        return Ok(true);
-                    }
+                    self.filling = true;
+                    self.held = Some(LiveEvent { kind: Some(live_event::Kind::Committed(committed)), ..message });
+                    return;
                 }
                 self.last_seq = committed.seq;
                 let head = Head::of(&committed.body_json);
                 self.note_activity(head.as_ref().and_then(|head| head.kind.parse().ok()));
                 let kind = head.as_ref().map_or("", |head| head.kind.as_ref());
                 if self.shows(&message.thread_id, kind) {
-                    self.send_framed(&committed.body_json, head).await?;
+                    self.push_framed(&committed.body_json, head);
                 }
-                Ok(true)
             }
             Some(live_event::Kind::Preview(preview)) => {
                 // Previews are never cross-posted: a child's reach only its thread's stream.
                 let on_thread = self.thread.as_deref().unwrap_or(&self.session_id) == message.thread_id;
                 if on_thread && preview.event_type.parse().is_ok_and(|kind| self.deltas.contains(&kind)) {
-                    self.send_json(&preview.body_json).await?;
+                    self.push_framed(&preview.body_json, Head::of(&preview.body_json));
                 }
-                Ok(true)
             }
             Some(live_event::Kind::Terminal(terminal)) => {
-                let _ = self.send_json(&terminal.body_json).await;
-                Ok(false)
+                self.push_framed(&terminal.body_json, Head::of(&terminal.body_json));
+                self.ended = true;
             }
-            None => Ok(true),
+            None => {}
         }
     }
 
-    /// Sends everything committed after `last_seq`, from the store.
-    async fn fill_from_store(&mut self) -> Result<bool, ()> {
-        loop {
-            let query = EventQuery { after_seq: Some(self.last_seq), limit: 500, ..EventQuery::default() };
-            let events = match self.store.query_events(&self.session_id, &query).await {
-                Ok(events) => events,
-                Err(error) => {
-                    tracing::warn!(%error, "stream cannot read history; closing it so the client reconnects");
-                    return Err(());
-                }
-            };
-            let done = events.len() < 500;
-            for event in events {
-                self.last_seq = event.seq;
-                self.note_activity(event.event_type());
-                if self.shows(&event.thread_id, &event.kind) {
-                    self.send(&live::render(&event)).await?;
-                }
-            }
-            if done {
-                return Ok(true);
+    /// Queues one page of what was committed after `last_seq`, from the store; the fill
+    /// goes on while pages come back full.
+    async fn fill_page(&mut self) -> Result<(), ()> {
+        const PAGE: usize = 500;
+        let query = EventQuery { after_seq: Some(self.last_seq), limit: PAGE as i64, ..EventQuery::default() };
+        let events = self.store.query_events(&self.session_id, &query).await.map_err(|error| {
+            tracing::warn!(%error, "stream cannot read history; closing it so the client reconnects");
+        })?;
+        self.filling = events.len() == PAGE;
+        for event in events {
+            self.last_seq = event.seq;
+            self.note_activity(event.event_type());
+            if self.shows(&event.thread_id, &event.kind) {
+                self.push(&live::render(&event));
             }
         }
+        Ok(())
     }
 
     fn note_activity(&mut self, kind: Option<EventType>) {
         self.active = !matches!(kind, Some(EventType::SessionStatusIdle | EventType::SessionStatusTerminated));
     }
 
-    /// Sends a body that arrived as JSON text on the bus. Every stream of a session
-    /// receives the same text: it is framed as it is (only its `type` and `id` are
-    /// read), not parsed into a tree and written again per stream. Text that does not
-    /// read as one compact JSON object takes the general path.
-    async fn send_json(&self, json: &str) -> Result<(), ()> {
-        self.send_framed(json, Head::of(json)).await
-    }
-
-    /// [`Self::send_json`] with its head already read.
-    async fn send_framed(&self, json: &str, head: Option<Head<'_>>) -> Result<(), ()> {
+    /// Queues a body that arrived as JSON text on the bus, with its head already read.
+    /// Every stream of a session receives the same text: it is framed as it is (only its
+    /// `type` and `id` are read), not parsed into a tree and written again per stream.
+    /// Text that does not read as one compact JSON object takes the general path.
+    fn push_framed(&mut self, json: &str, head: Option<Head<'_>>) {
         match head {
             Some(head) if !json.contains('\n') => {
                 let mut event = Event::default().event(head.kind.as_ref()).data(json);
                 if let Some(id) = &head.id {
                     event = event.id(id.as_ref());
                 }
-                self.tx.send(event).await.map_err(|_| ())
+                self.out.push_back(event);
             }
-            _ => self.send(&serde_json::from_str(json).unwrap_or(Value::Null)).await,
+            _ => self.push(&serde_json::from_str(json).unwrap_or(Value::Null)),
         }
     }
 
-    async fn send(&self, body: &Value) -> Result<(), ()> {
+    fn push(&mut self, body: &Value) {
         let kind = body["type"].as_str().unwrap_or("message");
         let mut event = Event::default().event(kind).data(body.to_string());
         if let Some(id) = body["id"].as_str() {
             event = event.id(id);
         }
-        self.tx.send(event).await.map_err(|_| ())
+        self.out.push_back(event);
+    }
+}
+
+/// Resolves after `after`, or never.
+async fn quiet(after: Option<Duration>) {
+    match after {
+        Some(after) => tokio::time::sleep(after).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -388,7 +411,15 @@ impl<'a> Head<'a> {
     }
 }
 
+/// Counts an open stream in `agentd_sse_connections` for as long as it lives.
 struct GaugeGuard;
+
+impl GaugeGuard {
+    fn open() -> Self {
+        metrics::gauge!("agentd_sse_connections").increment(1.0);
+        GaugeGuard
+    }
+}
 
 impl Drop for GaugeGuard {
     fn drop(&mut self) {

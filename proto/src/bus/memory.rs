@@ -1,22 +1,22 @@
 //! In-process bus for `agentd dev`, and the in-process fan-out ([`Fanout`]) that both
 //! buses deliver through: one bounded queue per subscription.
 //!
-//! A subscription costs what it holds, not what its channel could hold: each one is a
-//! bounded `mpsc` queue, which allocates as messages arrive (a block of 32 slots at
-//! first). A `broadcast` channel per bus channel allocated its whole ring (1,024 slots,
-//! ~72 KiB) up front, per session with an open stream.
+//! A subscription costs what it holds, not what its channel could hold: its queue is a
+//! `VecDeque` behind a lock with a waker, which allocates only as messages queue up and
+//! gives the memory back once a burst is read. (A `broadcast` channel per bus channel
+//! allocated its whole ring, ~72 KiB, up front; a bounded `mpsc` queue its first block
+//! of 32 slots, ~1.3 KiB, per subscription: per idle live stream.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
+use futures::task::AtomicWaker;
 
 use super::{Bus, BusError, BusItem, Subscription};
 
@@ -76,9 +76,76 @@ impl Bus for MemoryBus {
 /// One subscription as the fan-out sees it.
 struct Subscriber {
     id: u64,
-    queue: mpsc::Sender<BusItem>,
-    /// Set when an item could not be queued; the subscription reports a gap next.
-    lagged: Arc<AtomicBool>,
+    inbox: Arc<Inbox>,
+}
+
+/// A subscription's queue: items in order, and whether one was lost.
+struct Inbox {
+    state: Mutex<InboxState>,
+    waker: AtomicWaker,
+}
+
+#[derive(Default)]
+struct InboxState {
+    items: VecDeque<BusItem>,
+    /// An item could not be queued; the subscription reports a gap next.
+    lagged: bool,
+    /// The subscription is gone; nothing more is queued.
+    closed: bool,
+}
+
+/// A drained queue keeps at most this many slots; a burst's memory goes back.
+const KEPT_SLOTS: usize = 32;
+
+impl Inbox {
+    fn new() -> Self {
+        Self { state: Mutex::new(InboxState::default()), waker: AtomicWaker::new() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, InboxState> {
+        // Every update leaves the state whole, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `item`, or marks the subscription lagged when `capacity` items wait already.
+    fn push(&self, item: &BusItem, capacity: usize) {
+        {
+            let mut state = self.lock();
+            if state.closed {
+                return;
+            }
+            if state.items.len() >= capacity {
+                state.lagged = true;
+            } else {
+                state.items.push_back(item.clone());
+            }
+        }
+        self.waker.wake();
+    }
+
+    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Option<BusItem>> {
+        let mut state = self.lock();
+        // A lost item is reported before what is still queued: the subscriber re-reads
+        // history, which covers everything up to now.
+        if std::mem::take(&mut state.lagged) {
+            return Poll::Ready(Some(BusItem::Gap));
+        }
+        if let Some(item) = state.items.pop_front() {
+            if state.items.is_empty() && state.items.capacity() > KEPT_SLOTS {
+                state.items = VecDeque::new();
+            }
+            return Poll::Ready(Some(item));
+        }
+        // Registered under the lock: a push after the check above wakes this waker.
+        self.waker.register(cx.waker());
+        Poll::Pending
+    }
+
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.items = VecDeque::new();
+    }
 }
 
 /// Subscriptions by channel, each with its own bounded queue. Payloads are [`Bytes`],
@@ -103,10 +170,9 @@ impl Fanout {
     /// Adds a subscription of `channel`. When it is dropped it leaves the fan-out, then
     /// `on_drop` runs (and may ask [`Fanout::subscriber_count`] whether it was the last).
     pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, on_drop: impl FnOnce() + Send + 'static) -> Subscription {
-        let (queue, receiver) = mpsc::channel(self.capacity);
-        let lagged = Arc::new(AtomicBool::new(false));
+        let inbox = Arc::new(Inbox::new());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.lock().entry(channel.to_owned()).or_default().push(Subscriber { id, queue, lagged: lagged.clone() });
+        self.lock().entry(channel.to_owned()).or_default().push(Subscriber { id, inbox: inbox.clone() });
         let fanout: Weak<Fanout> = Arc::downgrade(self);
         let channel = channel.to_owned();
         let leave = move || {
@@ -115,7 +181,7 @@ impl Fanout {
             }
             on_drop();
         };
-        Box::pin(QueueStream { receiver, lagged, on_drop: Some(Box::new(leave)) })
+        Box::pin(QueueStream { inbox, on_drop: Some(Box::new(leave)) })
     }
 
     fn leave(&self, channel: &str, id: u64) {
@@ -134,23 +200,15 @@ impl Fanout {
         let channels = self.lock();
         let Some(subscribers) = channels.get(channel) else { return };
         for subscriber in subscribers {
-            match subscriber.queue.try_send(item.clone()) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => subscriber.lagged.store(true, Ordering::Release),
-                // Its stream is being dropped; `leave` is on the way.
-                Err(TrySendError::Closed(_)) => {}
-            }
+            subscriber.inbox.push(item, self.capacity);
         }
     }
 
-    /// Marks every subscriber lagged: messages may have been lost (a reconnect).
+    /// Tells every subscriber that messages may have been lost (a reconnect).
     pub(crate) fn gap_all(&self) {
         for subscribers in self.lock().values() {
             for subscriber in subscribers {
-                // A full queue is drained soon, and the flag is seen on the next poll.
-                if let Err(TrySendError::Full(_)) = subscriber.queue.try_send(BusItem::Gap) {
-                    subscriber.lagged.store(true, Ordering::Release);
-                }
+                subscriber.inbox.push(&BusItem::Gap, self.capacity);
             }
         }
     }
@@ -163,27 +221,21 @@ impl Fanout {
 
 /// A subscription's end of its queue.
 struct QueueStream {
-    receiver: mpsc::Receiver<BusItem>,
-    lagged: Arc<AtomicBool>,
+    inbox: Arc<Inbox>,
     on_drop: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Stream for QueueStream {
     type Item = BusItem;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BusItem>> {
-        // A lost item is reported before what is still queued: the subscriber re-reads
-        // history, which covers everything up to now.
-        if self.lagged.swap(false, Ordering::AcqRel) {
-            return Poll::Ready(Some(BusItem::Gap));
-        }
-        self.receiver.poll_recv(cx)
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BusItem>> {
+        self.inbox.poll_pop(cx)
     }
 }
 
 impl Drop for QueueStream {
     fn drop(&mut self) {
-        self.receiver.close();
+        self.inbox.close();
         if let Some(on_drop) = self.on_drop.take() {
             on_drop();
         }
@@ -226,5 +278,39 @@ mod tests {
         drop(second);
         assert_eq!(bus.subscriber_count("c"), 0);
         assert!(bus.fanout.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_idle_subscription_holds_no_queue_and_a_read_burst_gives_its_memory_back() {
+        let bus = MemoryBus::new();
+        let mut subscription = bus.subscribe("c").await.unwrap();
+        let capacity = || bus.fanout.lock()["c"][0].inbox.lock().items.capacity();
+        assert_eq!(capacity(), 0, "nothing allocated before a message arrives");
+        for n in 0..500 {
+            bus.publish("c", Bytes::from(n.to_string())).await.unwrap();
+        }
+        assert!(capacity() >= 500);
+        for n in 0..500 {
+            assert_eq!(subscription.next().await, Some(BusItem::Message(Bytes::from(n.to_string()))));
+        }
+        assert!(capacity() <= KEPT_SLOTS, "a drained burst keeps at most {KEPT_SLOTS} slots");
+    }
+
+    #[tokio::test]
+    async fn a_gap_for_everyone_arrives_in_order_and_wakes_a_waiting_subscriber() {
+        let bus = MemoryBus::new();
+        let mut subscription = bus.subscribe("c").await.unwrap();
+        let waiting = tokio::spawn(async move {
+            let first = subscription.next().await;
+            (first, subscription.next().await, subscription.next().await)
+        });
+        tokio::task::yield_now().await;
+        bus.publish("c", Bytes::from("1")).await.unwrap();
+        bus.fanout.gap_all();
+        bus.publish("c", Bytes::from("2")).await.unwrap();
+        let (first, second, third) = waiting.await.unwrap();
+        assert_eq!(first, Some(BusItem::Message(Bytes::from("1"))));
+        assert_eq!(second, Some(BusItem::Gap));
+        assert_eq!(third, Some(BusItem::Message(Bytes::from("2"))));
     }
 }

@@ -62,9 +62,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 mode="${1:-all}"
 case "$mode" in
-    dev|distributed|all|soak|scale|flat) ;;
+    dev|distributed|all|soak|scale|flat|streams|read) ;;
     peer) exec tests/bench/peer/run.sh ;;
-    *) echo "usage: $0 [dev|distributed|all|soak|scale|flat|peer]" >&2; exit 2 ;;
+    *) echo "usage: $0 [dev|distributed|all|soak|scale|flat|peer|streams|read]" >&2; exit 2 ;;
 esac
 C1_TURNS="${C1_TURNS:-200}"
 C32_TURNS="${C32_TURNS:-50}"
