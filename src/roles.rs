@@ -89,7 +89,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     } else {
         process.lifecycle.report(true).await;
     }
-    let base = format!("http://{bound}");
+    let base = format!("http://{}", connectable(bound));
     // The hands of cloud environments, in process, over the same HTTP protocol.
     let mut sandbox_line = None;
     if !process.settings.dev_no_runner {
@@ -100,9 +100,11 @@ pub async fn dev(settings: Settings) -> Result<()> {
         let config = runner_config(&process.settings, base.clone(), key)?;
         sandbox_line = Some(sandbox_summary(&config.sandbox));
         let stop = process.stop.clone();
-        tokio::spawn(async move {
-            if let Err(error) = agentd_runner::run(config, stop).await {
-                tracing::error!(%error, "the in-process runner stopped");
+        process.supervise("runner", move || {
+            let run = agentd_runner::run(config.clone(), stop.clone());
+            async move {
+                agentd_schema::faults::fail_point("runner.start")?;
+                run.await.map_err(|error| format!("the in-process runner stopped: {error:#}"))
             }
         });
     }
@@ -112,6 +114,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
     if let Some(line) = sandbox_line {
         println!("  sandbox:   {line}");
     }
+    let ops = connectable(ops);
     println!("  readiness: curl http://{ops}/readyz");
     println!("  metrics:   curl http://{ops}/metrics   (the operations listener, AGENTD_OPS_ADDR)");
     println!();
@@ -119,6 +122,20 @@ pub async fn dev(settings: Settings) -> Result<()> {
     println!("  ANTHROPIC_BASE_URL={base} ANTHROPIC_API_KEY={dev_key}");
     println!();
     process.run_until_signal().await
+}
+
+/// The address a client on this machine reaches `bound` at: loopback for a listener on
+/// every interface (`0.0.0.0:8080` is not an address to connect to).
+fn connectable(bound: SocketAddr) -> SocketAddr {
+    match bound.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, bound.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+        }
+        _ => bound,
+    }
 }
 
 fn runner_config(settings: &Settings, gateway_url: String, key: String) -> Result<agentd_runner::RunnerConfig> {
@@ -447,6 +464,17 @@ impl Process {
         }
     }
 
+    /// Runs the component `name` under the lifecycle's supervision (restarted with
+    /// backoff when it stops; `/readyz` says it is down meanwhile), tracked for shutdown.
+    fn supervise<F, Fut>(&self, name: &'static str, start: F)
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let (lifecycle, stop) = (self.lifecycle.clone(), self.stop.clone());
+        self.track(tokio::spawn(async move { lifecycle.supervise(name, stop, start).await }));
+    }
+
     fn track(&self, task: JoinHandle<()>) {
         self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(task);
     }
@@ -456,8 +484,15 @@ impl Process {
             return;
         };
         let store: Arc<dyn Store> = self.store.clone();
-        let task = tokio::spawn(run_relay(store, queue, self.clock.clone(), RelayConfig::default(), self.stop.clone()));
-        self.track(task);
+        let (clock, stop) = (self.clock.clone(), self.stop.clone());
+        self.supervise("outbox_relay", move || {
+            let relay = run_relay(store.clone(), queue.clone(), clock.clone(), RelayConfig::default(), stop.clone());
+            async move {
+                agentd_schema::faults::fail_point("outbox_relay.start")?;
+                relay.await;
+                Ok(())
+            }
+        });
     }
 
     /// Reads every workspace's model configuration once, then keeps the effective
@@ -491,18 +526,26 @@ impl Process {
             remote_allow_private: self.settings.remote_tools_allow_private(dev),
             outcome_heartbeat: self.settings.outcome_heartbeat()?,
         };
-        let task = tokio::spawn(agentd_worker::consumer::run(
-            ctx,
-            queue,
-            ConsumerConfig {
-                lease: self.settings.lease()?,
-                relinquish: self.relinquish.clone(),
-                ..ConsumerConfig::new()
-            },
-            self.lifecycle.clone(),
-            self.stop.clone(),
-        ));
-        self.track(task);
+        let config = ConsumerConfig {
+            lease: self.settings.lease()?,
+            relinquish: self.relinquish.clone(),
+            ..ConsumerConfig::new()
+        };
+        let (lifecycle, stop) = (self.lifecycle.clone(), self.stop.clone());
+        self.supervise("consumer", move || {
+            let consumer = agentd_worker::consumer::run(
+                ctx.clone(),
+                queue.clone(),
+                config.clone(),
+                lifecycle.clone(),
+                stop.clone(),
+            );
+            async move {
+                agentd_schema::faults::fail_point("consumer.start")?;
+                consumer.await;
+                Ok(())
+            }
+        });
         Ok(())
     }
 

@@ -141,11 +141,13 @@ async fn readyz(State(state): State<OpsState>) -> Response {
     (code, Json(body)).into_response()
 }
 
-/// Checks every backend, reports the result to the lifecycle (gRPC health), and
-/// answers 200 when ready, else 503; the body names each backend and any error.
+/// Checks every backend and the process's supervised components, reports the result
+/// to the lifecycle (gRPC health), and answers 200 when ready, else 503; the body names
+/// each backend and component and why any is down.
 async fn readiness(state: &OpsState) -> (StatusCode, Value) {
     let checks = state.backends.check().await;
-    let healthy = checks.iter().all(|check| check.error.is_none());
+    let components = state.lifecycle.components();
+    let healthy = checks.iter().all(|check| check.error.is_none()) && components.iter().all(|(_, down)| down.is_none());
     state.lifecycle.report(healthy).await;
     let draining = state.lifecycle.is_draining();
     let status = match (draining, healthy) {
@@ -163,8 +165,18 @@ async fn readiness(state: &OpsState) -> (StatusCode, Value) {
             (check.seam.to_owned(), entry)
         })
         .collect();
+    let components: serde_json::Map<String, Value> = components
+        .into_iter()
+        .map(|(name, down)| {
+            let entry = match down {
+                None => json!({ "ok": true }),
+                Some(error) => json!({ "ok": false, "error": error }),
+            };
+            (name.to_owned(), entry)
+        })
+        .collect();
     let code = if status == "ready" { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (code, json!({ "status": status, "backends": backends }))
+    (code, json!({ "status": status, "backends": backends, "components": components }))
 }
 
 async fn metrics_text() -> Response {
@@ -226,7 +238,8 @@ pub fn spawn_health_monitor(state: OpsState, every: Duration, stop: Cancellation
             for check in checks.iter().filter(|check| check.error.is_some()) {
                 tracing::warn!(seam = check.seam, backend = check.backend, error = ?check.error, "backend unhealthy");
             }
-            state.lifecycle.report(checks.iter().all(|check| check.error.is_none())).await;
+            let components_up = state.lifecycle.components().iter().all(|(_, down)| down.is_none());
+            state.lifecycle.report(components_up && checks.iter().all(|check| check.error.is_none())).await;
         }
     })
 }

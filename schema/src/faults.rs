@@ -13,6 +13,11 @@
 //!   submitted yet (a deployment run's crash window).
 //!
 //! Unset (the only production setting), a crash point is one relaxed atomic load.
+//!
+//! Fail points, for tests of supervision: a process started with
+//! `AGENTD_FAULT_FAIL_AT=<point>@<n>` fails the first `n` times it reaches `<point>`
+//! ([`fail_point`] returns an error). Points: `runner.start` (the in-process runner of
+//! `agentd dev`), `consumer.start`, `outbox_relay.start`.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,5 +47,24 @@ pub fn crash_point(point: &str) {
     if armed.point == point && armed.hits.fetch_add(1, Ordering::Relaxed) + 1 == armed.at {
         eprintln!("agentd: fault injection: crashing at {point}");
         std::process::abort();
+    }
+}
+
+/// `Err` the first `n` times `point` is reached when `AGENTD_FAULT_FAIL_AT=<point>@<n>`
+/// is set; `Ok` otherwise.
+pub fn fail_point(point: &str) -> Result<(), String> {
+    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+    let armed = ARMED.get_or_init(|| {
+        let spec = std::env::var("AGENTD_FAULT_FAIL_AT").ok()?;
+        let (point, times) = spec.split_once('@').unwrap_or((spec.as_str(), "1"));
+        let at = times.parse().unwrap_or(1);
+        tracing::warn!(point, times = at, "fault injection armed: this process will fail on purpose");
+        Some(Armed { point: point.to_owned(), at, hits: AtomicU64::new(0) })
+    });
+    match armed {
+        Some(armed) if armed.point == point && armed.hits.fetch_add(1, Ordering::Relaxed) < armed.at => {
+            Err(format!("fault injection: {point} failed on purpose (AGENTD_FAULT_FAIL_AT)"))
+        }
+        _ => Ok(()),
     }
 }
