@@ -102,10 +102,7 @@ pub async fn dev(settings: Settings) -> Result<()> {
         let stop = process.stop.clone();
         process.supervise("runner", move || {
             let run = agentd_runner::run(config.clone(), stop.clone());
-            async move {
-                agentd_schema::faults::fail_point("runner.start")?;
-                run.await.map_err(|error| format!("the in-process runner stopped: {error:#}"))
-            }
+            async move { run.await.map_err(|error| format!("the in-process runner stopped: {error:#}")) }
         });
     }
     println!();
@@ -466,12 +463,23 @@ impl Process {
 
     /// Runs the component `name` under the lifecycle's supervision (restarted with
     /// backoff when it stops; `/readyz` says it is down meanwhile), tracked for shutdown.
+    /// Each start passes the fail point `<name>.start` (`faults.rs`).
     fn supervise<F, Fut>(&self, name: &'static str, start: F)
     where
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
         let (lifecycle, stop) = (self.lifecycle.clone(), self.stop.clone());
+        let point = format!("{name}.start");
+        let mut start = start;
+        let start = move || {
+            let failed = agentd_schema::faults::fail_point(&point);
+            let run = start();
+            async move {
+                failed?;
+                run.await
+            }
+        };
         self.track(tokio::spawn(async move { lifecycle.supervise(name, stop, start).await }));
     }
 
@@ -488,7 +496,6 @@ impl Process {
         self.supervise("outbox_relay", move || {
             let relay = run_relay(store.clone(), queue.clone(), clock.clone(), RelayConfig::default(), stop.clone());
             async move {
-                agentd_schema::faults::fail_point("outbox_relay.start")?;
                 relay.await;
                 Ok(())
             }
@@ -541,7 +548,6 @@ impl Process {
                 stop.clone(),
             );
             async move {
-                agentd_schema::faults::fail_point("consumer.start")?;
                 consumer.await;
                 Ok(())
             }

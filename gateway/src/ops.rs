@@ -146,9 +146,9 @@ async fn readyz(State(state): State<OpsState>) -> Response {
 /// each backend and component and why any is down.
 async fn readiness(state: &OpsState) -> (StatusCode, Value) {
     let checks = state.backends.check().await;
-    let components = state.lifecycle.components();
-    let healthy = checks.iter().all(|check| check.error.is_none()) && components.iter().all(|(_, down)| down.is_none());
-    state.lifecycle.report(healthy).await;
+    let backends_ok = checks.iter().all(|check| check.error.is_none());
+    state.lifecycle.report(backends_ok).await;
+    let healthy = backends_ok && state.lifecycle.components_up();
     let draining = state.lifecycle.is_draining();
     let status = match (draining, healthy) {
         (true, _) => "draining",
@@ -165,7 +165,9 @@ async fn readiness(state: &OpsState) -> (StatusCode, Value) {
             (check.seam.to_owned(), entry)
         })
         .collect();
-    let components: serde_json::Map<String, Value> = components
+    let components: serde_json::Map<String, Value> = state
+        .lifecycle
+        .components()
         .into_iter()
         .map(|(name, down)| {
             let entry = match down {
@@ -238,8 +240,7 @@ pub fn spawn_health_monitor(state: OpsState, every: Duration, stop: Cancellation
             for check in checks.iter().filter(|check| check.error.is_some()) {
                 tracing::warn!(seam = check.seam, backend = check.backend, error = ?check.error, "backend unhealthy");
             }
-            let components_up = state.lifecycle.components().iter().all(|(_, down)| down.is_none());
-            state.lifecycle.report(components_up && checks.iter().all(|check| check.error.is_none())).await;
+            state.lifecycle.report(checks.iter().all(|check| check.error.is_none())).await;
         }
     })
 }

@@ -75,11 +75,12 @@ impl Lifecycle {
         *self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(health);
     }
 
-    /// Reports whether the process can take work: `backends_ok` and not draining.
+    /// Reports whether the process can take work: `backends_ok`, every supervised
+    /// component running, and not draining.
     pub async fn report(&self, backends_ok: bool) {
         let health = self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         if let Some(health) = health {
-            health.set_serving(backends_ok && !self.is_draining()).await;
+            health.set_serving(backends_ok && self.components_up() && !self.is_draining()).await;
         }
     }
 
@@ -124,6 +125,12 @@ impl Lifecycle {
     pub fn components(&self) -> Vec<(&'static str, Option<String>)> {
         let components = self.components.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         components.iter().map(|(name, down)| (*name, down.clone())).collect()
+    }
+
+    /// Whether every supervised component is running.
+    pub fn components_up(&self) -> bool {
+        let components = self.components.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        components.values().all(Option::is_none)
     }
 
     fn set_component(&self, name: &'static str, down: Option<String>) {

@@ -28,17 +28,18 @@ struct Armed {
     hits: AtomicU64,
 }
 
+/// The point armed by the environment variable `var` (`<point>@<n>`, `n` 1 when left out).
+fn arm(var: &str, what: &str) -> Option<Armed> {
+    let spec = std::env::var(var).ok()?;
+    let (point, at) = spec.split_once('@').unwrap_or((spec.as_str(), "1"));
+    let at = at.parse().unwrap_or(1);
+    tracing::warn!(point, at, "fault injection armed: this process will {what} on purpose");
+    Some(Armed { point: point.to_owned(), at, hits: AtomicU64::new(0) })
+}
+
 fn armed() -> Option<&'static Armed> {
     static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
-    ARMED
-        .get_or_init(|| {
-            let spec = std::env::var("AGENTD_FAULT_CRASH_AT").ok()?;
-            let (point, at) = spec.split_once('@').unwrap_or((spec.as_str(), "1"));
-            let at = at.parse().unwrap_or(1);
-            tracing::warn!(point, at, "fault injection armed: this process will crash on purpose");
-            Some(Armed { point: point.to_owned(), at, hits: AtomicU64::new(0) })
-        })
-        .as_ref()
+    ARMED.get_or_init(|| arm("AGENTD_FAULT_CRASH_AT", "crash")).as_ref()
 }
 
 /// Dies here if this point is armed and its count is reached.
@@ -54,14 +55,7 @@ pub fn crash_point(point: &str) {
 /// is set; `Ok` otherwise.
 pub fn fail_point(point: &str) -> Result<(), String> {
     static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
-    let armed = ARMED.get_or_init(|| {
-        let spec = std::env::var("AGENTD_FAULT_FAIL_AT").ok()?;
-        let (point, times) = spec.split_once('@').unwrap_or((spec.as_str(), "1"));
-        let at = times.parse().unwrap_or(1);
-        tracing::warn!(point, times = at, "fault injection armed: this process will fail on purpose");
-        Some(Armed { point: point.to_owned(), at, hits: AtomicU64::new(0) })
-    });
-    match armed {
+    match ARMED.get_or_init(|| arm("AGENTD_FAULT_FAIL_AT", "fail")) {
         Some(armed) if armed.point == point && armed.hits.fetch_add(1, Ordering::Relaxed) < armed.at => {
             Err(format!("fault injection: {point} failed on purpose (AGENTD_FAULT_FAIL_AT)"))
         }
