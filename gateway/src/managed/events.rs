@@ -17,7 +17,7 @@ use agentd_proto::v1::{LiveEvent, live_event};
 use agentd_schema::{EventQuery, EventType, NewEvent, Session, SessionThread, Store, TimeBounds, live};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::Uri;
+use axum::http::{HeaderMap, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
@@ -162,21 +162,37 @@ pub async fn list(
     Ok(Json(list_events(&state, &session, None, &uri, true).await?))
 }
 
+/// Where a stream reconnecting with `Last-Event-ID` (the `id:` of the last event it
+/// received, an event id) goes on from: that event's sequence number. The official SDK
+/// reopens streams without it; a client that sends it, or a proxy that replays it, gets
+/// every event committed since, from whichever gateway it lands on.
+async fn resume_point(store: &dyn Store, session_id: &str, headers: &HeaderMap) -> ApiResult<Option<i64>> {
+    let Some(value) = headers.get("last-event-id") else { return Ok(None) };
+    let event_id = value.to_str().map_err(|_| ApiError::invalid("Last-Event-ID: must be an event id".to_owned()))?;
+    match store.event_seq(session_id, event_id.trim()).await? {
+        Some(seq) => Ok(Some(seq)),
+        None => Err(ApiError::invalid(format!("Last-Event-ID: {event_id:?} is not an event of this session"))),
+    }
+}
+
 /// `GET /v1/sessions/{session_id}/events/stream`.
 pub async fn stream(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     Path(id): Path<SessionId>,
+    headers: HeaderMap,
     uri: Uri,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let session = load(state.backends.store.as_ref(), &tenant, &id).await?;
-    open_stream(state, session, None, uri).await
+    let resume_after = resume_point(state.backends.store.as_ref(), &session.id, &headers).await?;
+    open_stream(state, session, None, resume_after, uri).await
 }
 
 async fn open_stream(
     state: AppState,
     session: Session,
     thread: Option<String>,
+    resume_after: Option<i64>,
     uri: Uri,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let query = Query::from_uri(&uri);
@@ -195,7 +211,9 @@ async fn open_stream(
         state.backends.bus.clone().ok_or_else(|| ApiError::Unavailable("live streams need the bus".to_owned()))?;
     // Everything committed after this point reaches the client: history up to the
     // high-water mark is the client's to list; later events come live or from the store.
-    let high_water = session.next_seq - 1;
+    // A stream resumed with `Last-Event-ID` starts from the store just after that event
+    // instead: nothing committed while the client was away is missed.
+    let high_water = resume_after.unwrap_or(session.next_seq - 1);
     let subscription = bus.subscribe(&live::session_channel(&session.id)).await.map_err(|error| {
         tracing::warn!(%error, "cannot subscribe to the live bus");
         ApiError::Unavailable("the live bus is unavailable; retry shortly".to_owned())
@@ -532,8 +550,10 @@ pub async fn thread_stream(
     State(state): State<AppState>,
     Extension(tenant): Extension<Tenant>,
     Path((id, thread_id)): Path<(SessionId, ThreadId)>,
+    headers: HeaderMap,
     uri: Uri,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let (session, thread) = session_threads::load(&state, &tenant, &id, &thread_id).await?;
-    open_stream(state, session, Some(thread.id), uri).await
+    let resume_after = resume_point(state.backends.store.as_ref(), &session.id, &headers).await?;
+    open_stream(state, session, Some(thread.id), resume_after, uri).await
 }

@@ -532,6 +532,14 @@ impl SessionStore for SqlStore {
         self.query_events(session_id, &query).await
     }
 
+    async fn event_seq(&self, session_id: &str, event_id: &str) -> StoreResult<Option<i64>> {
+        Ok(sqlx::query_scalar("SELECT seq FROM session_events WHERE event_id = $1 AND session_id = $2")
+            .bind(event_id)
+            .bind(session_id)
+            .fetch_optional(&self.readers)
+            .await?)
+    }
+
     async fn query_events(&self, session_id: &str, query: &EventQuery) -> StoreResult<Vec<StoredEvent>> {
         let (order, after_op) = if query.descending { ("DESC", "<") } else { ("ASC", ">") };
         // Types are few and fixed-vocabulary; they are bound as parameters, never inlined.

@@ -255,6 +255,10 @@ pub trait SessionStore: Send + Sync {
     /// Events of a session with `seq > after_seq`, ascending, at most `limit`.
     async fn list_events(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<StoredEvent>>;
 
+    /// The sequence number of one event of a session: where a stream resumed with
+    /// `Last-Event-ID` goes on from. `None` when the session has no such event.
+    async fn event_seq(&self, session_id: &str, event_id: &str) -> StoreResult<Option<i64>>;
+
     /// Events of a session filtered and paged as `query` says.
     async fn query_events(&self, session_id: &str, query: &EventQuery) -> StoreResult<Vec<StoredEvent>>;
 

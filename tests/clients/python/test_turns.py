@@ -927,6 +927,58 @@ def test_stream_disconnect_and_reconnect(
     assert seen_second[-1].type == "session.status_idle"
 
 
+def read_sse_ids(response: Any, until: Callable[[list[str]], bool]) -> list[str]:
+    """The `id:` of each SSE event read from a streaming httpx response until `until`."""
+    ids: list[str] = []
+    current = None
+    for line in response.iter_lines():
+        if line.startswith("id:"):
+            current = line[3:].strip()
+        elif line == "" and current:
+            ids.append(current)
+            current = None
+            if until(ids):
+                break
+    return ids
+
+
+def test_stream_resumed_with_last_event_id_gets_what_it_missed(
+    turns: Deployment, client: anthropic.Anthropic, fake_anthropic: FakeAnthropic
+) -> None:
+    """A client (or proxy) that reconnects with Last-Event-ID gets every event committed
+    since that one, from the store, then the live ones: nothing missed, nothing twice."""
+    first_key, second_key = unique("resume-a"), unique("resume-b")
+    fake_anthropic.script(first_key, Reply(blocks=[text("first answer")]))
+    fake_anthropic.script(second_key, Reply(blocks=[text("second answer")]))
+    session = new_session(client, turns, make_agent(client))
+    url = f"{turns.url}/v1/sessions/{session.id}/events/stream"
+    http = turns.http()
+    client.beta.sessions.events.send(session.id, events=[user_message(first_key)])
+    with http.stream("GET", url, headers=turns.headers(), timeout=30) as response:
+        assert response.status_code == 200
+        # History up to the open is the client's to list: wait for this turn's events.
+        wait_idle(client, session.id)
+    listed = [e.id for e in client.beta.sessions.events.list(session.id)]
+    last_seen = listed[1]  # as if the stream had received up to the second event only
+
+    # Away: a whole second turn is committed meanwhile.
+    client.beta.sessions.events.send(session.id, events=[user_message(second_key)])
+    wait_idle(client, session.id, count=2)
+    listed = [e.id for e in client.beta.sessions.events.list(session.id)]
+
+    with http.stream("GET", url, headers=turns.headers(last_event_id=last_seen), timeout=30) as response:
+        assert response.status_code == 200
+        resumed = read_sse_ids(response, lambda ids: ids[-1:] == listed[-1:])
+    assert resumed == listed[listed.index(last_seen) + 1 :], "the resumed stream is the history after the event"
+
+    # An id that is not an event of this session is refused, not silently ignored.
+    other = new_session(client, turns, make_agent(client))
+    refused = http.get(f"{turns.url}/v1/sessions/{other.id}/events/stream", headers=turns.headers(last_event_id=last_seen))
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["type"] == "invalid_request_error"
+    assert "Last-Event-ID" in refused.json()["error"]["message"]
+
+
 # ---------------------------------------------------------------------------------------
 # Provider errors
 

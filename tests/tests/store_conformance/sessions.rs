@@ -319,3 +319,15 @@ conformance!(sessions_list_by_the_memory_stores_among_their_resources, |store, _
     assert!(store.delete_session(&workspace.id, "sesn_b").await.unwrap());
     assert_eq!(with("memstore_2").await, ["sesn_c"]);
 });
+
+conformance!(an_event_id_resolves_to_its_seq_within_its_session_only, |store, _clock| async move {
+    let (_, first) = session(store.as_ref()).await;
+    let (_, second) = session(store.as_ref()).await;
+    let stored =
+        store.append_events(&first, vec![event(&first, "a"), event(&first, "b"), event(&first, "c")]).await.unwrap();
+    let middle = &stored[1];
+    assert_eq!(store.event_seq(&first, &middle.event_id).await.unwrap(), Some(middle.seq));
+    // Another session's event, or no event at all, is no resume point.
+    assert_eq!(store.event_seq(&second, &middle.event_id).await.unwrap(), None);
+    assert_eq!(store.event_seq(&first, "sevt_missing").await.unwrap(), None);
+});
