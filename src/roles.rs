@@ -192,6 +192,22 @@ fn sandbox_summary(sandbox: &agentd_runner::sandbox::SandboxConfig) -> String {
     format!("{level}; workdirs in {}", sandbox.root.display())
 }
 
+/// A standalone runner does not start on a level it cannot give (ADR 0030): in a container
+/// without the privileges bubblewrap needs, every built-in tool call would fail. (`agentd
+/// dev` on a laptop keeps running and says so in its banner and log.)
+fn refuse_an_unenforceable_sandbox(sandbox: &agentd_runner::sandbox::SandboxConfig) -> Result<()> {
+    use agentd_runner::sandbox::{Isolation, probe_bubblewrap};
+    match sandbox.isolation {
+        Isolation::Namespace => probe_bubblewrap().map_err(|error| {
+            anyhow::anyhow!(
+                "sandbox isolation `namespace` cannot work here: {error}. Grant what is missing, or set \
+                 AGENTD_SANDBOX_ISOLATION=workdir to accept the weaker level"
+            )
+        }),
+        Isolation::Workdir => Ok(()),
+    }
+}
+
 /// `agentd runner`: polls cloud work through a gateway until SIGTERM/SIGINT.
 pub async fn runner(settings: Settings) -> Result<()> {
     let Some(url) = settings.runner_gateway_url.clone() else {
@@ -200,6 +216,7 @@ pub async fn runner(settings: Settings) -> Result<()> {
     let Some(key) = settings.runner_key.clone() else {
         bail!("agentd runner needs AGENTD_RUNNER_KEY (create one with `agentd keys create --workspace W --runner`)");
     };
+    refuse_an_unenforceable_sandbox(&settings.sandbox()?)?;
     let config = runner_config(&settings, url, key)?;
     let mut shutdown = Shutdown::listen();
     let stop = CancellationToken::new();

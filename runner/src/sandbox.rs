@@ -659,27 +659,65 @@ pub fn runner_is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Starts bubblewrap once with the namespaces the sandbox uses, so a host (or container)
-/// that refuses them is reported at start-up, not at the first tool call.
+/// Starts bubblewrap once with the namespaces the sandbox uses (a session without network
+/// included: its own network namespace with a loopback), so a host or container that
+/// refuses them is reported at start-up, not at the first tool call. The error names what
+/// is missing when the process's capabilities tell.
 pub fn probe_bubblewrap() -> Result<(), String> {
     let bwrap = find_program("bwrap", true).ok_or("bubblewrap (bwrap) is not installed")?;
     let output = std::process::Command::new(&bwrap)
-        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--ro-bind", "/", "/"])
-        .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
+        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"])
+        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--", "true"])
         .env_clear()
         .env("PATH", SHELL_PATH)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
     if output.status.success() {
-        Ok(())
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let missing = missing_for_namespaces(runner_is_root(), effective_capabilities());
+    Err(format!("{} failed ({}): {}; {missing}", bwrap.display(), output.status, stderr.trim()))
+}
+
+/// `CAP_NET_ADMIN` and `CAP_SYS_ADMIN`, as bits of a capability set.
+const CAP_NET_ADMIN: u64 = 1 << 12;
+const CAP_SYS_ADMIN: u64 = 1 << 21;
+
+/// The process's effective capabilities (`CapEff` of /proc/self/status); none when unread.
+fn effective_capabilities() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|line| line.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(line.trim(), 16).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// What a runner needs for `namespace` isolation and lacks, given whether it is root and
+/// its effective capabilities (ADR 0030).
+fn missing_for_namespaces(root: bool, capabilities: u64) -> String {
+    if !root {
+        return "missing: root (as another user bubblewrap needs unprivileged user namespaces, which this host \
+                or container refuses; run the runner as uid 0 with CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+            .to_owned();
+    }
+    let mut lacking = Vec::new();
+    if capabilities & CAP_SYS_ADMIN == 0 {
+        lacking.push("CAP_SYS_ADMIN (namespaces and the session's mounts)");
+    }
+    if capabilities & CAP_NET_ADMIN == 0 {
+        lacking.push("CAP_NET_ADMIN (the loopback of a session without network)");
+    }
+    if lacking.is_empty() {
+        "root with CAP_SYS_ADMIN and CAP_NET_ADMIN is not enough here: a seccomp or LSM profile refuses \
+         unshare or mount (the container engine's default seccomp profile allows them once CAP_SYS_ADMIN is \
+         granted)"
+            .to_owned()
     } else {
-        Err(format!(
-            "{} failed ({}): {}",
-            bwrap.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
+        format!("missing: {}", lacking.join(", "))
     }
 }
 

@@ -784,3 +784,14 @@ fn ulimit_script_uses_bash_units() {
         ulimit_script(&Limits { cpu_seconds: 0, memory_bytes: 0, processes: 0, file_size_bytes: 0, disk_bytes: 0 });
     assert_eq!(unlimited, "ulimit -c 0 -t unlimited -v unlimited -u unlimited -f unlimited 2>&1");
 }
+
+#[test]
+fn the_probe_names_what_namespace_isolation_lacks() {
+    let all = CAP_SYS_ADMIN | CAP_NET_ADMIN;
+    assert!(missing_for_namespaces(false, all).starts_with("missing: root"));
+    let none = missing_for_namespaces(true, 0);
+    assert!(none.contains("CAP_SYS_ADMIN") && none.contains("CAP_NET_ADMIN"), "{none}");
+    let net = missing_for_namespaces(true, CAP_SYS_ADMIN);
+    assert!(net.contains("CAP_NET_ADMIN") && !net.contains("CAP_SYS_ADMIN"), "{net}");
+    assert!(missing_for_namespaces(true, all).contains("seccomp"));
+}
