@@ -61,6 +61,11 @@ pub trait Queue: Send + Sync + 'static {
     /// Checks that the backend answers (used by `/readyz`).
     async fn ping(&self) -> Result<(), QueueError>;
 
+    /// How many messages wait to be delivered to the consumer (JetStream's consumer
+    /// `num_pending`): a backlog means workers are stopped or behind, not that a message
+    /// is missing.
+    async fn undelivered(&self) -> Result<u64, QueueError>;
+
     /// A short name for logs and metrics (`jetstream`, `memory`).
     fn backend_name(&self) -> &'static str;
 }

@@ -117,9 +117,26 @@ pub async fn relay_once(
     if published > 0 {
         metrics::counter!("agentd_outbox_relayed_total").increment(published as u64);
     }
-    // The safety net behind queue redelivery: runs that should be moving but may have
-    // no message left get a fresh one. The id changes with the epoch and once a
-    // minute, so the queue's dedupe window cannot swallow a needed republish.
+    // Only while the queue has delivered everything it holds: a run that waits behind a
+    // backlog (workers stopped, or behind) is queued, not stranded, and a second message
+    // per run per minute would make the backlog an autoscaler reads (KEDA's consumer
+    // lag) grow with the outage instead of counting the work.
+    if queue_is_drained(queue).await {
+        republish_stranded(store, queue, clock, config).await?;
+    }
+    expire_hands(store, queue).await?;
+    Ok(published)
+}
+
+/// The safety net behind queue redelivery: runs that should be moving but may have no
+/// message left get a fresh one. The id changes with the epoch and once a minute, so the
+/// queue's dedupe window cannot swallow a needed republish.
+async fn republish_stranded(
+    store: &dyn Store,
+    queue: &dyn Queue,
+    clock: &dyn Clock,
+    config: &RelayConfig,
+) -> StoreResult<()> {
     let now = clock.now_ms();
     let stranded = store.stranded_runs(now - config.stranded_after.as_millis() as i64, config.batch).await?;
     for run in &stranded {
@@ -138,14 +155,33 @@ pub async fn relay_once(
         }
         metrics::counter!("agentd_stranded_runs_republished_total").increment(1);
     }
-    // Work items whose hands stopped heartbeating go back to the queue, or are given up:
-    // the give-up submissions are published here like any other outbox row.
+    Ok(())
+}
+
+/// Whether the queue holds no undelivered message; `false` when it cannot tell.
+async fn queue_is_drained(queue: &dyn Queue) -> bool {
+    match queue.undelivered().await {
+        Ok(0) => true,
+        Ok(backlog) => {
+            tracing::debug!(backlog, "submissions wait in the queue: no stranded-run sweep this pass");
+            false
+        }
+        Err(error) => {
+            tracing::debug!(%error, "queue backlog unknown: no stranded-run sweep this pass");
+            false
+        }
+    }
+}
+
+/// Work items whose hands stopped heartbeating go back to the queue, or are given up:
+/// the give-up submissions are published here like any other outbox row.
+async fn expire_hands(store: &dyn Store, queue: &dyn Queue) -> StoreResult<()> {
     for message in crate::hands::expire(store).await? {
         if let Err(error) = publish(store, queue, &message).await {
             tracing::warn!(msg_id = %message.msg_id, %error, "hands give-up submission deferred to the next relay pass");
         }
     }
-    Ok(published)
+    Ok(())
 }
 
 /// Runs [`relay_once`] every `config.every` until `stop` fires.

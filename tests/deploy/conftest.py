@@ -1,14 +1,10 @@
 """The deploy suite's stack: deploy/docker-compose.yml in containers, driven through the balancer.
 
-`scripts/test --deploy` runs this suite. The session fixture builds the agentd image from
-the binary the suite was given (AGENTD_BIN, copied into the image: `scripts/image
---binary`) and the backing services' images FROM a Debian base (`--local-services`, so no
-registry is needed), then brings the stack up with podman-compose under a project name and
-host ports of its own, and takes it down (volumes included) at the end.
-
-podman 4.3 cannot wait for a service to be healthy (compose's `service_healthy`), so the
-stack comes up in the compose file's dependency order, one stage at a time, each stage
-waited for here with the same probes the compose file declares.
+`scripts/test --deploy` runs this suite. The session fixture brings the stack up with
+`scripts/stack up` — the same command a user runs — from the binary the suite was given
+(AGENTD_BIN, copied into the image), with 3 workers, under a project name and host ports
+of its own, and takes it down (volumes included) with `scripts/stack down` at the end.
+tests/deploy/compose.test.yml shortens drains and leases so faults play out quickly.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ import random
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anthropic
@@ -26,11 +22,6 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_FILES = [
-    ROOT / "deploy" / "docker-compose.yml",
-    ROOT / "deploy" / "docker-compose.local.yml",
-    ROOT / "tests" / "deploy" / "compose.test.yml",
-]
 IMAGE = "localhost/agentd:deploy-test"
 WORKERS = 3
 MODEL = "agentd-script"
@@ -68,7 +59,7 @@ class Stack:
     env: dict
     api_port: int
     ops_ports: dict
-    compose_cmd: list = field(default_factory=list)
+    nats_monitoring_port: int
 
     # -- engine and compose -----------------------------------------------------------
 
@@ -80,12 +71,14 @@ class Stack:
             raise AssertionError(f"podman {' '.join(args)} failed ({result.returncode}): {result.stderr[-2000:]}")
         return result
 
-    def compose(self, *args: str, timeout: float = 300) -> None:
+    def stack(self, *args: str, timeout: float = 1800) -> str:
+        """`scripts/stack <args>` for this suite's project; its stdout."""
         result = subprocess.run(
-            [*self.compose_cmd, *args], env=self.env, capture_output=True, text=True, timeout=timeout
+            [str(ROOT / "scripts" / "stack"), *args], env=self.env, stdout=subprocess.PIPE, text=True, timeout=timeout
         )
         if result.returncode != 0:
-            raise AssertionError(f"podman-compose {' '.join(args)} failed: {result.stdout[-2000:]}{result.stderr[-2000:]}")
+            raise AssertionError(f"scripts/stack {' '.join(args)} failed ({result.returncode})")
+        return result.stdout
 
     def container(self, service: str, index: int = 1) -> str:
         return f"{self.project}_{service}_{index}"
@@ -126,48 +119,24 @@ class Stack:
     def wait_backends(self) -> None:
         wait_until("postgres", lambda: self.podman("exec", self.container("postgres"), "pg_isready", "-U", "agentd", "-d", "agentd", check=False).returncode == 0)
         wait_until("redis", lambda: "PONG" in self.exec(self.container("redis"), "redis-cli", "ping"))
-        wait_until("the S3 server", lambda: self.podman("exec", self.container("minio"), "curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:9000/", check=False).returncode == 0)
-        wait_until("nats", lambda: self.running(self.container("nats")))
+        wait_until("nats", lambda: httpx.get(f"http://127.0.0.1:{self.nats_monitoring_port}/healthz?js-enabled-only=true", timeout=2).status_code == 200)
 
     def wait_gateways(self) -> None:
         for gateway in ("gateway-1", "gateway-2"):
             wait_until(f"{gateway} /readyz", lambda g=gateway: self.ready(g))
         wait_until("the balancer", self.balancer_ready)
 
-    def up(self) -> None:
-        self.compose("up", "-d", "--no-deps", "postgres", "redis", "nats", "minio")
-        self.wait_backends()
-        self.compose("up", "-d", "--no-deps", "minio-bucket", "migrate")
-        for job in ("minio-bucket", "migrate"):
-            name = self.container(job)
-            wait_until(f"{job} to finish", lambda n=name: not self.running(n))
-            assert self.exit_code(name) == 0, f"{job} failed:\n{self.logs(name)}"
-        self.compose("up", "-d", "--no-deps", "gateway-1", "gateway-2")
-        self.compose("up", "-d", "--no-deps", "--scale", f"worker={WORKERS}", "worker")
-        self.compose("up", "-d", "--no-deps", "balancer", "runner")
+    def up(self, binary: str | None) -> None:
+        args = ["up", "--workers", str(WORKERS), "-f", str(ROOT / "tests" / "deploy" / "compose.test.yml")]
+        args += ["--binary", binary] if binary else ["--no-build"]
+        self.stack(*args)
         self.wait_gateways()
-        for worker in self.workers():
-            wait_until(f"{worker} running", lambda w=worker: self.running(w))
-        wait_until("the runner", lambda: self.running(self.container("runner")))
 
     def down(self) -> None:
-        subprocess.run([*self.compose_cmd, "down", "-v", "-t", "5"], env=self.env, capture_output=True, timeout=300)
-        # podman-compose's `down` forgets replicas started with `--scale`: remove whatever
-        # still carries the project's label, then its volumes and network.
-        label = f"label=io.podman.compose.project={self.project}"
-        leftover = self.podman("ps", "-a", "-q", "--filter", label, check=False).stdout.split()
-        if leftover:
-            self.podman("rm", "-f", "-t", "2", *leftover, check=False)
-        volumes = self.podman("volume", "ls", "-q", "--filter", label, check=False).stdout.split()
-        if volumes:
-            self.podman("volume", "rm", "-f", *volumes, check=False)
-        networks = self.podman("network", "ls", "-q", "--filter", label, check=False).stdout.split()
-        if networks:
-            self.podman("network", "rm", "-f", *networks, check=False)
+        self.stack("down", timeout=300)
 
     def api_key(self) -> str:
-        key = self.exec(self.container("gateway-1"), "agentd", "keys", "create", "--workspace", "default", "--name", "deploy-suite")
-        return key.strip().splitlines()[-1]
+        return self.stack("key").strip().splitlines()[-1]
 
 
 def containers_conf(env: dict) -> None:
@@ -182,32 +151,28 @@ def containers_conf(env: dict) -> None:
 def stack():
     env = dict(os.environ)
     binary = env.get("AGENTD_BIN") or str(ROOT / "target" / "debug" / "agentd")
-    if env.get("DEPLOY_SKIP_BUILD") != "1":
-        log(f"building the images (agentd from {binary})")
-        subprocess.run(
-            [str(ROOT / "scripts" / "image"), "--binary", binary, "--tag", IMAGE, "--local-services"],
-            env=env, check=True, timeout=1800,
-        )
     containers_conf(env)
     project = f"agentd-deploy-{os.getpid()}-{random.randrange(1 << 16):04x}"
     api_port = free_port()
     ops = {"gateway-1": free_port(), "gateway-2": free_port()}
+    nats_monitoring = free_port()
     env.update(
+        AGENTD_STACK_PROJECT=project,
         AGENTD_IMAGE=IMAGE,
         AGENTD_PORT=str(api_port),
         GATEWAY_1_OPS_PORT=str(ops["gateway-1"]),
         GATEWAY_2_OPS_PORT=str(ops["gateway-2"]),
+        NATS_MONITORING_PORT=str(nats_monitoring),
         MINIO_PORT=str(free_port()),
         MINIO_CONSOLE_PORT=str(free_port()),
-        AGENTD_WORKERS=str(WORKERS),
+        # The suite drives containers with podman (kill, exec, inspect): so does the stack.
+        AGENTD_STACK_ENGINE="podman",
+        PODMAN_COMPOSE=f"{sys.executable} -m podman_compose",
     )
-    compose_cmd = [sys.executable, "-m", "podman_compose", "-p", project]
-    for file in COMPOSE_FILES:
-        compose_cmd += ["-f", str(file)]
-    stack = Stack(project=project, env=env, api_port=api_port, ops_ports=ops, compose_cmd=compose_cmd)
-    log(f"bringing up {project} (API on {stack.url})")
+    stack = Stack(project=project, env=env, api_port=api_port, ops_ports=ops, nats_monitoring_port=nats_monitoring)
+    log(f"bringing up {project} (API on {stack.url}; agentd from {binary})")
     try:
-        stack.up()
+        stack.up(None if env.get("DEPLOY_SKIP_BUILD") == "1" else binary)
         yield stack
     finally:
         log(f"taking {project} down")

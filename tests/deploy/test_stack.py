@@ -16,8 +16,9 @@ import time
 
 import httpx
 import pytest
+import yaml
 
-from conftest import log, wait_until
+from conftest import ROOT, log, wait_until
 
 BETA = "managed-agents-2026-04-01"
 
@@ -318,3 +319,43 @@ def test_a_backend_restarted_under_load_loses_no_acknowledged_input(stack, clien
     assert not load.errors, load.errors
     for gateway in ("gateway-1", "gateway-2"):
         wait_until(f"{gateway} ready after the {backend} restart", lambda g=gateway: stack.ready(g))
+
+
+# -- the scaler's signal -------------------------------------------------------------------------
+
+
+def keda_lag(stack, trigger: dict) -> int:
+    """The lag KEDA's nats-jetstream scaler computes (KEDA >= 2.8): GET
+    /jsz?acc=<account>&consumers=true&config=true on the monitoring endpoint, the named
+    account's stream's consumer, num_pending + num_ack_pending."""
+    url = f"http://127.0.0.1:{stack.nats_monitoring_port}/jsz?acc={trigger['account']}&consumers=true&config=true"
+    body = httpx.get(url, timeout=5).json()
+    accounts = [a for a in body.get("account_details") or [] if a["name"] == trigger["account"]]
+    assert accounts, f"no account {trigger['account']!r} in /jsz: {body.get('account_details')}"
+    streams = [s for s in accounts[0].get("stream_detail") or [] if s["name"] == trigger["stream"]]
+    assert streams, f"no stream {trigger['stream']!r}: the ScaledObject's names drifted from agentd's"
+    consumers = [c for c in streams[0].get("consumer_detail") or [] if c["name"] == trigger["consumer"]]
+    assert consumers, f"no consumer {trigger['consumer']!r}: the ScaledObject's names drifted from agentd's"
+    return consumers[0]["num_pending"] + consumers[0]["num_ack_pending"]
+
+
+def test_the_scalers_signal_counts_queued_turns(stack, client, agent, environment):
+    """deploy/keda/scaledobject.yaml's trigger read as KEDA reads it: with the workers
+    stopped, 200 queued turns are a lag of 200; scaled to 3 workers, it falls to 0."""
+    manifest = yaml.safe_load((ROOT / "deploy" / "keda" / "scaledobject.yaml").read_text())
+    trigger = next(t["metadata"] for t in manifest["spec"]["triggers"] if t["type"] == "nats-jetstream")
+    assert keda_lag(stack, trigger) == 0, "the queue is empty before the test"
+    for worker in stack.workers():
+        stack.podman("stop", "-t", "30", worker, timeout=60)
+    sessions = [client.beta.sessions.create(agent=agent.id, environment_id=environment.id).id for _ in range(200)]
+    for n, session_id in enumerate(sessions):
+        send(client, session_id, f"!say queued {n}")
+    lag = wait_until("a lag of 200", lambda: (lambda lag: lag if lag >= 200 else None)(keda_lag(stack, trigger)), timeout=60)
+    assert lag == 200, f"KEDA would see a lag of {lag} for 200 queued turns"
+    started = time.monotonic()
+    stack.stack("scale", str(len(stack.workers())))
+    wait_until("the lag to fall to 0", lambda: keda_lag(stack, trigger) == 0, timeout=180)
+    drained_after = time.monotonic() - started
+    for n, session_id in enumerate(sessions):
+        wait_until(f"session {n} answered", lambda s=session_id, n=n: agent_texts(client, s) == [f"queued {n}"], timeout=60)
+    log(f"scaler signal: lag 200 with the workers stopped, 0 after {drained_after:.1f}s with {len(stack.workers())}")

@@ -219,6 +219,10 @@ impl Queue for Gate {
         self.inner.ping().await
     }
 
+    async fn undelivered(&self) -> Result<u64, QueueError> {
+        self.inner.undelivered().await
+    }
+
     fn backend_name(&self) -> &'static str {
         "gate"
     }
@@ -455,4 +459,51 @@ async fn subagent_waits_survive_a_restart_and_duplicates_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subagent_waits_survive_a_restart_and_duplicates_on_postgres() {
     thread_cases(Kind::Postgres).await;
+}
+
+/// A run waiting behind undelivered submissions (no worker consumes) is queued, not
+/// stranded: the relay republishes it only once the queue has delivered everything, so
+/// the backlog an autoscaler reads counts each waiting run once.
+async fn queued_runs_are_not_stranded(kind: Kind) {
+    let test = TestStore::new(kind, Arc::new(SystemClock)).await;
+    let store: Arc<dyn Store> = test.store.clone();
+    let queue = memory_queue();
+    let relay = RelayConfig { min_age: Duration::ZERO, stranded_after: Duration::ZERO, ..RelayConfig::default() };
+    let waiting = session(store.as_ref()).await;
+    let submission = Submission {
+        session_id: waiting.clone(),
+        thread_id: waiting.clone(),
+        events: vec![message(&waiting, "hello")],
+        max_attempts: 5,
+        trace_context: vec![],
+        also_wake: vec![],
+    };
+    store.submit(submission).await.unwrap();
+    assert_eq!(relay_once(store.as_ref(), queue.as_ref(), &SystemClock, &relay).await.unwrap(), 1);
+    assert_eq!(queue.undelivered().await.unwrap(), 1);
+    for _ in 0..3 {
+        relay_once(store.as_ref(), queue.as_ref(), &SystemClock, &relay).await.unwrap();
+    }
+    assert_eq!(queue.undelivered().await.unwrap(), 1, "a queued run is not republished");
+
+    // Its message delivered and lost (acked without the run moving): now it is stranded.
+    let deliveries = queue.fetch(10, Duration::from_millis(100)).await.unwrap();
+    assert_eq!(deliveries.len(), 1);
+    for delivery in deliveries {
+        delivery.ack().await.unwrap();
+    }
+    assert_eq!(queue.undelivered().await.unwrap(), 0);
+    relay_once(store.as_ref(), queue.as_ref(), &SystemClock, &relay).await.unwrap();
+    assert_eq!(queue.undelivered().await.unwrap(), 1, "a stranded run gets a fresh submission");
+    test.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_runs_are_not_stranded_on_sqlite() {
+    queued_runs_are_not_stranded(Kind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_runs_are_not_stranded_on_postgres() {
+    queued_runs_are_not_stranded(Kind::Postgres).await;
 }

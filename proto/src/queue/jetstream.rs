@@ -280,6 +280,16 @@ impl Queue for JetStreamQueue {
         }
     }
 
+    async fn undelivered(&self) -> Result<u64, QueueError> {
+        match tokio::time::timeout(PING_TIMEOUT, self.inner.consumer.get_info()).await {
+            Ok(Ok(info)) => Ok(info.num_pending),
+            Ok(Err(err)) => {
+                Err(QueueError::Unavailable(format!("jetstream consumer info on {}: {err}", self.inner.stream)))
+            }
+            Err(_) => Err(QueueError::Unavailable(format!("jetstream did not answer within {PING_TIMEOUT:?}"))),
+        }
+    }
+
     fn backend_name(&self) -> &'static str {
         "jetstream"
     }

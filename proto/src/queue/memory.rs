@@ -228,6 +228,10 @@ impl Queue for MemoryQueue {
         Ok(())
     }
 
+    async fn undelivered(&self) -> Result<u64, QueueError> {
+        Ok(self.inner.lock().ready.len() as u64)
+    }
+
     fn backend_name(&self) -> &'static str {
         "memory"
     }

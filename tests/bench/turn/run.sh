@@ -4,7 +4,7 @@
 # Redis). Prints one JSON report per run on stdout (see tests/src/bin/turn_bench.rs)
 # and a one-line human summary of each on stderr.
 #
-# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak|scale|flat|peer|streams|read]
+# Usage: tests/bench/turn/run.sh [dev|distributed|all|soak|scale|flat|peer|streams|read|deploy]
 # Environment: C1_TURNS (default 200), C32_TURNS (default 50 per session),
 #              SOAK_SECONDS (default 120; 600 for the documented 10-minute soak),
 #              KILL_EVERY (default 15 s), SOAK_CONCURRENCY (default 8),
@@ -18,6 +18,7 @@
 #              1000), FANOUT_TURNS (default 20), FIRST_TURNS (default 100).
 #              read: READ_CONCURRENCY (default 64), READ_SECONDS (default 20).
 #              STACKS (streams, read): "dev distributed" (default) or either one.
+#              deploy: DEPLOY_CONCURRENCY (default 32), DEPLOY_TURNS (default 30 per session).
 #
 # soak: the distributed stack with two workers, one of which is SIGKILLed and replaced
 # every KILL_EVERY seconds while sessions (25 turns each, then a new one) send turns for
@@ -62,9 +63,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 mode="${1:-all}"
 case "$mode" in
-    dev|distributed|all|soak|scale|flat|streams|read) ;;
+    dev|distributed|all|soak|scale|flat|streams|read|deploy) ;;
     peer) exec tests/bench/peer/run.sh ;;
-    *) echo "usage: $0 [dev|distributed|all|soak|scale|flat|peer|streams|read]" >&2; exit 2 ;;
+    *) echo "usage: $0 [dev|distributed|all|soak|scale|flat|peer|streams|read|deploy]" >&2; exit 2 ;;
 esac
 C1_TURNS="${C1_TURNS:-200}"
 C32_TURNS="${C32_TURNS:-50}"
@@ -420,5 +421,30 @@ if [ "$mode" = read ]; then
             # shellcheck disable=SC2046 # one pid per word
             read_run distributed "$gw_url" "$gw_pid" $(pgrep -x redis-server) $(pgrep -x postgres)
         fi
+    done
+fi
+
+# deploy: the compose stack in containers (scripts/stack, the release binary copied into
+# the image) driven through its balancer at C=DEPLOY_CONCURRENCY (32) with 1 worker, then
+# with 3 (`scripts/stack scale 3`): turns/s and send → idle latency per configuration, the
+# committed history audited (0 lost, 0 duplicate). The processes run in containers, so
+# the report has no per-process CPU; machine_busy_percent says how loaded the box was.
+if [ "$mode" = deploy ]; then
+    DEPLOY_CONCURRENCY="${DEPLOY_CONCURRENCY:-32}"
+    DEPLOY_TURNS="${DEPLOY_TURNS:-30}"
+    export AGENTD_STACK_PROJECT="agentd-bench-$$" AGENTD_IMAGE=localhost/agentd:bench
+    export AGENTD_PORT=$((20000 + $$ % 20000)) GATEWAY_1_OPS_PORT=$((20001 + $$ % 20000)) \
+        GATEWAY_2_OPS_PORT=$((20002 + $$ % 20000)) NATS_MONITORING_PORT=$((20003 + $$ % 20000)) \
+        MINIO_PORT=$((20004 + $$ % 20000)) MINIO_CONSOLE_PORT=$((20005 + $$ % 20000))
+    trap 'cleanup; scripts/stack down >&2 || true' EXIT
+    echo "== deploy: the compose stack through its balancer" >&2
+    url="$(scripts/stack up --workers 1 --binary "$BIN" -f tests/bench/turn/deploy.yml)"
+    KEY="$(scripts/stack key)"
+    for workers in 1 3; do
+        [ "$workers" = 1 ] || scripts/stack scale "$workers"
+        sleep 2
+        report="$("$DRIVER" --url "$url" --key "$KEY" --model agentd-script --concurrency "$DEPLOY_CONCURRENCY" \
+            --turns "$DEPLOY_TURNS" --audit)"
+        report "deploy-${workers}w" "C=$DEPLOY_CONCURRENCY" "$report"
     done
 fi
