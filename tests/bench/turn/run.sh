@@ -433,9 +433,10 @@ if [ "$mode" = deploy ]; then
     DEPLOY_CONCURRENCY="${DEPLOY_CONCURRENCY:-32}"
     DEPLOY_TURNS="${DEPLOY_TURNS:-30}"
     export AGENTD_STACK_PROJECT="agentd-bench-$$" AGENTD_IMAGE=localhost/agentd:bench
-    export AGENTD_PORT=$((20000 + $$ % 20000)) GATEWAY_1_OPS_PORT=$((20001 + $$ % 20000)) \
-        GATEWAY_2_OPS_PORT=$((20002 + $$ % 20000)) NATS_MONITORING_PORT=$((20003 + $$ % 20000)) \
-        MINIO_PORT=$((20004 + $$ % 20000)) MINIO_CONSOLE_PORT=$((20005 + $$ % 20000))
+    free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+    for port in AGENTD_PORT GATEWAY_1_OPS_PORT GATEWAY_2_OPS_PORT NATS_MONITORING_PORT MINIO_PORT MINIO_CONSOLE_PORT; do
+        export "$port=$(free_port)"
+    done
     trap 'cleanup; scripts/stack down >&2 || true' EXIT
     echo "== deploy: the compose stack through its balancer" >&2
     url="$(scripts/stack up --workers 1 --binary "$BIN" -f tests/bench/turn/deploy.yml)"
