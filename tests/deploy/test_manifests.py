@@ -1,13 +1,16 @@
 """The Kubernetes side, checked without a cluster or Helm (neither can be installed from
-the registries this suite may reach): the chart's values against its values.schema.json
-(the schema Helm itself enforces on install, upgrade, lint and template), and the
-runner's privileges in the chart against the compose file's, so the two cannot drift.
-The KEDA trigger's names are checked against a running stack by test_stack.py."""
+the registries this suite may reach): the KEDA ScaledObject against KEDA's CRD schema
+(@kubernetes-models/keda, generated from KEDA's CRDs; tests/deploy/manifests), the
+chart's values against its values.schema.json (the schema Helm itself enforces on
+install, upgrade, lint and template), and the runner's privileges in the chart against
+the compose file's, so the two cannot drift. The KEDA trigger's names are checked
+against a running stack by test_stack.py."""
 
 from __future__ import annotations
 
 import copy
 import json
+import subprocess
 
 import jsonschema
 import pytest
@@ -16,6 +19,30 @@ import yaml
 from conftest import ROOT
 
 CHART = ROOT / "deploy" / "helm" / "agentd"
+
+
+def keda_validate(*files) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["node", str(ROOT / "tests" / "deploy" / "manifests" / "validate.mjs"), *map(str, files)],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_the_keda_manifest_satisfies_kedas_crd_schema():
+    result = keda_validate(*sorted((ROOT / "deploy" / "keda").glob("*.yaml")))
+    assert result.returncode == 0, result.stderr
+    assert "ScaledObject/agentd-worker: valid" in result.stdout
+
+
+def test_the_keda_check_refuses_a_broken_scaled_object(tmp_path):
+    manifest = yaml.safe_load((ROOT / "deploy" / "keda" / "scaledobject.yaml").read_text())
+    manifest["spec"]["minReplicaCount"] = "one"
+    del manifest["spec"]["triggers"][0]["type"]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(manifest))
+    result = keda_validate(broken)
+    assert result.returncode == 1
+    assert "minReplicaCount must be integer" in result.stderr and "required property type" in result.stderr
 
 
 def values() -> dict:
