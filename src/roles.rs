@@ -138,6 +138,14 @@ fn connectable(bound: SocketAddr) -> SocketAddr {
 fn runner_config(settings: &Settings, gateway_url: String, key: String) -> Result<agentd_runner::RunnerConfig> {
     let sandbox = settings.sandbox()?;
     log_sandbox(&sandbox);
+    // Found (and on cgroup v2 delegated to itself) before any sandbox starts.
+    let host = agentd_runner::policy::Host::current();
+    info!(
+        memory = host.cgroups.caps_memory(),
+        pids = host.cgroups.caps_pids(),
+        cpu = host.cgroups.caps_cpu(),
+        "sandbox cgroups: what sandbox execution policies can cap per session"
+    );
     Ok(agentd_runner::RunnerConfig {
         gateway_url,
         key,

@@ -102,6 +102,18 @@ impl Api {
         Self::json(response).await.map(drop)
     }
 
+    /// Refuses an item these hands cannot serve: the gateway tells the session `reason`
+    /// and stops the item (a 409 for one already stopped is fine).
+    pub async fn refuse(&self, token: &str, environment: &str, work: &str, reason: &str) -> Result<()> {
+        let path = format!("/v1/ext/environments/{environment}/work/{work}/refuse");
+        let response =
+            self.request(reqwest::Method::POST, &path, token).json(&json!({ "reason": reason })).send().await?;
+        if response.status() == reqwest::StatusCode::CONFLICT {
+            return Ok(());
+        }
+        Self::json(response).await.map(drop)
+    }
+
     /// The session object.
     pub async fn session(&self, token: &str, session: &str) -> Result<Value> {
         Self::json(self.request(reqwest::Method::GET, &format!("/v1/sessions/{session}"), token).send().await?).await

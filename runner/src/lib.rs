@@ -191,6 +191,19 @@ async fn serve(api: &Api, config: &RunnerConfig, item: &Value, stop: Cancellatio
     let environment = item["environment_id"].as_str().unwrap_or_default();
     let session = item["data"]["id"].as_str().unwrap_or_default();
     let token = client::sessions_token(item["secret"].as_str().unwrap_or_default())?;
+    // The session's pinned sandbox execution policy, before the item is taken: hands that
+    // cannot meet it refuse the item (the session is told why) rather than run weaker.
+    let given = api.sandbox_environment(&token, session).await;
+    let applied = match &given {
+        Ok(given) => match policy::apply(&given.policy, &config.sandbox, policy::Host::current()) {
+            Ok(applied) => Some(applied),
+            Err(refused) => {
+                tracing::warn!(%work, %session, reason = %refused, "refusing the work item: its sandbox execution policy cannot be met");
+                return api.refuse(&token, environment, work, &refused).await;
+            }
+        },
+        Err(_) => None,
+    };
     api.ack(&config.key, environment, work).await?;
     let lease = CancellationToken::new();
     let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -203,9 +216,11 @@ async fn serve(api: &Api, config: &RunnerConfig, item: &Value, stop: Cancellatio
         lost.clone(),
     ));
     let span = tracing::info_span!("work", %work, %session);
-    let outcome =
-        tracing::Instrument::instrument(tools_loop(api, config, &token, environment, session, &lease, &stop), span)
-            .await;
+    let outcome = tracing::Instrument::instrument(
+        tools_loop(api, config, Item { token: &token, environment, session }, (given, applied), &lease, &stop),
+        span,
+    )
+    .await;
     lease.cancel();
     let _ = heartbeat.await;
     let lease_lost = lost.load(std::sync::atomic::Ordering::Relaxed);
@@ -304,12 +319,22 @@ impl Calls {
     }
 }
 
+/// The session's sandbox variables and policy as read before the ack, and the runner's
+/// sandbox settings with that policy applied (`None` when they could not be read).
+type Given = (Result<client::SandboxEnvironment>, Option<SandboxConfig>);
+
+/// The work item being served: its sessions token, environment and session.
+struct Item<'a> {
+    token: &'a str,
+    environment: &'a str,
+    session: &'a str,
+}
+
 async fn tools_loop(
     api: &Api,
     config: &RunnerConfig,
-    token: &str,
-    environment: &str,
-    session: &str,
+    Item { token, environment, session }: Item<'_>,
+    (given, applied): Given,
     lease: &CancellationToken,
     stop: &CancellationToken,
 ) -> Result<()> {
@@ -318,25 +343,19 @@ async fn tools_loop(
     let body = api.session(token, session).await;
     // Without its variables the session's tools would run in a different environment than
     // configured: every call then fails, saying why.
-    let mut sandbox: Result<Sandbox, String> = match (&body, api.sandbox_environment(token, session).await) {
-        (Ok(body), Ok(given)) => match policy::apply(&given.policy, &config.sandbox, policy::Host::current()) {
-            Ok(applied) => {
-                let environment = sandbox_variables(given.variables, &networking);
-                let mounts = memory::mounts_of(body);
-                let sandbox_config = SandboxConfig { networking, environment, mounts, ..applied };
-                let session = session.to_owned();
-                tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
-                    .await?
-                    .map_err(|error| error.to_string())
-            }
-            // Fail closed: the session's tools do not run, and each call says why.
-            Err(refused) => {
-                tracing::warn!(%session, reason = %refused, "the session's sandbox execution policy cannot be met");
-                Err(refused)
-            }
-        },
-        (Err(error), _) => Err(format!("the session cannot be read: {error}")),
-        (_, Err(error)) => Err(format!("the session's vault variables cannot be read: {error}")),
+    let mut sandbox: Result<Sandbox, String> = match (&body, given, applied) {
+        (Ok(body), Ok(given), Some(applied)) => {
+            let environment = sandbox_variables(given.variables, &networking);
+            let mounts = memory::mounts_of(body);
+            let sandbox_config = SandboxConfig { networking, environment, mounts, ..applied };
+            let session = session.to_owned();
+            tokio::task::spawn_blocking(move || Sandbox::open(&sandbox_config, &session))
+                .await?
+                .map_err(|error| error.to_string())
+        }
+        (Err(error), _, _) => Err(format!("the session cannot be read: {error}")),
+        (_, Err(error), _) => Err(format!("the session's vault variables cannot be read: {error}")),
+        (_, Ok(_), None) => Err("the session's sandbox execution policy cannot be read".to_owned()),
     };
     // The session's files, skills and memory stores under /mnt, before any of its tools runs.
     let mut mounts = None;

@@ -104,7 +104,7 @@ pub const MAX_LOST_LEASES: i64 = 3;
 /// Expires work leases (see [`WorkStore::expire_work_leases`]) and gives up on the hands
 /// of items that lost too many: each unanswered sandbox call of the session gets an
 /// error result on its thread, and each thread that had one a `session.error` (retries
-/// exhausted) that ends its turn ([`give_up_events`]). These are input to the threads'
+/// exhausted) that ends its turn ([`give_up`]). These are input to the threads'
 /// runs, committed with one submission that wakes each of them, so the worker idles
 /// each exactly once. Returns the submissions' queue messages (every woken run's), for
 /// the caller to publish (the outbox relay does; a row it cannot publish stays for the
@@ -116,7 +116,9 @@ pub async fn expire(store: &dyn Store) -> StoreResult<Vec<OutboxMessage>> {
         tracing::warn!(work = %hands.work_id, session = %hands.session_id, lost_leases = hands.lost_leases,
             "hands lost too many leases; failing the session's open tool calls");
         let open = store.open_tool_calls(&hands.session_id).await?;
-        let GiveUp { events, thread_id, also_wake } = give_up_events(&hands.session_id, &open, hands.lost_leases);
+        let message =
+            format!("the environment's hands were lost {} times; the tool call was abandoned", hands.lost_leases);
+        let GiveUp { events, thread_id, also_wake } = give_up(&hands.session_id, &open, &message);
         let submitted = store
             .submit(Submission {
                 session_id: hands.session_id.clone(),
@@ -134,16 +136,17 @@ pub async fn expire(store: &dyn Store) -> StoreResult<Vec<OutboxMessage>> {
     Ok(messages)
 }
 
-/// What giving up on a session's hands commits, and the threads it wakes.
+/// What giving up on a session's hands commits, and the threads it wakes: one
+/// [`Submission`] of `events` to `thread_id`, waking `also_wake` too.
 #[derive(Debug)]
-struct GiveUp {
+pub struct GiveUp {
     /// The synthetic results and the `session.error`s.
-    events: Vec<NewEvent>,
+    pub events: Vec<NewEvent>,
     /// The first thread that gets a `session.error`: the primary (the session id) when
     /// it had a call given up or when no call was.
-    thread_id: String,
+    pub thread_id: String,
     /// The other threads that get one, in the order of their first given-up call.
-    also_wake: Vec<String>,
+    pub also_wake: Vec<String>,
 }
 
 /// An error result for each open sandbox call of the session (`open`: its calls without
@@ -151,15 +154,15 @@ struct GiveUp {
 /// each of those threads that ends its turn (on the primary thread when there was none).
 /// Only built-in uses of a [`SANDBOX_TOOLS`] tool ran in the hands: the other built-in
 /// uses (`web_fetch`, `spawn_thread`, `consult_advisor`, …) are the worker's and
-/// stay open.
-fn give_up_events(session_id: &str, open: &[ToolCall], lost_leases: i64) -> GiveUp {
-    let message = format!("the environment's hands were lost {lost_leases} times; the tool call was abandoned");
-    let sandbox_calls =
-        open.iter().filter(|call| call.use_kind == ToolUseKind::Builtin && SANDBOX_TOOLS.contains(&call.name.as_str()));
+/// stay open. `message` says why, in each result and each error. Hands that were lost
+/// ([`expire`]) and hands that refuse the session (a sandbox execution policy they
+/// cannot meet, `domain::hands::refuse` in the gateway) both end this way.
+pub fn give_up(session_id: &str, open: &[ToolCall], message: &str) -> GiveUp {
+    let sandbox_calls = open.iter().filter(|call| runs_in_hands(call));
     let mut events = Vec::new();
     let mut threads: Vec<String> = Vec::new();
     for call in sandbox_calls {
-        events.push(NewEvent::synthetic_result(&call.thread_id, EventType::AgentToolUse, &call.tool_use_id, &message));
+        events.push(NewEvent::synthetic_result(&call.thread_id, EventType::AgentToolUse, &call.tool_use_id, message));
         if !threads.contains(&call.thread_id) {
             threads.push(call.thread_id.clone());
         }
@@ -174,6 +177,11 @@ fn give_up_events(session_id: &str, open: &[ToolCall], lost_leases: i64) -> Give
         events.push(NewEvent::session_error(thread, &error));
     }
     GiveUp { events, thread_id, also_wake }
+}
+
+/// Whether an open call is one the hands run: a built-in use of a [`SANDBOX_TOOLS`] tool.
+pub fn runs_in_hands(call: &ToolCall) -> bool {
+    call.use_kind == ToolUseKind::Builtin && SANDBOX_TOOLS.contains(&call.name.as_str())
 }
 
 #[cfg(test)]
@@ -241,6 +249,8 @@ mod tests {
         );
     }
 
+    const LOST: &str = "the environment's hands were lost 3 times; the tool call was abandoned";
+
     fn open_call(thread: &str, tool_use_id: &str, use_kind: ToolUseKind, name: &str) -> ToolCall {
         ToolCall {
             session_id: "sesn_1".into(),
@@ -276,7 +286,7 @@ mod tests {
             open_call("sthr_a", "sevt_custom", ToolUseKind::Custom, "bash"),
             open_call("sthr_a", "sevt_mcp", ToolUseKind::Mcp, "read"),
         ];
-        let given_up = give_up_events("sesn_1", &open, 3);
+        let given_up = give_up("sesn_1", &open, LOST);
         assert_eq!(
             shapes(&given_up.events),
             [
@@ -299,7 +309,7 @@ mod tests {
             open_call("sthr_a", "sevt_bash_a", ToolUseKind::Builtin, "bash"),
             open_call("sesn_1", "sevt_bash", ToolUseKind::Builtin, "bash"),
         ];
-        let given_up = give_up_events("sesn_1", &open, 3);
+        let given_up = give_up("sesn_1", &open, LOST);
         assert_eq!(
             (given_up.thread_id.as_str(), given_up.also_wake.as_slice()),
             ("sesn_1", ["sthr_a".to_owned()].as_slice())
@@ -313,7 +323,7 @@ mod tests {
     #[test]
     fn with_no_sandbox_call_open_only_the_primary_turn_ends() {
         let open = [open_call("sesn_1", "sevt_spawn", ToolUseKind::Builtin, "spawn_thread")];
-        let given_up = give_up_events("sesn_1", &open, 3);
+        let given_up = give_up("sesn_1", &open, LOST);
         assert_eq!(shapes(&given_up.events), [("session.error", "sesn_1", None)]);
         assert_eq!((given_up.thread_id.as_str(), given_up.also_wake.len()), ("sesn_1", 0));
         assert_eq!(given_up.events[0].body["error"]["retry_status"]["type"], "exhausted");

@@ -88,6 +88,7 @@ const ROUTES: &[(&str, &str, Subject, bool)] = &[
     ("POST", "/environments/{env}/work/{work}/ack", Subject::Work, false),
     ("POST", "/environments/{env}/work/{work}/heartbeat", Subject::Work, false),
     ("POST", "/environments/{env}/work/{work}/stop", Subject::Work, true),
+    ("POST", "/ext/environments/{env}/work/{work}/refuse", Subject::Work, true),
     ("GET", "/sessions/{session}", Subject::Session, false),
     ("POST", "/sessions/{session}", Subject::Session, false),
     ("DELETE", "/sessions/{session}", Subject::Session, true),
@@ -271,6 +272,7 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
                 "/environments/{env}/work/{work}/ack"
                     | "/environments/{env}/work/{work}/heartbeat"
                     | "/environments/{env}/work/{work}/stop"
+                    | "/ext/environments/{env}/work/{work}/refuse"
             )
     );
     // A session's vault variables are for its sandbox: only its sessions token reads them.
@@ -309,7 +311,9 @@ fn kind_uses(cred: Cred, method: &str, route: &str) -> bool {
                 || (method == "POST"
                     && matches!(
                         route,
-                        "/environments/{env}/work/{work}/heartbeat" | "/environments/{env}/work/{work}/stop"
+                        "/environments/{env}/work/{work}/heartbeat"
+                            | "/environments/{env}/work/{work}/stop"
+                            | "/ext/environments/{env}/work/{work}/refuse"
                     ))
         }
     }

@@ -212,6 +212,7 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
         ["environments", "{environment_id}", "work"] if get => Some(environment()),
         ["environments", "{environment_id}", "work", "poll" | "stats"] if get => Some(environment()),
         ["environments", "{environment_id}", "work", "{work_id}", "ack" | "heartbeat" | "stop"] if post => Some(work()),
+        ["ext", "environments", "{environment_id}", "work", "{work_id}", "refuse"] if post => Some(work()),
         _ => None,
     };
     if let (Access::Environment(_) | Access::Runner, Some(reach)) = (access, work_route) {
@@ -299,6 +300,7 @@ fn route_reach(access: &Access, method: &Method, template: &str, ids: &PathIds) 
             ["ext", "sessions", "{session_id}", "sandbox-environment"] if get => session(),
             ["ext", "sessions", "{session_id}", "files", ..] => session(),
             ["environments", "{environment_id}", "work", "{work_id}", "heartbeat" | "stop"] if post => work(),
+            ["ext", "environments", "{environment_id}", "work", "{work_id}", "refuse"] if post => work(),
             ["skills", ..] | ["ext", "skills", ..] if get => Ok(Reach::Anything),
             // The memories of the stores attached to its session (the hands sync them):
             // reads, and writes through a `read_write` attachment (checked by `check`).

@@ -17,6 +17,7 @@ pub mod erasure;
 pub mod error;
 pub mod exposure;
 pub mod files;
+pub mod hands;
 pub mod inbox;
 pub mod input;
 pub mod mcp_config;

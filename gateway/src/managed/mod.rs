@@ -189,6 +189,7 @@ pub fn router() -> Router<AppState> {
     let extensions = Router::new()
         .route("/ext/skills/{skill_id}/versions/{version}/files/{*path}", get(skills::file))
         .route("/ext/runner/work/poll", get(work::poll_cloud))
+        .route("/ext/environments/{environment_id}/work/{work_id}/refuse", post(work::refuse))
         .route("/ext/sessions/{session_id}/live-inbox", get(live_inbox::snapshot).post(live_inbox::enqueue))
         .route(
             "/ext/sessions/{session_id}/resources",

@@ -255,6 +255,27 @@ pub async fn stop(
     }
 }
 
+/// `POST /v1/ext/environments/{environment_id}/work/{work_id}/refuse` `{reason}`: the
+/// hands cannot serve the session as its sandbox execution policy asks
+/// (`domain::hands::refuse`). The stopped item.
+pub async fn refuse(
+    State(state): State<AppState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((environment_id, work_id)): Path<(EnvironmentId, WorkId)>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &["reason"], "body")?;
+    let reason = match map.get("reason") {
+        Some(Value::String(reason)) => reason.as_str(),
+        Some(_) => return Err(ApiError::invalid("reason: expected a string")),
+        None => return Err(ApiError::invalid("reason: required")),
+    };
+    let item = item(&state, &tenant, &environment_id, &work_id).await?;
+    let stopped = crate::domain::hands::refuse(&state, &item, reason).await?;
+    Ok(Json(render(&stopped, None)))
+}
+
 /// `GET /v1/environments/{environment_id}/work/stats`.
 pub async fn stats(
     State(state): State<AppState>,

@@ -662,6 +662,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(Post, "/v1/ext/environments/{environment_id}/keys/{key_id}/revoke", "environment_keys.revoke", Extensions, "Revoke an environment key").body(Body::Optional),
     op(Get, "/v1/ext/environments/{environment_id}/sandbox-execution-policy", "sandbox_policies.binding", Extensions, "An environment's sandbox execution policy binding"),
     op(Post, "/v1/ext/environments/{environment_id}/sandbox-execution-policy", "sandbox_policies.bind", Extensions, "Bind an environment to a sandbox execution policy version"),
+    op(Post, "/v1/ext/environments/{environment_id}/work/{work_id}/refuse", "work.refuse", Extensions, "Refuse a work item the hands cannot serve (the session is told why)"),
     op(Get, "/v1/ext/memory-stores/{memory_store_id}/dream-policy", "dreams.get_policy", Extensions, "A memory store's dream policy"),
     op(Put, "/v1/ext/memory-stores/{memory_store_id}/dream-policy", "dreams.put_policy", Extensions, "Set a memory store's dream policy"),
     op(Get, "/v1/ext/runner/work/poll", "work.poll_cloud", Extensions, "Poll work of cloud environments (runner key)"),

@@ -84,12 +84,15 @@ impl Support {
             let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
             let relative = path.trim_start_matches('/');
             if controllers.is_empty() {
-                // Unified: usable only where the controllers are enabled for children.
+                // Unified: usable where the controllers are enabled for children, or where
+                // the runner may enable them itself (`delegate`).
                 let dir = root.join(relative);
-                let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
-                let has = |name: &str| enabled.split_whitespace().any(|c| c == name);
-                if has("memory") && has("pids") && has("cpu") {
+                let listed = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+                let has = |list: &str| V2_CONTROLLERS.iter().all(|name| list.split_whitespace().any(|c| c == *name));
+                if has(&listed("cgroup.subtree_control")) {
                     support.v2 = writable(dir);
+                } else if has(&listed("cgroup.controllers")) {
+                    support.v2 = delegate(&dir, enable_controllers).and_then(writable);
                 }
                 continue;
             }
@@ -180,6 +183,60 @@ impl Support {
         }
         Ok(made)
     }
+}
+
+/// The cgroup v2 controllers a session's cgroup needs.
+const V2_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+/// The leaf the runner's own processes move into when it delegates to itself.
+const RUNNER_LEAF: &str = "agentd-runner";
+
+/// Enables [`V2_CONTROLLERS`] for the children of `dir`.
+fn enable_controllers(dir: &Path) -> io::Result<()> {
+    std::fs::write(dir.join("cgroup.subtree_control"), "+memory +pids +cpu")
+}
+
+/// Self-delegation on cgroup v2: the controllers are available to the runner's cgroup
+/// `dir` (`cgroup.controllers`) but not enabled for its children, as in a container with
+/// its own cgroup namespace. The kernel enables them only in a cgroup without processes
+/// of its own ("no internal processes"), so when `enable` answers `EBUSY` every process of
+/// `dir` moves into the leaf [`RUNNER_LEAF`] first (the runner and whatever shares its
+/// cgroup, as a container's init does), then they are enabled. Sessions' cgroups are then
+/// siblings of that leaf. `Some(dir)` when the controllers are enabled; `None` (and a
+/// log line) when the host does not let the runner do it, which leaves cgroups unused.
+fn delegate(dir: &Path, enable: impl Fn(&Path) -> io::Result<()>) -> Option<PathBuf> {
+    let refused = |step: &str, error: io::Error| {
+        tracing::info!(cgroup = %dir.display(), %error, "cgroup v2: cannot {step}; sandbox cgroups unused");
+        None
+    };
+    match enable(dir) {
+        Ok(()) => return Some(dir.to_owned()),
+        Err(error) if error.raw_os_error() != Some(nix::errno::Errno::EBUSY as i32) => {
+            return refused("enable the memory, pids and cpu controllers", error);
+        }
+        Err(_) => {}
+    }
+    let leaf = dir.join(RUNNER_LEAF);
+    if let Err(error) = std::fs::create_dir(&leaf)
+        && error.kind() != io::ErrorKind::AlreadyExists
+    {
+        return refused("make the runner's leaf cgroup", error);
+    }
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    let mut moved = 0;
+    for pid in procs.split_whitespace() {
+        match std::fs::write(leaf.join("cgroup.procs"), pid) {
+            Ok(()) => moved += 1,
+            // It exited meanwhile.
+            Err(error) if error.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32) => {}
+            Err(error) => return refused("move the runner's processes into its leaf cgroup", error),
+        }
+    }
+    if let Err(error) = enable(dir) {
+        return refused("enable the memory, pids and cpu controllers after moving into a leaf", error);
+    }
+    tracing::info!(cgroup = %dir.display(), moved, leaf = RUNNER_LEAF,
+        "cgroup v2: delegated the memory, pids and cpu controllers to the runner's sessions");
+    Some(dir.to_owned())
 }
 
 /// The CFS quota per period for `millis` thousandths of a CPU: at least 1 ms (the
@@ -282,6 +339,53 @@ mod tests {
         assert!(!root.path().join("runner/agentd-s2/memory.swap.max").exists(), "no swap file: none written");
         assert_eq!(quota_us(1), 1000, "the kernel's smallest quota");
         assert_eq!(quota_us(u64::MAX), u64::MAX, "saturates");
+    }
+
+    /// A unified cgroup with the controllers available but not enabled, holding `procs`.
+    fn undelegated(procs: &str) -> tempfile::TempDir {
+        let root = fake_root(&["ctr"]);
+        std::fs::write(root.path().join("ctr/cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+        std::fs::write(root.path().join("ctr/cgroup.subtree_control"), "").unwrap();
+        std::fs::write(root.path().join("ctr/cgroup.procs"), procs).unwrap();
+        root
+    }
+
+    #[test]
+    fn v2_controllers_available_to_the_runner_are_delegated_to_its_sessions() {
+        let root = undelegated("1\n42\n");
+        let support = Support::probe(root.path(), "0::/ctr\n");
+        assert_eq!(support.v2.as_deref(), Some(root.path().join("ctr").as_path()));
+        let enabled = std::fs::read_to_string(root.path().join("ctr/cgroup.subtree_control")).unwrap();
+        assert_eq!(enabled, "+memory +pids +cpu");
+        assert!(!root.path().join("ctr").join(RUNNER_LEAF).exists(), "an empty cgroup needs no leaf");
+    }
+
+    #[test]
+    fn a_cgroup_with_processes_moves_them_into_a_leaf_first() {
+        let root = undelegated("1\n42\n");
+        let dir = root.path().join("ctr");
+        // The kernel's rule: no controllers for children while the cgroup has processes.
+        let tries = std::cell::Cell::new(0);
+        let enable = |dir: &Path| {
+            tries.set(tries.get() + 1);
+            let leaf = std::fs::read_to_string(dir.join(RUNNER_LEAF).join("cgroup.procs")).unwrap_or_default();
+            if leaf.is_empty() {
+                Err(io::Error::from_raw_os_error(nix::errno::Errno::EBUSY as i32))
+            } else {
+                enable_controllers(dir)
+            }
+        };
+        assert_eq!(delegate(&dir, enable).as_deref(), Some(dir.as_path()));
+        assert_eq!(tries.get(), 2);
+        assert_eq!(std::fs::read_to_string(dir.join(RUNNER_LEAF).join("cgroup.procs")).unwrap(), "42", "the last move");
+        assert_eq!(std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap(), "+memory +pids +cpu");
+        // A host that refuses outright (no permission) leaves cgroups unused.
+        let denied = |_: &Path| Err(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert_eq!(delegate(&dir, denied), None);
+        // Controllers the runner's cgroup does not have cannot be delegated.
+        let root = undelegated("");
+        std::fs::write(root.path().join("ctr/cgroup.controllers"), "cpu io\n").unwrap();
+        assert_eq!(Support::probe(root.path(), "0::/ctr\n"), Support::none());
     }
 
     #[test]

@@ -4,8 +4,10 @@ The API: versioned policies whose versions never change (`expected_current` CAS 
 the presets, the config schema with unknown fields refused, bindings that pin an exact
 version (a disabled version → 422). And the runner's enforcement of the version a
 session pinned at its creation: a tool past its memory or process limit is stopped and
-reported, a policy the runner cannot meet fails closed with the reason in every call's
-result, and a rebinding reaches the next session, not a running one.
+reported, a policy the runner cannot meet fails closed: the runner refuses the work item
+and the session gets a `session.error` naming the policy (and each sandbox call an error
+result), and a rebinding reaches the next session, not a running one. The refusal
+route itself is driven by hand too.
 
 The runner is the in-process one of `agentd dev`, or `agentd runner` beside the
 gateway (test_hands.py's `cloud_hands`). The model is the scriptable fake.
@@ -14,6 +16,7 @@ gateway (test_hands.py's `cloud_hands`). The model is the scriptable fake.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -24,15 +27,23 @@ from fake_models import FakeAnthropic, call, say
 from harness import Deployment, assert_error_envelope, unique
 from test_hands import (  # noqa: F401 (the fixture)
     CloudHands,
+    api_environment_key,
+    assert_unique_ids,
     auth,
+    events_of,
     cloud_hands,
     make_environment,
     make_hands_session,
     of_type,
+    poll,
+    poll_item,
     result_text,
     runner_tail,
+    sessions_token,
     user_message,
+    wait_events,
     wait_idles,
+    wait_work_state,
 )
 
 POLICIES = "/v1/ext/sandbox-execution-policies"
@@ -193,8 +204,9 @@ def run_bash(
     events = wait_idles(
         turns.http(), turns.headers(hands.api_key), session_id, count=before + 1, on_timeout=lambda: runner_tail(hands)
     )
-    (result,) = of_type(events, "agent.tool_result")[-1:]
-    return result
+    results = of_type(events, "agent.tool_result")
+    assert results, f"no tool result: {[e['type'] for e in events]}\n{runner_tail(hands)}"
+    return results[-1]
 
 
 # A tool that allocates 200 MiB at once (dd's buffer), and one that forks until refused.
@@ -247,13 +259,109 @@ def test_a_tool_past_its_memory_or_process_limit_is_stopped_and_reported(
     assert "exit=0" in result_text(free), free
 
 
+def errors_of(events: list[dict[str, Any]]) -> list[str]:
+    return [e["error"]["message"] for e in of_type(events, "session.error")]
+
+
+def work_items(turns: Deployment, api_key: str, environment_id: str) -> list[dict[str, Any]]:
+    env_key = api_environment_key(turns, api_key, environment_id)["secret"]
+    answer = turns.http().get(f"/v1/environments/{environment_id}/work", headers=auth(env_key), params={"limit": 100})
+    assert answer.status_code == 200, answer.text[:300]
+    return answer.json()["data"]
+
+
+def refused(turns: Deployment, hands: CloudHands, environment_id: str) -> list[dict[str, Any]]:
+    """Waits until the runner has refused the item queued at the session's start (and so
+    every item of the environment is stopped); the items."""
+    deadline = time.monotonic() + 20
+    while True:
+        items = work_items(turns, hands.api_key, environment_id)
+        if items and all(item["state"] == "stopped" for item in items):
+            return items
+        if time.monotonic() > deadline:
+            pytest.fail(f"the runner did not refuse the work: {items}\n{runner_tail(hands)}")
+        time.sleep(0.1)
+
+
 def test_a_policy_the_runner_cannot_meet_fails_closed(
     turns: Deployment, cloud_hands: CloudHands, fake_anthropic: FakeAnthropic
 ) -> None:
-    _, _, locked = policy_session(turns, cloud_hands, "locked-down")
+    """The runner refuses the session's work items rather than run anything: the item
+    queued at the session's start is stopped and the idle session is left as it is; a
+    turn that calls a sandbox tool gets an error result naming the policy and ends with a
+    session.error, and nothing runs."""
+    http, headers = turns.http(), turns.headers(cloud_hands.api_key)
+    environment_id, _, locked = policy_session(turns, cloud_hands, "locked-down")
+    (first,) = refused(turns, cloud_hands, environment_id)
+    assert not of_type(events_of(http, headers, locked), "session.error"), "no call was open: nothing to tell"
+    assert cloud_hands.client.beta.sessions.retrieve(locked).status == "idle"
+
     result = run_bash(turns, cloud_hands, fake_anthropic, locked, "echo ran")
     assert result.get("is_error") is True, result
-    assert "asks for isolation `container`" in result_text(result) and "ran" not in result_text(result).split(), result
+    text = result_text(result)
+    assert text.startswith("the environment's hands refused this session: sandbox execution policy locked-down"), text
+    assert "asks for isolation `container`" in text and "ran" not in text.split(), result
+    events = events_of(http, headers, locked)
+    assert_unique_ids(events)
+    assert errors_of(events) == [text], errors_of(events)
+    assert [i["stop_reason"]["type"] for i in of_type(events, "session.status_idle")] == ["retries_exhausted"]
+    # Every item the session's turn queued was refused too: nothing is left offered.
+    items = refused(turns, cloud_hands, environment_id)
+    assert len(items) >= 2 and first["id"] in {item["id"] for item in items}, items
+
+
+def test_a_work_item_refused_by_hand(turns: Deployment, fake_anthropic: FakeAnthropic) -> None:
+    """`POST /v1/ext/environments/{env}/work/{work}/refuse` with a self-hosted
+    environment's hands: bad bodies are refused and change nothing; a refusal answers the
+    open sandbox call with an error naming the reason, ends the turn with a session.error,
+    stops the item; a second refusal is a 409."""
+    client, http, headers = turns.client(), turns.http(), turns.headers()
+    environment_id = client.beta.environments.create(name=unique("refuse"), config={"type": "self_hosted"}).id
+    env_key = api_environment_key(turns, turns.bootstrap_key, environment_id)["secret"]
+    key = unique("refuse")
+    fake_anthropic.script(key, call("bash", {"command": "echo never"}), say("must not be asked"))
+    session = make_hands_session(client, environment_id)
+    item = poll_item(http, environment_id, env_key)
+    token = sessions_token(item)
+    client.beta.sessions.events.send(session.id, events=[user_message(f"call a tool {key}")])
+    events = wait_events(http, headers, session.id, lambda evs: bool(of_type(evs, "agent.tool_use")), what="the call")
+    (use,) = of_type(events, "agent.tool_use")
+
+    path = f"/v1/ext/environments/{environment_id}/work/{item['id']}/refuse"
+    for body, field in (({}, "reason"), ({"reason": 3}, "reason"), ({"reason": "  "}, "reason"),
+                        ({"reason": "x", "force": True}, "force"), ({"reason": "a\u0000b"}, "reason"),
+                        ({"reason": "x" * 2001}, "reason")):
+        bad = http.post(path, json=body, headers=auth(token))
+        assert field in assert_error_envelope(bad, 400, "invalid_request_error")["error"]["message"], (body, bad.text)
+    other = http.post(f"/v1/ext/environments/{environment_id}/work/work_0123456789abcdef0123456789/refuse",
+                      json={"reason": "x"}, headers=auth(env_key))
+    assert other.status_code == 404, other.text[:300]
+    assert client.beta.sessions.retrieve(session.id).status == "running", "nothing changed"
+
+    refused = http.post(path, json={"reason": "this worker has no GPU"}, headers=auth(token))
+    assert refused.status_code == 200, refused.text[:500]
+    assert refused.json()["state"] == "stopped" and refused.json()["stopped_at"], refused.json()
+    events = wait_idles(http, headers, session.id)
+    (result,) = of_type(events, "agent.tool_result")
+    assert result["tool_use_id"] == use["id"] and result["is_error"] is True, result
+    assert result_text(result) == "the environment's hands refused this session: this worker has no GPU", result
+    assert errors_of(events) == ["the environment's hands refused this session: this worker has no GPU"]
+    assert [i["stop_reason"]["type"] for i in of_type(events, "session.status_idle")] == ["retries_exhausted"]
+    assert len(fake_anthropic.received(key)) == 1, "the refused turn does not ask the model again"
+    wait_work_state(http, headers, environment_id, item["id"], "stopped", timeout=5)
+    again = http.post(path, json={"reason": "still no GPU"}, headers=auth(env_key))
+    assert_error_envelope(again, 409, "conflict_error")
+    assert poll(http, environment_id, env_key).json() is None, "a refused item is not offered again"
+    assert errors_of(events_of(http, headers, session.id)) == errors_of(events), "the 409 committed nothing"
+
+    # A refusal while no sandbox call is open stops the item and commits nothing.
+    quiet = make_hands_session(client, environment_id)
+    item = poll_item(http, environment_id, env_key)
+    assert item["data"]["id"] == quiet.id, item
+    stopped = http.post(f"/v1/ext/environments/{environment_id}/work/{item['id']}/refuse",
+                        json={"reason": "no GPU"}, headers=auth(sessions_token(item)))
+    assert stopped.status_code == 200 and stopped.json()["state"] == "stopped", stopped.text[:300]
+    assert events_of(http, headers, quiet.id) == [], "an idle session is left as it is"
 
 
 @pytest.fixture
@@ -280,7 +388,8 @@ def test_a_cpu_rate_without_cgroups_fails_closed(
     hands_without_cgroups: tuple[Deployment, CloudHands], fake_anthropic: FakeAnthropic
 ) -> None:
     deployment, hands = hands_without_cgroups
-    _, _, capped = policy_session(deployment, hands, {"limits": {"cpu_millis": 500}})
+    environment_id, _, capped = policy_session(deployment, hands, {"limits": {"cpu_millis": 500}})
+    refused(deployment, hands, environment_id)
     result = run_bash(deployment, hands, fake_anthropic, capped, "echo ran")
     assert result.get("is_error") is True and "cpu_millis" in result_text(result), result
     assert "cgroup" in result_text(result), result
