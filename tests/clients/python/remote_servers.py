@@ -63,10 +63,31 @@ class Guard:
 
 
 class Served:
-    """An ASGI app served by uvicorn in a daemon thread on 127.0.0.1:0."""
+    """An ASGI app served by uvicorn in a daemon thread on 127.0.0.1:0. With ``tls`` and
+    ``client_ca`` (a CA file), every connection must present a client certificate that CA
+    issued; ``peers`` records each accepted one's subject (``commonName=…``)."""
 
-    def __init__(self, app: Any, lifespan: str = "on", tls: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, app: Any, lifespan: str = "on", tls: tuple[str, str] | None = None, client_ca: str | None = None
+    ) -> None:
         certfile, keyfile = tls or (None, None)
+        self.peers: list[str] = []
+        mutual: dict[str, Any] = {}
+        if client_ca:
+            import ssl
+
+            from uvicorn.protocols.http.h11_impl import H11Protocol
+
+            peers = self.peers
+
+            class PeerRecording(H11Protocol):
+                # asyncio calls it once the TLS handshake, client certificate included, is done.
+                def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+                    certificate = transport.get_extra_info("peercert") or {}
+                    peers.append(", ".join(f"{k}={v}" for rdn in certificate.get("subject", ()) for k, v in rdn))
+                    super().connection_made(transport)
+
+            mutual = {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": client_ca, "http": PeerRecording}
         config = uvicorn.Config(
             app,
             host="127.0.0.1",
@@ -75,6 +96,7 @@ class Served:
             lifespan=lifespan,
             ssl_certfile=certfile,
             ssl_keyfile=keyfile,
+            **mutual,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -102,9 +124,11 @@ class McpServer:
         prefix: str = "",
         tls: tuple[str, str] | None = None,
         public_host: str | None = None,
+        client_ca: str | None = None,
     ) -> None:
         """``tls``: (certificate file, key file) to serve HTTPS; ``public_host``: the host
-        clients name (behind a tunnel), which turns off the SDK's localhost-only Host check."""
+        clients name (behind a tunnel), which turns off the SDK's localhost-only Host check;
+        ``client_ca``: with ``tls``, require a client certificate it issued (``Served``)."""
         from mcp.server.mcpserver import MCPServer
         from mcp.types import ToolAnnotations
         from starlette.applications import Starlette
@@ -166,7 +190,7 @@ class McpServer:
             lifespan=lambda _app: mcp_app.router.lifespan_context(mcp_app),
         )
         self.guard = Guard(app, self.tokens, lambda path: path.startswith("/mcp"))
-        self.served = Served(self.guard, tls=tls)
+        self.served = Served(self.guard, tls=tls, client_ca=client_ca)
         self.url = f"{self.served.base}/mcp"
         self.token_url = f"{self.served.base}/token"
 

@@ -6,6 +6,10 @@ CA, reachable by the worker only through `agentd tunnel` (the connector, a proce
 its own that dials the gateway). In production mode the worker's egress guard forbids
 private addresses (`AGENTD_REMOTE_TOOLS_ALLOW_PRIVATE=false`), so the call can only go
 through the tunnel. Rotating the token cuts the connector; archiving cuts everything.
+
+Terminating mode (`agentd tunnel --tls-cert`): the connector serves the worker's TLS for
+the tunnel host and opens its own to an upstream that requires a client certificate
+(mutual TLS), or plain HTTP to an `http://` upstream.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ TURN_TIMEOUT = 45.0
 
 
 # ---------------------------------------------------------------------------------------
-# Certificates (a test CA and a server certificate it issues)
+# Certificates (a test CA and the server and client certificates it issues)
 
 
 def make_ca(name: str = "agentd test CA") -> tuple[Any, Any, str]:
@@ -58,8 +62,9 @@ def make_ca(name: str = "agentd test CA") -> tuple[Any, Any, str]:
     return key, certificate, pem
 
 
-def issue_server_certificate(ca_key: Any, ca: Any, host: str, directory: Path) -> tuple[str, str]:
-    """A server certificate for `host` issued by the CA: (cert file, key file)."""
+def issue_certificate(ca_key: Any, ca: Any, name: str, directory: Path, usage: str = "server") -> tuple[str, str]:
+    """A certificate the CA issues: a server's for host `name` (serverAuth), or a
+    client's named `name` (clientAuth): (cert file, key file)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -67,20 +72,22 @@ def issue_server_certificate(ca_key: Any, ca: Any, host: str, directory: Path) -
 
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
-    cert_file, key_file = directory / "server.pem", directory / "server.key"
+    if usage == "server":
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+    purpose = ExtendedKeyUsageOID.SERVER_AUTH if usage == "server" else ExtendedKeyUsageOID.CLIENT_AUTH
+    certificate = builder.add_extension(x509.ExtendedKeyUsage([purpose]), critical=False).sign(ca_key, hashes.SHA256())
+    stem = f"{usage}-{name}".replace(" ", "-")
+    cert_file, key_file = directory / f"{stem}.pem", directory / f"{stem}.key"
     cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -168,11 +175,11 @@ def test_tunnels_and_certificates_with_the_official_sdk(turns: Deployment) -> No
 # The data path
 
 
-def start_connector(deployment: Deployment, token: str, upstream: str) -> Process:
+def start_connector(deployment: Deployment, token: str, upstream: str, *flags: str) -> Process:
     env = base_env(AGENTD_TUNNEL_TOKEN=token)
     env["RUST_LOG"] = "info"
     process = Process(
-        "agentd tunnel", [AGENTD_BIN, "tunnel", "--gateway", deployment.url, "--upstream", upstream], env
+        "agentd tunnel", [AGENTD_BIN, "tunnel", "--gateway", deployment.url, "--upstream", upstream, *flags], env
     )
     deployment.processes.append(process)
     deadline = time.monotonic() + 20
@@ -226,7 +233,7 @@ def test_a_private_mcp_server_is_reached_through_the_tunnel_only(
     tunnel = client.beta.tunnels.create(display_name="office")
     host = f"mcp.{tunnel.domain}"
     ca_key, ca, ca_pem = make_ca()
-    server = McpServer(tls=issue_server_certificate(ca_key, ca, host, tmp_path), public_host=host)
+    server = McpServer(tls=issue_certificate(ca_key, ca, host, tmp_path), public_host=host)
     connectors: list[Process] = []
     try:
         agent = client.beta.agents.create(
@@ -286,6 +293,84 @@ def test_a_private_mcp_server_is_reached_through_the_tunnel_only(
         for connector in connectors:
             connector.stop(timeout=5)
         server.close()
+
+
+def test_a_terminating_connector_presents_a_client_certificate_to_the_upstream(
+    turns: Deployment, fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    """Terminating mode (`--tls-cert`): the connector serves the worker's TLS with a
+    certificate for the tunnel host that the tunnel's CA issued, and opens its own
+    connection to the upstream. An upstream that requires a client certificate (mutual
+    TLS) gets the connector's `--upstream-client-cert`; without one nothing reaches it.
+    An `http://` upstream is spoken to in plain HTTP."""
+    client = turns.client()
+    tunnel_ca_key, tunnel_ca, tunnel_ca_pem = make_ca("tunnel CA")
+    upstream_ca_key, upstream_ca, upstream_ca_pem = make_ca("upstream CA")
+    client_ca_key, client_ca, client_ca_pem = make_ca("upstream client CA")
+    upstream_ca_file, client_ca_file = tmp_path / "upstream-ca.pem", tmp_path / "client-ca.pem"
+    upstream_ca_file.write_text(upstream_ca_pem)
+    client_ca_file.write_text(client_ca_pem)
+    # The upstream's own certificate is for a name that is not its address: verified as
+    # --upstream-server-name.
+    upstream_tls = issue_certificate(upstream_ca_key, upstream_ca, "mcp.internal", tmp_path)
+    client_cert, client_key = issue_certificate(client_ca_key, client_ca, "agentd tunnel client", tmp_path, "client")
+    environment_id = client.beta.environments.create(name=unique("tunnel-env"), config={"type": "cloud"}).id
+    servers: list[McpServer] = []
+    connectors: list[Process] = []
+
+    def tunnel_to(upstream_tls: tuple[str, str] | None) -> tuple[McpServer, str, str, list[str]]:
+        """A tunnel trusting the tunnel CA, an agent using it, and an upstream MCP server
+        (requiring a client certificate when it serves TLS): (server, agent id, token,
+        the connector's --tls-cert/--tls-key for the tunnel host)."""
+        tunnel = client.beta.tunnels.create()
+        host = f"mcp.{tunnel.domain}"
+        client.beta.tunnels.certificates.create(tunnel.id, ca_certificate_pem=tunnel_ca_pem)
+        server = McpServer(tls=upstream_tls, public_host=host, client_ca=str(client_ca_file) if upstream_tls else None)
+        servers.append(server)
+        agent = client.beta.agents.create(
+            name=unique("tunnel-agent"),
+            model="claude-sonnet-4-6",
+            mcp_servers=[{"type": "url", "name": "office", "url": f"https://{host}/mcp"}],
+            tools=[{"type": "mcp_toolset", "mcp_server_name": "office",
+                    "default_config": {"permission_policy": {"type": "always_allow"}}}],
+        )
+        token = RECORDER.secret(client.beta.tunnels.reveal_token(tunnel.id).tunnel_token)
+        tls_cert, tls_key = issue_certificate(tunnel_ca_key, tunnel_ca, host, tmp_path)
+        return server, agent.id, token, ["--tls-cert", tls_cert, "--tls-key", tls_key]
+
+    try:
+        mutual, mutual_agent, token, terminate = tunnel_to(upstream_tls)
+        verify = ["--upstream-ca", str(upstream_ca_file), "--upstream-server-name", "mcp.internal"]
+        present = ["--upstream-client-cert", client_cert, "--upstream-client-key", client_key]
+        upstream = f"https://127.0.0.1:{mutual.served.port}"
+        connectors.append(start_connector(turns, token, upstream, *terminate, *verify, *present))
+        assert added(mcp_turn(client, fake_anthropic, mutual_agent, environment_id, 20)) == "21"
+        assert mutual.calls == [("add", {"a": 20, "b": 1})]
+        assert mutual.served.peers and set(mutual.served.peers) == {"commonName=agentd tunnel client"}
+
+        # No client certificate: the upstream ends the handshake, nothing reaches it, and
+        # the agent sees the connection fail.
+        refusing, refusing_agent, token, terminate = tunnel_to(upstream_tls)
+        upstream = f"https://127.0.0.1:{refusing.served.port}"
+        connectors.append(start_connector(turns, token, upstream, *terminate, *verify))
+        refused = mcp_turn(client, fake_anthropic, refusing_agent, environment_id, 30)
+        assert added(refused) is None, [e.type for e in refused]
+        # session.error mcp_connection_failed_error: the MCP initialize request went unanswered.
+        assert "error sending request" in connection_error(refused), connection_error(refused)
+        assert refusing.calls == [] and refusing.served.peers == []
+        assert "asked for a client certificate and the connector has none" in connectors[1].output_tail()
+
+        # A plain-HTTP upstream behind a terminating connector.
+        plain, plain_agent, token, terminate = tunnel_to(None)
+        connectors.append(start_connector(turns, token, f"http://127.0.0.1:{plain.served.port}", *terminate))
+        assert added(mcp_turn(client, fake_anthropic, plain_agent, environment_id, 40)) == "41"
+        assert plain.calls == [("add", {"a": 40, "b": 1})]
+        assert mutual.calls == [("add", {"a": 20, "b": 1})] and refusing.calls == []
+    finally:
+        for connector in connectors:
+            connector.stop(timeout=5)
+        for server in servers:
+            server.close()
 
 
 def proxied_status(deployment: Deployment, url: str, credential: str | None = None) -> str:
