@@ -266,13 +266,10 @@ pub async fn refuse(
 ) -> ApiResult<Json<Value>> {
     let map = body::object(&bytes)?;
     body::only_known(&map, &["reason"], "body")?;
-    let reason = match map.get("reason") {
-        Some(Value::String(reason)) => reason.as_str(),
-        Some(_) => return Err(ApiError::invalid("reason: expected a string")),
-        None => return Err(ApiError::invalid("reason: required")),
-    };
+    // Its rules (length, characters) are the domain's.
+    let reason = body::string(map.get("reason"), "reason", 0, usize::MAX)?;
     let item = item(&state, &tenant, &environment_id, &work_id).await?;
-    let stopped = crate::domain::hands::refuse(&state, &item, reason).await?;
+    let stopped = crate::domain::hands::refuse(&state, &item, &reason).await?;
     Ok(Json(render(&stopped, None)))
 }
 
