@@ -17,14 +17,15 @@ use serde_json::{Value, json};
 /// Statements per turn (`BEGIN`/`COMMIT` excluded): gateway 7 (the session; the
 /// agent's and environment's state; the submission's sequence allocation, event insert,
 /// run and outbox row; the outbox delete, which a sweeper batches off the request path —
-/// one per turn at C=1), worker 14 (claim; the session; a page of
-/// events; three commits of sequence allocation and event insert, with the usage write
-/// in the second and the fence, or the settle in the third; the session re-read before
-/// the last step). It was 27 before issue 17.
-const CEILING: usize = 21;
+/// one per turn at C=1), worker 10 (claim; the session; a page of events; two commits of
+/// sequence allocation and event insert: the request's start with the fence, then the
+/// answer with its closed span, the usage write and the idle, with the settle). It was
+/// 27 before issue 17, and 21 before a turn's idle was committed with the answer that
+/// ends it (`Attempt::turn_ends_with`).
+const CEILING: usize = 17;
 
-/// Transactions per turn: the submission and the worker's three commits.
-const TRANSACTIONS: usize = 4;
+/// Transactions per turn: the submission and the worker's two commits.
+const TRANSACTIONS: usize = 3;
 
 const KEY: &str = "sk-agentd-statements-0123456789";
 const BETA: &str = "managed-agents-2026-04-01";

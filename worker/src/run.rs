@@ -149,6 +149,8 @@ struct Attempt<'a> {
     unread: bool,
     /// The session as read at the claim, for the first step (later steps re-read it).
     claimed_session: Option<Session>,
+    /// The session's live-inbox version as the current step read it.
+    inbox_version: i64,
     /// Remote tools connect on the first step that needs them and close with the attempt.
     remote: Remote,
     /// The session's workspace (files named in its messages are read from it).
@@ -237,6 +239,7 @@ impl<'a> Attempt<'a> {
             attachments: Default::default(),
             cacheable: agentd_schema::capture::Decision::from_json(&session.body["content_capture"])
                 .is_none_or(|decision| decision.effective == agentd_schema::capture::Level::Full),
+            inbox_version: session.inbox_version,
             claimed_session: Some(session),
             _watching: watching.drop_guard(),
         }))
@@ -287,6 +290,7 @@ impl<'a> Attempt<'a> {
                     None => return Ok(RunStatus::Done),
                 },
             };
+            self.inbox_version = session.inbox_version;
             let standing = Standing::of(&session.body, &session.usage);
             let mut decision = agent_loop::decide(&self.agent, &self.history);
             if standing.reached() {
@@ -331,7 +335,9 @@ impl<'a> Attempt<'a> {
                         model: self.span_model().map(str::to_owned),
                     };
                     let take_inbox = self.takes_inbox(&session);
-                    self.model_request(before, request, reconcile, take_inbox).await?;
+                    if let Some(settled) = self.model_request(before, request, reconcile, take_inbox).await? {
+                        return Ok(settled);
+                    }
                 }
                 Decision::CallRemote { before, calls } => {
                     self.commit(before).await?;
@@ -358,6 +364,49 @@ impl<'a> Attempt<'a> {
     /// The outcome the thread is working on, if one is defined and not done.
     fn outcome_pending(&self) -> Option<agentd_schema::events::ActiveOutcome> {
         agentd_schema::events::active_outcome(&self.history)
+    }
+
+    /// Look-ahead at the end of a model request: the idle that the next step would
+    /// commit alone, when `outputs` (the response, its closed span and usage) end the
+    /// turn — no tool use among them, and the decision over history and `outputs` as
+    /// they will be committed is a plain `end_turn` idle. Committing it with them saves
+    /// the step's session read and a transaction. `None` whenever the next step could
+    /// decide anything else: history may lack events (something else was committed, an
+    /// interrupt was seen), a pause was asked, or an outcome is pending grading; on a
+    /// child thread; and the caller has ruled out a live inbox, a reached budget and a
+    /// cut response. Input that arrives after this look is caught by the store
+    /// (`settle_if_current`).
+    fn turn_ends_with(&mut self, outputs: &[NewEvent]) -> Option<NewEvent> {
+        let uses_tools = outputs.iter().any(|e| e.event_type().is_some_and(EventType::is_tool_use));
+        // A child's idle is its reply to its parent: a handoff (`threads.rs`), not folded.
+        if uses_tools
+            || !self.primary
+            || self.unread
+            || self.interrupts.since(self.last_seq())
+            || self.claim.pause_requested
+            || self.control.paused()
+            || self.outcome_pending().is_some()
+        {
+            return None;
+        }
+        let (read, last) = (self.history.len(), self.last_seq());
+        let now = agentd_schema::Clock::now_ms(&agentd_schema::SystemClock);
+        self.history.extend(self.on_thread(outputs.to_vec()).into_iter().zip(1..).map(|(event, i)| StoredEvent {
+            session_id: self.claim.session_id.clone(),
+            seq: last + i,
+            event_id: event.event_id,
+            thread_id: event.thread_id,
+            kind: event.kind,
+            body: event.body,
+            processed_at_ms: now,
+        }));
+        let decision = agent_loop::decide(&self.agent, &self.history);
+        self.history.truncate(read);
+        let ends_turn = decision.ends_turn();
+        match decision {
+            Decision::Idle { mut events } if ends_turn && events.len() == 1 => events.pop(),
+            _ => None,
+        }
     }
 
     /// The sequence number of the last event read.
@@ -444,6 +493,18 @@ impl<'a> Attempt<'a> {
             return Ok(status);
         }
         self.settle_alone(events).await
+    }
+
+    /// Settles the primary thread's run awaiting input with `events` unless input arrived
+    /// since the claim or the live inbox changed since this step read the session:
+    /// `None`, and nothing committed, when either did.
+    async fn settle_if_current(&self, events: Vec<NewEvent>) -> Result<Option<RunStatus>, Stop> {
+        let store = self.ctx.store.as_ref();
+        let events = self.on_thread(events);
+        let settled = store.settle_if_current(self.claim, events, Settlement::Awaiting, self.inbox_version).await?;
+        let Some(settled) = settled else { return Ok(None) };
+        live::publish_committed(self.ctx.bus.as_ref(), &settled.events).await;
+        Ok(Some(settled.status))
     }
 
     /// Settles the run awaiting input with `events` (on its thread), touching no other thread.

@@ -23,7 +23,9 @@
 -- outcome defined while it runs is taken up by the turn under way) and, only when the
 -- append makes the primary thread `running`, whether the body shows an outcome still
 -- `pending` (`$5`, the text its entry has): the turn starts work on it, and the append
--- reads and writes the body then. Any other append reads nothing more.
+-- reads and writes the body then. Any other append reads nothing more. The live inbox's
+-- `inbox_version` tells a worker ending a turn whether messages were queued meanwhile
+-- (`RunStore::settle_if_current`).
 --
 -- $1 session id, $2 count, $3 now (ms), $4 new status or NULL, $5 LIKE pattern of a
 -- pending outcome
@@ -43,7 +45,7 @@ SET next_seq         = next_seq + $2,
                            ELSE NULL
                        END
 WHERE id = $1
-RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id, child_threads, status,
+RETURNING next_seq, usage, capture_level, captured_through_seq, workspace_id, child_threads, status, inbox_version,
           (SELECT COUNT(*) FROM webhook_subscriptions w
            WHERE w.workspace_id = sessions.workspace_id AND w.state = 'enabled') AS webhook_subscriptions,
           CAST(CASE WHEN $4 = 'running' THEN CASE WHEN body LIKE $5 THEN 1 ELSE 0 END ELSE 0 END AS BIGINT)

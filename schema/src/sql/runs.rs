@@ -422,6 +422,41 @@ impl RunStore for SqlStore {
         commit_in(tx, claim, events, Some(settlement), self.now()).await
     }
 
+    async fn settle_if_current(
+        &self,
+        claim: &Claim,
+        events: Vec<NewEvent>,
+        settlement: Settlement,
+        inbox_version: i64,
+    ) -> StoreResult<Option<Settled>> {
+        let now = self.now();
+        let mut tx = self.primary.begin().await?;
+        // The same order as `commit_in` (session → run). The append's lock of the session
+        // row shows the inbox as it is, the settle's answer whether input arrived; only
+        // then is the transaction undone.
+        let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now).await?;
+        if appended.inbox_version.is_some_and(|seen| seen != inbox_version) {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let stored = appended.events;
+        let status = match fence_or_settle(&mut tx, claim, Some(settlement), now).await {
+            Ok(RunStatus::Pending) => {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            Ok(status) => status,
+            Err(error) => {
+                tx.rollback().await?;
+                return Err(error);
+            }
+        };
+        crate::faults::crash_point("settle.before");
+        tx.commit().await?;
+        crate::faults::crash_point("settle.after");
+        Ok(Some(Settled { events: stored, status }))
+    }
+
     async fn handoff(&self, claim: Option<&Claim>, handoff: Handoff) -> StoreResult<HandedOff> {
         if let Some(claim) = claim
             && claim.session_id != handoff.session_id

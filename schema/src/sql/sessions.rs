@@ -147,6 +147,7 @@ struct Allocated {
     status: String,
     webhook_subscriptions: i64,
     outcomes_pending: i64,
+    inbox_version: i64,
 }
 
 fn embed(body: &mut Value, agent: Value) {
@@ -208,8 +209,26 @@ pub(super) async fn append(
     events: Vec<NewEvent>,
     now: i64,
 ) -> StoreResult<Vec<StoredEvent>> {
+    Ok(append_seen(tx, session_id, events, now).await?.events)
+}
+
+/// What an append committed, and what it saw of the session row it locked.
+pub(super) struct Appended {
+    /// The events as stored.
+    pub events: Vec<StoredEvent>,
+    /// The session's live-inbox version (`None` for an empty append, which reads nothing).
+    pub inbox_version: Option<i64>,
+}
+
+/// [`append`], returning what it saw of the session row too.
+pub(super) async fn append_seen(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    events: Vec<NewEvent>,
+    now: i64,
+) -> StoreResult<Appended> {
     if events.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Appended { events: Vec::new(), inbox_version: None });
     }
     let count = events.len() as i64;
     // Only the primary thread's status is the session's status; the last one wins (the
@@ -240,6 +259,7 @@ pub(super) async fn append(
         status,
         webhook_subscriptions,
         outcomes_pending,
+        inbox_version,
     } = Allocated::from_row(&allocated)?;
     let first = next_seq - count;
     let stored: Vec<StoredEvent> = events
@@ -293,7 +313,7 @@ pub(super) async fn append(
         let through = stored.last().map_or(end.seq, |last| last.seq);
         capture_turn(tx, session_id, captured_through_seq, through, level).await?;
     }
-    Ok(stored)
+    Ok(Appended { events: stored, inbox_version: Some(inbox_version) })
 }
 
 /// Keeps the session's `outcome_evaluations` (in its body) in step with the outcome

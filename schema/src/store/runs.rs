@@ -305,6 +305,19 @@ pub trait RunStore: Send + Sync {
     /// that arrived during the attempt leaves the run `pending` (see `Settled::status`).
     async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled>;
 
+    /// [`RunStore::settle`] only if nothing came in since the attempt looked: no input
+    /// since the claim's generation (which would leave the run `pending`) and no change
+    /// to the session's live inbox since it read `inbox_version`. `None`, with nothing
+    /// written, otherwise. For events that are final only if nothing came in meanwhile
+    /// (a turn's idle committed with the answer that ends it).
+    async fn settle_if_current(
+        &self,
+        claim: &Claim,
+        events: Vec<NewEvent>,
+        settlement: Settlement,
+        inbox_version: i64,
+    ) -> StoreResult<Option<Settled>>;
+
     /// Commits a step that reaches past its own thread (ADR 0022 §3) in one
     /// transaction, in lock order session → thread rows → runs: the new threads (the
     /// first spawn of a session brings its primary's row in step with the session),

@@ -173,6 +173,39 @@ conformance!(input_during_an_attempt_keeps_the_run_runnable, |store, _clock| asy
     assert_eq!(settled.status, agentd_schema::RunStatus::Awaiting);
 });
 
+conformance!(settling_only_if_current_writes_nothing_after_new_input, |store, _clock| async move {
+    let (workspace, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let held = claim(store.as_ref(), &run, "worker-a").await;
+    let before = store.get_session(&workspace, &session).await.unwrap().unwrap();
+    // Input while the attempt runs: the answer's idle would strand it, so nothing is written.
+    submit(store.as_ref(), &session, "and another thing").await;
+    let ending = vec![agent_event(&session, "done"), status_event(&session, "session.status_idle")];
+    let refused = store.settle_if_current(&held, ending.clone(), Settlement::Awaiting, 0).await.unwrap();
+    assert!(refused.is_none(), "input arrived since the claim");
+    let query = agentd_schema::EventQuery { limit: 100, ..Default::default() };
+    let events = store.query_events(&session, &query).await.unwrap();
+    assert_eq!(events.len(), 2, "only the two messages: {events:?}");
+    let row = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!((row.status, row.epoch), (agentd_schema::RunStatus::Leased, held.epoch), "the claim holds");
+    assert_eq!(store.get_session(&workspace, &session).await.unwrap().unwrap().status, before.status);
+    // With the generation consumed it settles, events and all, in one transaction.
+    let mut consumed = held.clone();
+    consumed.generation = row.generation;
+    // A live-inbox version other than the session's (messages queued meanwhile) writes nothing either.
+    let inbox = store.get_session(&workspace, &session).await.unwrap().unwrap().inbox_version;
+    let moved = store.settle_if_current(&consumed, ending.clone(), Settlement::Awaiting, inbox + 1).await.unwrap();
+    assert!(moved.is_none(), "the inbox changed since the attempt read it");
+    assert_eq!(store.query_events(&session, &query).await.unwrap().len(), 2);
+    let settled = store.settle_if_current(&consumed, ending, Settlement::Awaiting, inbox).await.unwrap().unwrap();
+    assert_eq!(settled.status, agentd_schema::RunStatus::Awaiting);
+    assert_eq!(settled.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(store.get_session(&workspace, &session).await.unwrap().unwrap().status, "idle");
+    // A stale claim is fenced, as for `settle`.
+    let stale = store.settle_if_current(&held, vec![], Settlement::Awaiting, inbox).await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+});
+
 conformance!(relinquishing_hands_the_run_back_without_spending_budget, |store, clock| async move {
     let (_, session) = session(store.as_ref()).await;
     let run = submit(store.as_ref(), &session, "hi").await.run_id;

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentd_schema::events::ModelUsage;
-use agentd_schema::{EventType, NewEvent, Permission, RetryStatus, SessionError, StopReason, StoredEvent, live};
+use agentd_schema::{
+    EventType, NewEvent, Permission, RetryStatus, RunStatus, SessionError, StopReason, StoredEvent, live,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -54,14 +56,15 @@ fn provider_error(error: &ProviderError, retry: RetryStatus) -> SessionError {
 impl Attempt<'_> {
     /// Commits `before` with the request's start, streams the request, and commits its
     /// outputs with its end. `take_inbox`: the session's live inbox may hold messages
-    /// to deliver with this request.
+    /// to deliver with this request. `Some` when the outputs ended the turn and were
+    /// committed with its idle, settling the run (`Attempt::turn_ends_with`).
     pub(super) async fn model_request(
         &mut self,
         before: Vec<NewEvent>,
         mut request: ModelRequest,
         reconcile: Reconcile,
         take_inbox: bool,
-    ) -> Result<(), Stop> {
+    ) -> Result<Option<RunStatus>, Stop> {
         let thread = self.claim.thread_id.clone();
         let mut opening = before;
         let mut retries = 0;
@@ -106,13 +109,23 @@ impl Attempt<'_> {
             // Whether the failed response produced anything, before usage is appended.
             let produced = closing.len() > 1;
             closing.push(reconcile.snapshot(&thread, &usage));
+            // A complete answer that needs nothing more may end the turn in this commit.
+            let may_end_turn = cut.is_none() && !refused && !take_inbox && !budget_reached;
             let Some(Cut::Failed(error)) = cut else {
                 if refused {
                     closing.push(NewEvent::status_idle(&thread, StopReason::Refusal));
                 }
                 self.remote.note_released(&closing);
+                if may_end_turn && let Some(idle) = self.turn_ends_with(&closing) {
+                    let mut ending = closing.clone();
+                    ending.push(idle);
+                    if let Some(settled) = self.settle_if_current(ending).await? {
+                        return Ok(Some(settled));
+                    }
+                    // Input arrived meanwhile: the answer alone, and the next step reads it.
+                }
                 self.commit(closing).await?;
-                return Ok(());
+                return Ok(None);
             };
             if error.retryable && !produced && retries < PROVIDER_RETRIES {
                 retries += 1;
@@ -130,7 +143,7 @@ impl Attempt<'_> {
                 };
                 if interrupted_during_wait {
                     // The next decision sees the interrupt and ends the turn.
-                    return Ok(());
+                    return Ok(None);
                 }
                 opening.push(NewEvent::status_running(&thread));
                 continue;
@@ -139,7 +152,7 @@ impl Attempt<'_> {
             closing.push(NewEvent::session_error(&thread, &provider_error(&error, RetryStatus::Exhausted)));
             closing.push(NewEvent::status_idle(&thread, StopReason::RetriesExhausted));
             self.commit(closing).await?;
-            return Ok(());
+            return Ok(None);
         }
     }
 
