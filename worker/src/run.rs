@@ -143,6 +143,8 @@ struct Attempt<'a> {
     control: Control,
     /// The thread's committed history, extended before every step.
     history: Vec<StoredEvent>,
+    /// Its fold, extended by each decision with what was appended since the last.
+    folded: agent_loop::Folded,
     /// Whether the store may hold events of the thread that `history` lacks. Cleared by
     /// a read; set again when one of our commits does not directly follow `history`
     /// (something else was committed in between).
@@ -218,6 +220,7 @@ impl<'a> Attempt<'a> {
                 None => section,
             });
         }
+        let cached = ctx.histories.take(&claim.thread_id);
         Ok(Some(Self {
             ctx,
             queue,
@@ -232,7 +235,8 @@ impl<'a> Attempt<'a> {
             // History comes from the cache (or is read once), then is extended with what
             // was committed since (our own commits and any input that arrived): each step
             // costs one small read, whatever the length of the conversation.
-            history: ctx.histories.take(&claim.thread_id),
+            history: cached.history,
+            folded: cached.folded,
             unread: true,
             remote: Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private),
             workspace_id: session.workspace_id.clone(),
@@ -248,10 +252,10 @@ impl<'a> Attempt<'a> {
     /// Steps until the run parks, then closes remote connections and caches history.
     async fn run(mut self) -> Result<RunStatus, Stop> {
         let result = self.steps().await;
-        let Attempt { ctx, claim, history, remote, cacheable, .. } = self;
+        let Attempt { ctx, claim, history, folded, remote, cacheable, .. } = self;
         remote.close().await;
         if result.is_ok() && cacheable {
-            ctx.histories.put(&claim.thread_id, history);
+            ctx.histories.put(&claim.thread_id, crate::history::Cached { history, folded });
         }
         result
     }
@@ -292,7 +296,7 @@ impl<'a> Attempt<'a> {
             };
             self.inbox_version = session.inbox_version;
             let standing = Standing::of(&session.body, &session.usage);
-            let mut decision = agent_loop::decide(&self.agent, &self.history);
+            let mut decision = agent_loop::decide_folded(&self.agent, &self.history, &mut self.folded);
             if standing.reached() {
                 decision = within_budget(decision, &self.history, &session, &standing);
             }
@@ -400,7 +404,9 @@ impl<'a> Attempt<'a> {
             body: event.body,
             processed_at_ms: now,
         }));
-        let decision = agent_loop::decide(&self.agent, &self.history);
+        // The outputs are folded on top of the fold so far (`Folded::update` folds again
+        // whatever the committed history turns out not to match).
+        let decision = agent_loop::decide_folded(&self.agent, &self.history, &mut self.folded);
         self.history.truncate(read);
         let ends_turn = decision.ends_turn();
         match decision {
@@ -498,12 +504,15 @@ impl<'a> Attempt<'a> {
     /// Settles the primary thread's run awaiting input with `events` unless input arrived
     /// since the claim or the live inbox changed since this step read the session:
     /// `None`, and nothing committed, when either did.
-    async fn settle_if_current(&self, events: Vec<NewEvent>) -> Result<Option<RunStatus>, Stop> {
+    async fn settle_if_current(&mut self, events: Vec<NewEvent>) -> Result<Option<RunStatus>, Stop> {
         let store = self.ctx.store.as_ref();
         let events = self.on_thread(events);
         let settled = store.settle_if_current(self.claim, events, Settlement::Awaiting, self.inbox_version).await?;
         let Some(settled) = settled else { return Ok(None) };
         live::publish_committed(self.ctx.bus.as_ref(), &settled.events).await;
+        // Into the history the next attempt starts from (with its fold, cached).
+        self.absorb(&settled.events);
+        self.folded.update(&self.history);
         Ok(Some(settled.status))
     }
 

@@ -22,6 +22,7 @@ use crate::providers::{Message, ModelRequest, Role};
 use crate::threads::ThreadTool;
 pub use crate::threads::{ThreadCall, Waiting};
 pub use conversation::{append_user_input, conversation};
+pub use state::Folded;
 use state::Thread;
 pub use tools::{ToolClass, classify, is_builtin, tool_specs};
 
@@ -149,7 +150,18 @@ pub const INTERRUPTED_UNANSWERED: &str = "not completed: the user interrupted th
 
 /// Decides the next step of a thread from its committed history.
 pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
-    let thread = Thread::of(history);
+    decide_on(agent, history, &Thread::of(history))
+}
+
+/// [`decide`] with the history's fold kept up to date in `folded` (only the events
+/// appended since its last update are folded).
+pub fn decide_folded(agent: &Value, history: &[StoredEvent], folded: &mut Folded) -> Decision {
+    folded.update(history);
+    decide_on(agent, history, folded.thread())
+}
+
+/// [`decide`] given `thread`, the fold of `history`.
+fn decide_on(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Decision {
     let id = thread.thread_id.as_str();
     let mut before = Vec::new();
     // Close the span of a request whose worker died, so the history reads cleanly; the
@@ -157,7 +169,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     if let Some(start) = thread.orphaned_request() {
         before.push(NewEvent::model_request_abandoned(id, &history[start].event_id));
     }
-    let routed = route_calls(agent, history, &thread);
+    let routed = route_calls(agent, history, thread);
     before.extend(routed.refused);
     if thread.given_up_unended() {
         before.push(NewEvent::status_idle(id, StopReason::RetriesExhausted));
@@ -168,7 +180,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         let mut calls = routed.remote;
         // A confirmation that released a call resumes an idle session; that commit is
         // also the durable mark that the call is being started.
-        if resume(&thread, &mut before) {
+        if resume(thread, &mut before) {
             calls.iter_mut().for_each(|call| call.released_now = true);
         }
         return Decision::CallRemote { before, calls };
@@ -176,7 +188,7 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
     // Thread calls are dispatched next, before the turn waits on the client: a response
     // mixing them with custom tools starts its children first.
     if !routed.threads.is_empty() {
-        resume(&thread, &mut before);
+        resume(thread, &mut before);
         return Decision::CallThreads { before, calls: routed.threads };
     }
     if !routed.blocking.is_empty() {
@@ -188,22 +200,22 @@ pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
         return Decision::Idle { events: before };
     }
     if routed.with_hands {
-        resume(&thread, &mut before);
+        resume(thread, &mut before);
         return Decision::AwaitHands { events: before };
     }
     // Replies are awaited unless the user interrupted the turn: then it ends (and
     // `run.rs` closes the waits with error results).
     if !routed.waiting.is_empty() && !thread.interrupted() {
-        resume(&thread, &mut before);
+        resume(thread, &mut before);
         return Decision::AwaitThreads { events: before, waiting: routed.waiting };
     }
     let synthetic_results = before.iter().any(|e| e.event_type().is_some_and(EventType::is_tool_answer));
     if (synthetic_results || thread.input_pending()) && !thread.interrupted() {
-        resume(&thread, &mut before);
+        resume(thread, &mut before);
         let request = model_request(agent, history, &before);
         return Decision::CallModel { before, request };
     }
-    if ends_turn(&thread) {
+    if ends_turn(thread) {
         before.push(NewEvent::status_idle(id, StopReason::EndTurn));
         return Decision::Idle { events: before };
     }

@@ -10,7 +10,7 @@ use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
 use crate::threads::{CallRole, thread_call};
 
 /// The fold of a thread's committed history.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Thread {
     /// The thread the history belongs to.
     pub thread_id: String,
@@ -46,13 +46,21 @@ impl Thread {
     /// Folds `history`.
     pub fn of(history: &[StoredEvent]) -> Self {
         let mut thread = Thread::default();
-        if let Some(first) = history.first() {
-            thread.thread_id.clone_from(&first.thread_id);
-        }
-        for (at, event) in history.iter().enumerate() {
-            thread.fold(at, event);
-        }
+        thread.extend(history, 0);
         thread
+    }
+
+    /// Folds `history[from..]` into a fold of `history[..from]` (a fold is a left fold:
+    /// extending it equals folding the whole history again).
+    pub fn extend(&mut self, history: &[StoredEvent], from: usize) {
+        if from == 0
+            && let Some(first) = history.first()
+        {
+            self.thread_id.clone_from(&first.thread_id);
+        }
+        for (at, event) in history.iter().enumerate().skip(from) {
+            self.fold(at, event);
+        }
     }
 
     fn fold(&mut self, at: usize, event: &StoredEvent) {
@@ -147,5 +155,48 @@ impl Thread {
         self.last_idle.as_ref().is_some_and(|(i, _)| {
             self.last_model_end.is_none_or(|end| *i > end) && self.last_interrupt.is_none_or(|interrupt| *i > interrupt)
         })
+    }
+}
+
+/// A thread's fold kept in step with its history as the history grows, so a decision
+/// folds only the events appended since the last one (its cost no longer grows with
+/// the length of the thread).
+#[derive(Debug, Default, Clone)]
+pub struct Folded {
+    thread: Thread,
+    /// How many events of the history are folded.
+    len: usize,
+    /// The id of the last one folded: a history that does not have it at that position
+    /// is not the one folded, and is folded again from the start. (The events before it
+    /// are then the same too: a commit's events are consecutive in the history.)
+    last_event_id: String,
+}
+
+impl Folded {
+    /// Brings the fold up to `history`, which normally extends what was folded.
+    pub fn update(&mut self, history: &[StoredEvent]) {
+        let extends = history.len() >= self.len
+            && (self.len == 0 || history.get(self.len - 1).is_some_and(|event| event.event_id == self.last_event_id));
+        if !extends {
+            *self = Folded::default();
+        }
+        if history.len() == self.len {
+            return;
+        }
+        self.thread.extend(history, self.len);
+        self.len = history.len();
+        if let Some(last) = history.last() {
+            self.last_event_id.clone_from(&last.event_id);
+        }
+    }
+
+    /// The fold, of the history last given to [`Folded::update`].
+    pub fn thread(&self) -> &Thread {
+        &self.thread
+    }
+
+    /// How many events are folded.
+    pub fn folded_events(&self) -> usize {
+        self.len
     }
 }

@@ -655,3 +655,67 @@ fn a_childs_request_is_its_input_and_its_thread_statuses_are_its_status() {
                         "_thread_call": { "tool_use_id": "t1", "role": "reply" } }));
     assert_eq!(decide(&agent(), &child_history(&events)), Decision::Park);
 }
+
+/// A long thread with tool calls, confirmations, an interrupt and a few turns.
+fn long_thread() -> Vec<Value> {
+    let mut events = Vec::new();
+    for turn in 0..4 {
+        events.extend([
+            user(&format!("turn {turn}")),
+            json!({"type":"session.status_running"}),
+            json!({"type":"span.model_request_start"}),
+            json!({"type":"agent.custom_tool_use","id":format!("c{turn}"),"name":"lookup","input":{}}),
+            builtin_tool_use("bash", json!({"command": "ls"}), "always_ask"),
+            json!({"type":"span.model_request_end"}),
+            idle(json!({"type":"requires_action","event_ids":[format!("c{turn}")]})),
+            json!({"type":"user.custom_tool_result","custom_tool_use_id":format!("c{turn}"),"content":[]}),
+        ]);
+        if turn == 2 {
+            events.push(json!({"type":"user.interrupt"}));
+        }
+    }
+    events
+}
+
+/// A decision without the fresh ids of the events it would commit.
+fn shape(decision: Decision) -> String {
+    let text = format!("{decision:?}");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("event_id: \"") {
+        let (head, tail) = rest.split_at(at + "event_id: \"".len());
+        out.push_str(head);
+        rest = tail.split_once('"').map_or("", |(_, after)| after);
+        out.push_str("…\"");
+    }
+    out + rest
+}
+
+#[test]
+fn a_fold_extended_step_by_step_decides_as_a_whole_fold() {
+    let events = history(&long_thread());
+    let mut folded = Folded::default();
+    // Grown a few events at a time, as a worker's history grows between decisions.
+    for end in (0..=events.len()).step_by(3).chain([events.len()]) {
+        let prefix = &events[..end];
+        let (step, whole) = (decide_folded(&agent(), prefix, &mut folded), decide(&agent(), prefix));
+        assert_eq!(shape(step), shape(whole), "after {end} events");
+        assert_eq!(folded.folded_events(), end);
+    }
+}
+
+#[test]
+fn a_history_the_fold_does_not_extend_is_folded_again() {
+    let events = history(&long_thread());
+    let mut folded = Folded::default();
+    decide_folded(&agent(), &events[..10], &mut folded);
+    // Shorter than the fold (the caller truncated what it looked ahead at).
+    assert_eq!(shape(decide_folded(&agent(), &events[..6], &mut folded)), shape(decide(&agent(), &events[..6])));
+    // The same length but another event where the fold's last one was: something else was
+    // committed in between.
+    decide_folded(&agent(), &events[..12], &mut folded);
+    let mut other = events[..14].to_vec();
+    other.remove(9);
+    assert_eq!(shape(decide_folded(&agent(), &other, &mut folded)), shape(decide(&agent(), &other)));
+    assert_eq!(folded.folded_events(), other.len());
+}
