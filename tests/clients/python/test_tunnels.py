@@ -95,6 +95,17 @@ def issue_certificate(ca_key: Any, ca: Any, name: str, directory: Path, usage: s
     return str(cert_file), str(key_file)
 
 
+def tunnel_agent(client: anthropic.Anthropic, host: str) -> Any:
+    """An agent whose MCP server `office` is at `https://{host}/mcp`, its tools always allowed."""
+    return client.beta.agents.create(
+        name=unique("tunnel-agent"),
+        model="claude-sonnet-4-6",
+        mcp_servers=[{"type": "url", "name": "office", "url": f"https://{host}/mcp"}],
+        tools=[{"type": "mcp_toolset", "mcp_server_name": "office",
+                "default_config": {"permission_policy": {"type": "always_allow"}}}],
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # The resource
 
@@ -236,13 +247,7 @@ def test_a_private_mcp_server_is_reached_through_the_tunnel_only(
     server = McpServer(tls=issue_certificate(ca_key, ca, host, tmp_path), public_host=host)
     connectors: list[Process] = []
     try:
-        agent = client.beta.agents.create(
-            name=unique("tunnel-agent"),
-            model="claude-sonnet-4-6",
-            mcp_servers=[{"type": "url", "name": "office", "url": f"https://{host}/mcp"}],
-            tools=[{"type": "mcp_toolset", "mcp_server_name": "office",
-                    "default_config": {"permission_policy": {"type": "always_allow"}}}],
-        )
+        agent = tunnel_agent(client, host)
         environment_id = client.beta.environments.create(name=unique("tunnel-env"), config={"type": "cloud"}).id
         upstream = f"127.0.0.1:{server.served.port}"
         token = RECORDER.secret(client.beta.tunnels.reveal_token(tunnel.id).tunnel_token)
@@ -327,13 +332,7 @@ def test_a_terminating_connector_presents_a_client_certificate_to_the_upstream(
         client.beta.tunnels.certificates.create(tunnel.id, ca_certificate_pem=tunnel_ca_pem)
         server = McpServer(tls=upstream_tls, public_host=host, client_ca=str(client_ca_file) if upstream_tls else None)
         servers.append(server)
-        agent = client.beta.agents.create(
-            name=unique("tunnel-agent"),
-            model="claude-sonnet-4-6",
-            mcp_servers=[{"type": "url", "name": "office", "url": f"https://{host}/mcp"}],
-            tools=[{"type": "mcp_toolset", "mcp_server_name": "office",
-                    "default_config": {"permission_policy": {"type": "always_allow"}}}],
-        )
+        agent = tunnel_agent(client, host)
         token = RECORDER.secret(client.beta.tunnels.reveal_token(tunnel.id).tunnel_token)
         tls_cert, tls_key = issue_certificate(tunnel_ca_key, tunnel_ca, host, tmp_path)
         return server, agent.id, token, ["--tls-cert", tls_cert, "--tls-key", tls_key]
