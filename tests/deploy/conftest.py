@@ -64,6 +64,9 @@ class Stack:
     # -- engine and compose -----------------------------------------------------------
 
     def podman(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        # scripts/image may have written the containers.conf only while this suite's stack
+        # came up (a machine's first run): without it, `podman run` fails on rlimits here.
+        containers_conf(self.env)
         result = subprocess.run(
             ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout
         )
