@@ -48,7 +48,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, Executor, Row};
+use sqlx::{AnyPool, Connection, Executor, Row};
 
 use crate::clock::Clock;
 use crate::error::{StoreError, StoreResult};
@@ -60,6 +60,9 @@ static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/s
 
 /// How long a SQLite write may queue for the one writer connection.
 const WRITER_WAIT: Duration = Duration::from_secs(10);
+
+/// A pooled connection idle at least this long is pinged before it is used again.
+const RECHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// Connection settings for [`SqlStore::connect`].
 #[derive(Debug, Clone)]
@@ -129,8 +132,23 @@ impl SqlStore {
         sqlx::any::install_default_drivers();
         let backend = backend_of(&options.url)?;
         let pool = || {
-            let pool =
-                AnyPoolOptions::new().max_connections(options.max_connections).acquire_timeout(options.acquire_timeout);
+            let pool = AnyPoolOptions::new()
+                .max_connections(options.max_connections)
+                .acquire_timeout(options.acquire_timeout)
+                // sqlx pings a connection when it goes back to the pool (always) and again
+                // when it is taken (by default): two more round trips per statement, to
+                // PostgreSQL or to SQLite's connection thread. A connection used within
+                // the last second was just checked on its release; only one that sat
+                // idle longer is pinged before use (ADR 0032).
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= RECHECK_IDLE_AFTER {
+                            conn.ping().await?;
+                        }
+                        Ok(true)
+                    })
+                });
             if backend != Backend::Sqlite {
                 return pool;
             }
