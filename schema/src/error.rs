@@ -56,6 +56,14 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error.to_string()),
+            // The server is going away or not taking connections (class 57: an
+            // administrator's or a crash's shutdown, "cannot connect now"; class 08: the
+            // connection failed): unavailable, like an I/O error, not a wrong statement.
+            sqlx::Error::Database(db)
+                if db.code().is_some_and(|code| code.starts_with("57P") || code.starts_with("08")) =>
+            {
+                StoreError::Unavailable(error.to_string())
+            }
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_owned()),
             _ => StoreError::Backend(error.to_string()),
         }
