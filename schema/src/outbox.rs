@@ -36,14 +36,19 @@ pub async fn publish(store: &dyn Store, queue: &dyn Queue, message: &OutboxMessa
 }
 
 /// Removes published outbox rows in batches, off the path of the request that published
-/// them: the rows published while one DELETE runs go together in the next. A removal
-/// lost to a crash leaves the row to the relay, whose republish the queue drops as a
-/// duplicate (or the worker, as a stale submission).
+/// them: the rows published within [`SWEEP_LINGER`] of each other, or while one DELETE
+/// runs, go together. A removal lost to a crash leaves the row to the relay, whose
+/// republish the queue drops as a duplicate (or the worker, as a stale submission).
 #[derive(Debug, Clone)]
 pub struct Sweeper(mpsc::UnboundedSender<i64>);
 
 /// Rows per batch of a [`Sweeper`].
 const SWEEP_BATCH: usize = 512;
+
+/// How long a [`Sweeper`] lets removals gather after the first one before it deletes
+/// them: at one turn at a time a DELETE would otherwise follow every turn. Well inside
+/// the relay's `min_age`, so a row waiting here is never republished meanwhile.
+const SWEEP_LINGER: Duration = Duration::from_millis(500);
 
 impl Sweeper {
     /// Starts the task that removes what [`Sweeper::publish`] published; it ends once
@@ -53,6 +58,14 @@ impl Sweeper {
         tokio::spawn(async move {
             let mut ids = Vec::with_capacity(SWEEP_BATCH);
             while rx.recv_many(&mut ids, SWEEP_BATCH).await > 0 {
+                if ids.len() < SWEEP_BATCH {
+                    tokio::time::sleep(SWEEP_LINGER).await;
+                    while ids.len() < SWEEP_BATCH
+                        && let Ok(id) = rx.try_recv()
+                    {
+                        ids.push(id);
+                    }
+                }
                 if let Err(error) = store.outbox_delete(&ids).await {
                     tracing::warn!(%error, rows = ids.len(), "published outbox rows not removed; the relay republishes them");
                 }

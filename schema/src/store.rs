@@ -75,8 +75,8 @@ pub use sandbox_policies::{
 pub use sealed::{SealedRow, SealedStore, SealedTable};
 pub use session_threads::{SessionThread, SessionThreadStore, ThreadQuery};
 pub use sessions::{
-    EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
-    TimeBounds, memory_store_ids,
+    EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionForTurn, SessionQuery, SessionStore,
+    StoredEvent, TimeBounds, memory_store_ids,
 };
 pub use skills::{NewSkill, NewSkillVersion, SkillQuery, SkillRow, SkillStore, SkillVersionRow};
 pub use tenancy::{ApiKeyInfo, KeyKind, Organization, Scope, TenancyStore, Workspace};

@@ -14,15 +14,17 @@ use agentd_tests::process::Launch;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// Statements per turn (`BEGIN`/`COMMIT` excluded): gateway 7 (the session; the
+/// Statements per turn (`BEGIN`/`COMMIT` excluded): gateway 5 (the session with its
 /// agent's and environment's state; the submission's sequence allocation, event insert,
-/// run and outbox row; the outbox delete, which a sweeper batches off the request path —
-/// one per turn at C=1), worker 10 (claim; the session; a page of events; two commits of
+/// run and outbox row), worker 10 (claim; the session; a page of events; two commits of
 /// sequence allocation and event insert: the request's start with the fence, then the
-/// answer with its closed span, the usage write and the idle, with the settle). It was
-/// 27 before issue 17, and 21 before a turn's idle was committed with the answer that
-/// ends it (`Attempt::turn_ends_with`).
-const CEILING: usize = 17;
+/// answer with its closed span, the usage write and the idle, with the settle). The
+/// published outbox rows' DELETE is not a turn's own: the sweeper gathers them for half
+/// a second (`outbox::Sweeper`), which the test checks separately ([`SWEEP`]). It was
+/// 27 before issue 17, 21 before a turn's idle was committed with the answer that ends
+/// it (`Attempt::turn_ends_with`), and 17 before the sweeper lingered and the session
+/// was read with its resources' state.
+const CEILING: usize = 15;
 
 /// Transactions per turn: the submission and the worker's two commits.
 const TRANSACTIONS: usize = 3;
@@ -34,7 +36,10 @@ const BETA: &str = "managed-agents-2026-04-01";
 /// summary (the first words of their file): the webhook deliverer's look for due
 /// deliveries (`claim_deliveries.sql`, every 0.25–2 s per gateway). They are not a
 /// turn's cost; counting them would make the count depend on timing.
-const BACKGROUND: &[&str] = &["-- Claims up to …"];
+const BACKGROUND: &[&str] = &["-- Claims up to …", SWEEP];
+
+/// The outbox sweeper's removal of published rows: batched, so fewer than one per turn.
+const SWEEP: &str = "DELETE FROM outbox WHERE …";
 
 /// The summaries of the statements logged since `from` (lines of stderr), background
 /// loops' left out.
@@ -93,6 +98,7 @@ async fn a_turn_costs_at_most_the_ceiling_of_sql_statements() {
     // The fewest statements of five turns: the outbox relay's pass (every 2 s) and the
     // API-key cache's refresh may fall into one turn's window, not into all of them.
     let mut fewest: Option<Vec<String>> = None;
+    let start = dev.stderr_text().lines().count();
     for turn in 0..6 {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let from = dev.stderr_text().lines().count();
@@ -112,6 +118,13 @@ async fn a_turn_costs_at_most_the_ceiling_of_sql_statements() {
             fewest = Some(seen);
         }
     }
+    // Let the sweeper remove the last turns' rows, then count its DELETEs.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let sweeps = dev.stderr_text().lines().skip(start).filter(|line| line.contains(SWEEP)).count();
+    assert!(
+        (1..6).contains(&sweeps),
+        "six turns' outbox rows, removed in {sweeps} DELETEs: batched, fewer than the turns"
+    );
     let fewest = fewest.unwrap();
     let mut by_statement = BTreeMap::new();
     for summary in &fewest {

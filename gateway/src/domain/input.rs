@@ -7,13 +7,13 @@
 use std::collections::HashMap;
 
 use agentd_schema::ids::SessionId;
-use agentd_schema::store::{ToolCall, ToolUseKind};
+use agentd_schema::store::{ResourceState, ToolCall, ToolUseKind};
 use agentd_schema::{EventQuery, EventType, NewEvent, Session, StoredEvent, live};
 use serde_json::{Value, json};
 
 use super::commit::{append_and_publish, queue_hands, submit_to_threads};
 use super::error::{DomainError, DomainResult};
-use super::{session_threads, sessions};
+use super::session_threads;
 use crate::AppState;
 use crate::admission::{Access, Tenant};
 
@@ -61,14 +61,47 @@ impl Accepted {
 /// archived, terminated, budget reached, the session's agent disabled or archived (as
 /// the agent resource is now), its environment archived.
 pub async fn admit_turn(state: &AppState, tenant: &Tenant, id: &SessionId) -> DomainResult<Session> {
-    let session = sessions::load(state, tenant, id).await?;
-    admit(state, tenant, &session, true).await?;
-    Ok(session)
+    load_admitted(state, tenant, id, true).await
+}
+
+/// Loads a session and applies [`admit`]'s rules, reading the session and the state of
+/// its agent and environment in one statement (`SessionStore::get_session_for_turn`).
+async fn load_admitted(state: &AppState, tenant: &Tenant, id: &SessionId, new_turn: bool) -> DomainResult<Session> {
+    let store = state.backends.store.as_ref();
+    let read = store
+        .get_session_for_turn(&tenant.workspace_id, id)
+        .await?
+        .ok_or_else(|| DomainError::NotFound(format!("session not found: {id}")))?;
+    if !session_rules(&read.session, new_turn)? {
+        return Ok(read.session);
+    }
+    let named = Named::of(&read.session);
+    // The row's own ids answer when they are the ones the rules ask about: always, for a
+    // session created since migration 0030; otherwise one more read.
+    let known = |read: &Option<(String, Option<ResourceState>)>, wanted: Option<&str>| match (read, wanted) {
+        (_, None) => Some(None),
+        (Some((id, state)), Some(wanted)) if id == wanted => Some(state.clone()),
+        _ => None,
+    };
+    match (known(&read.agent, named.agent), known(&read.environment, Some(named.environment))) {
+        (Some(agent), Some(environment)) => named.check(&read.session.id, agent.as_ref(), environment.as_ref())?,
+        _ => named.read_and_check(state, tenant, &read.session.id).await?,
+    }
+    Ok(read.session)
 }
 
 /// The rules of [`admit_turn`]; the turn rules (budget, agent, environment) only when
 /// `new_turn` (an answer to an open tool call finishes a turn that was admitted).
 pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_turn: bool) -> DomainResult<()> {
+    if session_rules(session, new_turn)? {
+        Named::of(session).read_and_check(state, tenant, &session.id).await?;
+    }
+    Ok(())
+}
+
+/// The rules the session row alone decides. `Ok(true)`: the agent's and environment's
+/// rules apply too (a new turn).
+fn session_rules(session: &Session, new_turn: bool) -> DomainResult<bool> {
     let id = &session.id;
     if session.archived_at_ms.is_some() {
         return Err(DomainError::Archived(format!("session {id} is archived and accepts no events")));
@@ -77,7 +110,7 @@ pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_tur
         return Err(DomainError::Terminated(format!("session {id} is terminated and accepts no events")));
     }
     if !new_turn {
-        return Ok(());
+        return Ok(false);
     }
     // A dream's session runs the turn the dream service started, and no other.
     if let Some(dream) = session.body.get("_dream").filter(|d| !d.is_null()) {
@@ -91,39 +124,64 @@ pub async fn admit(state: &AppState, tenant: &Tenant, session: &Session, new_tur
             "session {id}: the session's budget (max_list_cost) is reached; no further model request is admitted"
         )));
     }
-    // The agent and the environment as they are now, in one read without their bodies.
-    let agent_id = session.agent_id.as_deref().or(session.body["agent"]["id"].as_str());
-    let environment_id = session.body["environment_id"].as_str().unwrap_or_default();
-    let mut wanted = vec![("environment", environment_id)];
-    wanted.extend(agent_id.map(|agent| ("agent", agent)));
-    let states = state.backends.store.resource_states(&tenant.workspace_id, &wanted).await?;
-    let of = |kind: &str| states.iter().find(|resource| resource.kind == kind);
-    if let Some(agent_id) = agent_id {
-        match of("agent") {
-            None => {
-                return Err(DomainError::AgentArchived(format!(
-                    "session {id}: its agent {agent_id} no longer exists; start a session with another agent"
-                )));
-            }
-            Some(agent) if agent.archived_at_ms.is_some() => {
-                return Err(DomainError::AgentArchived(format!(
-                    "session {id}: its agent {agent_id} is archived and takes no new turns"
-                )));
-            }
-            Some(agent) if agent.disabled => {
-                return Err(DomainError::AgentDisabled(format!(
-                    "session {id}: its agent {agent_id} is disabled and takes no new turns"
-                )));
-            }
-            Some(_) => {}
+    Ok(true)
+}
+
+/// The agent and the environment a session names, whose state admits its turns.
+struct Named<'a> {
+    agent: Option<&'a str>,
+    environment: &'a str,
+}
+
+impl<'a> Named<'a> {
+    fn of(session: &'a Session) -> Self {
+        Named {
+            agent: session.agent_id.as_deref().or(session.body["agent"]["id"].as_str()),
+            environment: session.body["environment_id"].as_str().unwrap_or_default(),
         }
     }
-    if of("environment").is_some_and(|environment| environment.archived_at_ms.is_some()) {
-        return Err(DomainError::EnvironmentArchived(format!(
-            "session {id}: its environment {environment_id} is archived and takes no new turns"
-        )));
+
+    /// Reads the agent's and environment's state as they are now, in one read without
+    /// their bodies, and checks it.
+    async fn read_and_check(&self, state: &AppState, tenant: &Tenant, id: &str) -> DomainResult<()> {
+        let mut wanted = vec![("environment", self.environment)];
+        wanted.extend(self.agent.map(|agent| ("agent", agent)));
+        let states = state.backends.store.resource_states(&tenant.workspace_id, &wanted).await?;
+        let of = |kind: &str| states.iter().find(|resource| resource.kind == kind);
+        self.check(id, of("agent"), of("environment"))
     }
-    Ok(())
+
+    /// The agent must exist and be neither archived nor disabled; the environment must
+    /// not be archived. `None`: the workspace has no such resource.
+    fn check(&self, id: &str, agent: Option<&ResourceState>, environment: Option<&ResourceState>) -> DomainResult<()> {
+        if let Some(agent_id) = self.agent {
+            match agent {
+                None => {
+                    return Err(DomainError::AgentArchived(format!(
+                        "session {id}: its agent {agent_id} no longer exists; start a session with another agent"
+                    )));
+                }
+                Some(agent) if agent.archived_at_ms.is_some() => {
+                    return Err(DomainError::AgentArchived(format!(
+                        "session {id}: its agent {agent_id} is archived and takes no new turns"
+                    )));
+                }
+                Some(agent) if agent.disabled => {
+                    return Err(DomainError::AgentDisabled(format!(
+                        "session {id}: its agent {agent_id} is disabled and takes no new turns"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if environment.is_some_and(|environment| environment.archived_at_ms.is_some()) {
+            let environment_id = self.environment;
+            return Err(DomainError::EnvironmentArchived(format!(
+                "session {id}: its environment {environment_id} is archived and takes no new turns"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The file a `user.define_outcome`'s rubric names, if it is a file rubric.
@@ -150,9 +208,8 @@ pub async fn submit(
     if events.is_empty() {
         return Err(DomainError::invalid("events: at least one event is required"));
     }
-    let session = sessions::load(state, tenant, id).await?;
     let new_turn = events.iter().any(|e| one_of(e, NEW_TURN));
-    admit(state, tenant, &session, new_turn).await?;
+    let session = load_admitted(state, tenant, id, new_turn).await?;
     for (i, event) in events.iter().enumerate() {
         if !event.is(EventType::SystemMessage) {
             continue;

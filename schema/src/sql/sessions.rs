@@ -26,135 +26,19 @@ use crate::capture;
 use crate::error::{StoreError, StoreResult};
 use crate::events::{CROSS_POSTED, outcome_projection};
 use crate::store::{
-    EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionQuery, SessionStore, StoredEvent,
-    memory_store_ids,
+    EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionForTurn, SessionQuery, SessionStore,
+    StoredEvent, memory_store_ids,
 };
 use crate::webhooks::{self, Fact};
+
+mod rows;
+
+use rows::{Allocated, EventRow, SessionForTurnRow, SessionRow, SessionWithAgentRow, embed};
 
 /// Events per INSERT statement: 2 + 5 × this bound parameters, far below the limits of
 /// both dialects (SQLite 32766, PostgreSQL 65535). A commit holds a handful of events;
 /// only an unusually large batch takes more than one statement.
 const EVENTS_PER_STATEMENT: usize = 1000;
-
-/// A `sessions` row as stored.
-#[derive(Debug, FromRow)]
-struct SessionRow {
-    id: String,
-    workspace_id: String,
-    status: String,
-    #[sqlx(try_from = "String")]
-    body: JsonText,
-    agent_id: Option<String>,
-    agent_version: Option<i64>,
-    #[sqlx(try_from = "String")]
-    usage: JsonText,
-    next_seq: i64,
-    created_at_ms: i64,
-    updated_at_ms: i64,
-    archived_at_ms: Option<i64>,
-    active_ms: i64,
-    running_since_ms: Option<i64>,
-    inbox_version: i64,
-    resources_revision: i64,
-    agent_snapshot_id: Option<String>,
-    child_threads: i64,
-}
-
-impl From<SessionRow> for Session {
-    fn from(row: SessionRow) -> Self {
-        Session {
-            id: row.id,
-            workspace_id: row.workspace_id,
-            status: row.status,
-            body: row.body.0,
-            agent_id: row.agent_id,
-            agent_version: row.agent_version,
-            usage: row.usage.0,
-            next_seq: row.next_seq,
-            created_at_ms: row.created_at_ms,
-            updated_at_ms: row.updated_at_ms,
-            archived_at_ms: row.archived_at_ms,
-            active_ms: row.active_ms,
-            running_since_ms: row.running_since_ms,
-            inbox_version: row.inbox_version,
-            resources_revision: row.resources_revision,
-            agent_snapshot_id: row.agent_snapshot_id,
-            child_threads: row.child_threads,
-        }
-    }
-}
-
-/// A session read with its agent snapshot (`select_session.sql`).
-#[derive(Debug, FromRow)]
-struct SessionWithAgentRow {
-    #[sqlx(flatten)]
-    session: SessionRow,
-    agent_snapshot: Option<String>,
-}
-
-impl TryFrom<SessionWithAgentRow> for Session {
-    type Error = StoreError;
-
-    fn try_from(row: SessionWithAgentRow) -> StoreResult<Session> {
-        let mut session = Session::from(row.session);
-        if let Some(agent) = row.agent_snapshot {
-            embed(&mut session.body, JsonText::try_from(agent)?.0);
-        }
-        Ok(session)
-    }
-}
-
-/// A `session_events` row as stored.
-#[derive(Debug, FromRow)]
-struct EventRow {
-    session_id: String,
-    seq: i64,
-    event_id: String,
-    thread_id: String,
-    #[sqlx(rename = "type")]
-    kind: String,
-    #[sqlx(try_from = "String")]
-    body: JsonText,
-    processed_at_ms: i64,
-}
-
-impl From<EventRow> for StoredEvent {
-    fn from(row: EventRow) -> Self {
-        StoredEvent {
-            session_id: row.session_id,
-            seq: row.seq,
-            event_id: row.event_id,
-            thread_id: row.thread_id,
-            kind: row.kind,
-            body: row.body.0,
-            processed_at_ms: row.processed_at_ms,
-        }
-    }
-}
-
-/// What `allocate_seq.sql` returns: the counter after the allocation, the usage
-/// projection before it, whether the session has child threads, its status, and whether
-/// the append starts a turn while an outcome waits for one.
-#[derive(Debug, FromRow)]
-struct Allocated {
-    next_seq: i64,
-    #[sqlx(try_from = "String")]
-    usage: JsonText,
-    capture_level: Option<String>,
-    captured_through_seq: i64,
-    workspace_id: String,
-    child_threads: i64,
-    status: String,
-    webhook_subscriptions: i64,
-    outcomes_pending: i64,
-    inbox_version: i64,
-}
-
-fn embed(body: &mut Value, agent: Value) {
-    if let Some(map) = body.as_object_mut() {
-        map.insert("agent".into(), agent);
-    }
-}
 
 /// Moves the body's `agent` into `agent_snapshots` (inside the caller's transaction)
 /// and returns its snapshot id with the agent; a body without an agent object has none.
@@ -519,6 +403,7 @@ impl SessionStore for SqlStore {
                     .filter(|level| *level < capture::Level::Full)
                     .map(capture::Level::as_str),
             )
+            .bind(body["environment_id"].as_str())
             .fetch_one(&mut *tx)
             .await?;
         sqlx::query(include_str!("../../queries/sessions/insert_primary_thread.sql"))
@@ -534,6 +419,16 @@ impl SessionStore for SqlStore {
 
     async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Session>> {
         self.select_session(id, Some(workspace_id)).await
+    }
+
+    async fn get_session_for_turn(&self, workspace_id: &str, id: &str) -> StoreResult<Option<SessionForTurn>> {
+        let row: Option<SessionForTurnRow> =
+            sqlx::query_as(include_str!("../../queries/sessions/select_session_for_turn.sql"))
+                .bind(id)
+                .bind(workspace_id)
+                .fetch_optional(&self.readers)
+                .await?;
+        row.map(SessionForTurn::try_from).transpose()
     }
 
     async fn load_session(&self, id: &str) -> StoreResult<Option<Session>> {

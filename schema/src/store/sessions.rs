@@ -4,6 +4,20 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::StoreResult;
+use crate::store::ResourceState;
+
+/// A session read for admitting a turn ([`SessionStore::get_session_for_turn`]): the
+/// session, and the state of the agent and the environment its row names, read with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionForTurn {
+    /// The session, as [`SessionStore::get_session`] reads it.
+    pub session: Session,
+    /// The agent id the row names (its `agent_id`) and that agent's state; `None` as the
+    /// state: the workspace has no such agent. `None`: the row names no agent.
+    pub agent: Option<(String, Option<ResourceState>)>,
+    /// Likewise the environment the session was created in.
+    pub environment: Option<(String, Option<ResourceState>)>,
+}
 
 /// A session row; the wire body holds everything not queried or fenced.
 #[derive(Debug, Clone, PartialEq)]
@@ -242,6 +256,10 @@ pub trait SessionStore: Send + Sync {
 
     /// Reads a session of a workspace.
     async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Session>>;
+
+    /// Reads a session of a workspace with the state of its agent and environment, in
+    /// one read: what admitting a turn checks.
+    async fn get_session_for_turn(&self, workspace_id: &str, id: &str) -> StoreResult<Option<SessionForTurn>>;
 
     /// Reads a session by id alone, for workers (which hold a claim, not a workspace).
     async fn load_session(&self, id: &str) -> StoreResult<Option<Session>>;

@@ -185,3 +185,57 @@ conformance!(capped_children_stay_under_the_cap_even_when_racing, |store, _clock
     let elsewhere = store.create_capped_child(child("ws_other", &parent), "tunnel", 5).await;
     assert!(matches!(elsewhere, Err(StoreError::NotFound { .. })), "another workspace's parent: {elsewhere:?}");
 });
+
+conformance!(a_session_for_turn_carries_its_agent_and_environment_state, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let new = |kind: &str, body: serde_json::Value| NewResource {
+        id: agentd_schema::ids::new_id(kind),
+        workspace_id: workspace.id.clone(),
+        kind: kind.into(),
+        parent_id: None,
+        body,
+        versioned: kind == "agent",
+    };
+    let agent = store.create_resource(new("agent", json!({ "name": "a" }))).await.unwrap();
+    let environment = store.create_resource(new("environment", json!({ "name": "e" }))).await.unwrap();
+    let session = |id: &str, agent_id: &str, environment_id: &str| NewSession {
+        id: id.into(),
+        workspace_id: workspace.id.clone(),
+        status: "idle".into(),
+        body: json!({ "environment_id": environment_id }),
+        agent_id: Some(agent_id.into()),
+        agent_version: Some(1),
+    };
+    let created = store.create_session(session("sesn_turn", &agent.id, &environment.id)).await.unwrap();
+    let read = store.get_session_for_turn(&workspace.id, "sesn_turn").await.unwrap().unwrap();
+    assert_eq!(read.session, store.get_session(&workspace.id, "sesn_turn").await.unwrap().unwrap());
+    assert_eq!(read.session.id, created.id);
+    let (agent_id, agent_state) = read.agent.clone().unwrap();
+    assert_eq!(agent_id, agent.id);
+    let agent_state = agent_state.unwrap();
+    assert!(agent_state.kind == "agent" && !agent_state.disabled && agent_state.archived_at_ms.is_none());
+    let (environment_id, environment_state) = read.environment.clone().unwrap();
+    assert_eq!(
+        (environment_id.as_str(), environment_state.unwrap().kind.as_str()),
+        (environment.id.as_str(), "environment")
+    );
+
+    // Disabled, archived: seen as they are now.
+    let disabled = json!({ "name": "a", "disabled_at": "2026-12-02T00:00:00Z" });
+    store.update_resource(agent_update(&workspace.id, &agent.id, 1, disabled)).await.unwrap();
+    store.archive_resource(&workspace.id, "environment", &environment.id).await.unwrap();
+    let read = store.get_session_for_turn(&workspace.id, "sesn_turn").await.unwrap().unwrap();
+    assert!(read.agent.unwrap().1.unwrap().disabled);
+    assert!(read.environment.unwrap().1.unwrap().archived_at_ms.is_some());
+
+    // Named but missing (or of another kind, or another workspace's): no state.
+    let other = store.ensure_workspace("acme", "other").await.unwrap();
+    let foreign = NewResource { workspace_id: other.id.clone(), ..new("agent", json!({ "name": "f" })) };
+    let foreign = store.create_resource(foreign).await.unwrap();
+    store.create_session(session("sesn_missing", &foreign.id, &agent.id)).await.unwrap();
+    let read = store.get_session_for_turn(&workspace.id, "sesn_missing").await.unwrap().unwrap();
+    assert_eq!(read.agent, Some((foreign.id.clone(), None)));
+    assert_eq!(read.environment, Some((agent.id.clone(), None)));
+    // Another workspace's session is not found.
+    assert!(store.get_session_for_turn(&other.id, "sesn_turn").await.unwrap().is_none());
+});
