@@ -119,6 +119,74 @@ macro_rules! store_conformance {
     };
 }
 
+/// A one-connection pool on `url` holding the dialect's schema as it was before
+/// migration `version` ([`migrations_before`]), with organization `org_1` and its
+/// workspace `wrkspc_1`: the start of every test of a migration on existing data.
+pub async fn old_schema(url: &str, dialect: &str, version: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let old = sqlx::migrate::Migrator::new(migrations_before(dialect, version, dir.path())).await.expect("migrator");
+    let pool = sqlx::any::AnyPoolOptions::new().max_connections(1).connect(url).await.expect("connect");
+    old.run(&pool).await.expect("the schema before the migration");
+    for statement in [
+        "INSERT INTO organizations (id, name, created_at_ms) VALUES ('org_1', 'acme', 0)",
+        "INSERT INTO workspaces (id, organization_id, name, created_at_ms) VALUES ('wrkspc_1', 'org_1', 'default', 0)",
+    ] {
+        sqlx::query(statement).execute(&pool).await.expect("organization and workspace");
+    }
+    pool
+}
+
+/// Runs `check(url, dialect)` on an empty, unmigrated database of `kind`: a SQLite file
+/// in a temp dir, or a fresh PostgreSQL database named after `prefix`, dropped after
+/// `check` even when it panics (the panic is then resumed). The migration tests build
+/// the old schema on it themselves ([`migrations_before`]), through [`dialect_tests!`](crate::dialect_tests).
+pub async fn on_empty_database<F, Fut>(kind: Kind, prefix: &str, check: F)
+where
+    F: FnOnce(String, &'static str) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    use futures::FutureExt;
+    match kind {
+        Kind::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
+            check(url, "sqlite").await;
+        }
+        Kind::Postgres => {
+            let (url, database) = create_postgres_database(prefix).await;
+            let outcome = std::panic::AssertUnwindSafe(check(url, "postgres")).catch_unwind().await;
+            drop_postgres_database(&database).await;
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+}
+
+/// Defines `sqlite` and `postgres` tests that run `$check(url, dialect)` on an empty
+/// database of each ([`on_empty_database`](crate::stores::on_empty_database)).
+#[macro_export]
+macro_rules! dialect_tests {
+    ($check:path, $prefix:literal) => {
+        #[tokio::test]
+        async fn sqlite() {
+            $crate::stores::on_empty_database($crate::stores::Kind::Sqlite, $prefix, |url, dialect| async move {
+                $check(&url, dialect).await
+            })
+            .await;
+        }
+
+        #[tokio::test]
+        async fn postgres() {
+            $crate::stores::on_empty_database($crate::stores::Kind::Postgres, $prefix, |url, dialect| async move {
+                $check(&url, dialect).await
+            })
+            .await;
+        }
+    };
+}
+
 /// The dialect's (`postgres`, `sqlite`) migrations numbered before `version`, copied into
 /// `into`: a migrator for the schema as it was, to test a migration on existing data.
 pub fn migrations_before(dialect: &str, version: &str, into: &std::path::Path) -> std::path::PathBuf {

@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use agentd_schema::store::prelude::*;
 use agentd_schema::{ConnectOptions, ManualClock, SessionQuery, SqlStore};
-use agentd_tests::stores::{create_postgres_database, drop_postgres_database};
 use serde_json::{Value, json};
-use sqlx::any::AnyPoolOptions;
 
 /// The migration under test; the ones before it build the old schema.
 const VERSION: &str = "0012";
@@ -19,23 +17,7 @@ fn agent(id: &str, version: i64, system: &str) -> Value {
 }
 
 async fn migrates_existing_sessions(url: &str, dialect: &str) {
-    sqlx::any::install_default_drivers();
-    let dir = tempfile::tempdir().unwrap();
-    let old = sqlx::migrate::Migrator::new(agentd_tests::stores::migrations_before(dialect, VERSION, dir.path()))
-        .await
-        .unwrap();
-    let pool = AnyPoolOptions::new().max_connections(1).connect(url).await.unwrap();
-    old.run(&pool).await.unwrap();
-    sqlx::query("INSERT INTO organizations (id, name, created_at_ms) VALUES ('org_1', 'acme', 0)")
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query(
-        "INSERT INTO workspaces (id, organization_id, name, created_at_ms) VALUES ('wrkspc_1', 'org_1', 'default', 0)",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    let pool = agentd_tests::stores::old_schema(url, dialect, VERSION).await;
     let shared = agent("agent_a", 1, "shared");
     let rows = [
         ("sesn_01", Some(shared.clone())),
@@ -88,16 +70,4 @@ async fn migrates_existing_sessions(url: &str, dialect: &str) {
     store.close().await;
 }
 
-#[tokio::test]
-async fn sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
-    migrates_existing_sessions(&url, "sqlite").await;
-}
-
-#[tokio::test]
-async fn postgres() {
-    let (url, database) = create_postgres_database("agentd_migrate").await;
-    migrates_existing_sessions(&url, "postgres").await;
-    drop_postgres_database(&database).await;
-}
+agentd_tests::dialect_tests!(migrates_existing_sessions, "agentd_migrate");

@@ -7,23 +7,13 @@ use std::sync::Arc;
 
 use agentd_schema::store::prelude::*;
 use agentd_schema::{ConnectOptions, ManualClock, SqlStore};
-use agentd_tests::stores::{create_postgres_database, drop_postgres_database};
-use sqlx::any::AnyPoolOptions;
 
 /// The migration under test; the ones before it build the old schema.
 const VERSION: &str = "0030";
 
 async fn backfills_existing_sessions(url: &str, dialect: &str) {
-    sqlx::any::install_default_drivers();
-    let dir = tempfile::tempdir().unwrap();
-    let old = sqlx::migrate::Migrator::new(agentd_tests::stores::migrations_before(dialect, VERSION, dir.path()))
-        .await
-        .unwrap();
-    let pool = AnyPoolOptions::new().max_connections(1).connect(url).await.unwrap();
-    old.run(&pool).await.unwrap();
+    let pool = agentd_tests::stores::old_schema(url, dialect, VERSION).await;
     for statement in [
-        "INSERT INTO organizations (id, name, created_at_ms) VALUES ('org_1', 'acme', 0)",
-        "INSERT INTO workspaces (id, organization_id, name, created_at_ms) VALUES ('wrkspc_1', 'org_1', 'default', 0)",
         "INSERT INTO resources (id, workspace_id, kind, version, body, created_at_ms, updated_at_ms, archived_at_ms) \
          VALUES ('env_1', 'wrkspc_1', 'environment', 1, '{}', 0, 0, 5)",
         "INSERT INTO sessions (id, workspace_id, status, body, next_seq, created_at_ms, updated_at_ms) \
@@ -48,16 +38,4 @@ async fn backfills_existing_sessions(url: &str, dialect: &str) {
     store.close().await;
 }
 
-#[tokio::test]
-async fn sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
-    backfills_existing_sessions(&url, "sqlite").await;
-}
-
-#[tokio::test]
-async fn postgres() {
-    let (url, database) = create_postgres_database("agentd_migrate").await;
-    backfills_existing_sessions(&url, "postgres").await;
-    drop_postgres_database(&database).await;
-}
+agentd_tests::dialect_tests!(backfills_existing_sessions, "agentd_migrate");

@@ -6,27 +6,13 @@ use std::sync::Arc;
 
 use agentd_schema::store::prelude::*;
 use agentd_schema::{Confirmation, ConnectOptions, ManualClock, NewEvent, SqlStore, ToolUseKind};
-use agentd_tests::stores::{create_postgres_database, drop_postgres_database};
 use serde_json::{Value, json};
-use sqlx::any::AnyPoolOptions;
 
 /// The migration under test; the ones before it build the old schema.
 const VERSION: &str = "0013";
 
 async fn backfills_existing_histories(url: &str, dialect: &str) {
-    sqlx::any::install_default_drivers();
-    let dir = tempfile::tempdir().unwrap();
-    let old = sqlx::migrate::Migrator::new(agentd_tests::stores::migrations_before(dialect, VERSION, dir.path()))
-        .await
-        .unwrap();
-    let pool = AnyPoolOptions::new().max_connections(1).connect(url).await.unwrap();
-    old.run(&pool).await.unwrap();
-    for statement in [
-        "INSERT INTO organizations (id, name, created_at_ms) VALUES ('org_1', 'acme', 0)",
-        "INSERT INTO workspaces (id, organization_id, name, created_at_ms) VALUES ('wrkspc_1', 'org_1', 'default', 0)",
-    ] {
-        sqlx::query(statement).execute(&pool).await.unwrap();
-    }
+    let pool = agentd_tests::stores::old_schema(url, dialect, VERSION).await;
     let history: [(&str, &str, Value); 10] = [
         ("sesn_a", "sevt_use_ask", json!({ "type": "agent.tool_use", "name": "bash", "evaluated_permission": "ask" })),
         ("sesn_a", "sevt_use_custom", json!({ "type": "agent.custom_tool_use", "name": "lookup" })),
@@ -109,16 +95,4 @@ async fn backfills_existing_histories(url: &str, dialect: &str) {
     store.close().await;
 }
 
-#[tokio::test]
-async fn backfill_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
-    backfills_existing_histories(&url, "sqlite").await;
-}
-
-#[tokio::test]
-async fn backfill_postgres() {
-    let (url, database) = create_postgres_database("agentd_backfill").await;
-    backfills_existing_histories(&url, "postgres").await;
-    drop_postgres_database(&database).await;
-}
+agentd_tests::dialect_tests!(backfills_existing_histories, "agentd_backfill");

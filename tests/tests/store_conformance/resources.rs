@@ -103,16 +103,21 @@ conformance!(updating_a_missing_resource_is_not_found, |store, _clock| async mov
     assert!(matches!(missing, Err(StoreError::NotFound { .. })), "{missing:?}");
 });
 
-conformance!(resource_states_read_archive_and_disable_without_bodies, |store, _clock| async move {
-    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
-    let new = |kind: &str, body: serde_json::Value| NewResource {
+/// A new resource of `kind` with no parent, versioned if it is an agent.
+fn top_level(workspace_id: &str, kind: &str, body: serde_json::Value) -> NewResource {
+    NewResource {
         id: agentd_schema::ids::new_id(kind),
-        workspace_id: workspace.id.clone(),
+        workspace_id: workspace_id.to_owned(),
         kind: kind.into(),
         parent_id: None,
         body,
         versioned: kind == "agent",
-    };
+    }
+}
+
+conformance!(resource_states_read_archive_and_disable_without_bodies, |store, _clock| async move {
+    let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+    let new = |kind: &str, body: serde_json::Value| top_level(&workspace.id, kind, body);
     let agent = store.create_resource(new("agent", json!({ "name": "a", "disabled_at": null }))).await.unwrap();
     let environment = store.create_resource(new("environment", json!({ "name": "e" }))).await.unwrap();
     let wanted = [("agent", agent.id.as_str()), ("environment", environment.id.as_str())];
@@ -188,14 +193,7 @@ conformance!(capped_children_stay_under_the_cap_even_when_racing, |store, _clock
 
 conformance!(a_session_for_turn_carries_its_agent_and_environment_state, |store, _clock| async move {
     let workspace = store.ensure_workspace("acme", "default").await.unwrap();
-    let new = |kind: &str, body: serde_json::Value| NewResource {
-        id: agentd_schema::ids::new_id(kind),
-        workspace_id: workspace.id.clone(),
-        kind: kind.into(),
-        parent_id: None,
-        body,
-        versioned: kind == "agent",
-    };
+    let new = |kind: &str, body: serde_json::Value| top_level(&workspace.id, kind, body);
     let agent = store.create_resource(new("agent", json!({ "name": "a" }))).await.unwrap();
     let environment = store.create_resource(new("environment", json!({ "name": "e" }))).await.unwrap();
     let session = |id: &str, agent_id: &str, environment_id: &str| NewSession {
@@ -230,8 +228,7 @@ conformance!(a_session_for_turn_carries_its_agent_and_environment_state, |store,
 
     // Named but missing (or of another kind, or another workspace's): no state.
     let other = store.ensure_workspace("acme", "other").await.unwrap();
-    let foreign = NewResource { workspace_id: other.id.clone(), ..new("agent", json!({ "name": "f" })) };
-    let foreign = store.create_resource(foreign).await.unwrap();
+    let foreign = store.create_resource(top_level(&other.id, "agent", json!({ "name": "f" }))).await.unwrap();
     store.create_session(session("sesn_missing", &foreign.id, &agent.id)).await.unwrap();
     let read = store.get_session_for_turn(&workspace.id, "sesn_missing").await.unwrap().unwrap();
     assert_eq!(read.agent, Some((foreign.id.clone(), None)));
