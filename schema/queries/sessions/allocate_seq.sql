@@ -27,10 +27,19 @@
 -- `inbox_version` tells a worker ending a turn whether messages were queued meanwhile
 -- (`RunStore::settle_if_current`).
 --
+-- The usage projection may be written here too, saving `update_usage.sql`: `$7` is the
+-- new total the caller computed from the usage the session had when `next_seq` was `$6`
+-- (`sessions/known_usage.rs`). Only appends write `usage`, and every append moves
+-- `next_seq` forward, so a session whose `next_seq` is still `$6` still has that usage:
+-- the total is written exactly then. The caller tells from the returned `next_seq`
+-- whether it was (`next_seq - $2 = $6`) and otherwise adds to the returned `usage`.
+--
 -- $1 session id, $2 count, $3 now (ms), $4 new status or NULL, $5 LIKE pattern of a
--- pending outcome
+-- pending outcome, $6 the `next_seq` the caller's usage was read at or NULL, $7 the
+-- usage to write if it still is (JSON text) or NULL
 UPDATE sessions
 SET next_seq         = next_seq + $2,
+    usage            = CASE WHEN next_seq = $6 THEN $7 ELSE usage END,
     updated_at_ms    = $3,
     status           = CASE WHEN child_threads = 0 THEN COALESCE($4, status) ELSE status END,
     active_ms        = CASE

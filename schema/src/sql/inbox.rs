@@ -163,10 +163,9 @@ impl InboxStore for SqlStore {
     }
 
     async fn commit_with_inbox(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
-        let now = self.now();
         let mut tx = self.primary.begin().await?;
         let mut taken = take(&mut tx, &claim.session_id, &claim.thread_id).await?;
         taken.extend(events);
-        Ok(runs::commit_in(tx, claim, taken, None, now).await?.events)
+        Ok(runs::commit_in(self, tx, claim, taken, None).await?.events)
     }
 }

@@ -90,6 +90,8 @@ pub struct SqlStore {
     readers: AnyPool,
     backend: Backend,
     clock: Arc<dyn Clock>,
+    /// Sessions' usage as this process's run commits last committed it.
+    known_usage: sessions::KnownUsage,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -163,7 +165,7 @@ impl SqlStore {
         };
         if backend == Backend::Postgres {
             let primary = pool().connect(&options.url).await?;
-            return Ok(Self { readers: primary.clone(), primary, backend, clock });
+            return Ok(Self { readers: primary.clone(), primary, backend, clock, known_usage: Default::default() });
         }
         let url = if options.url.contains("mode=") {
             options.url.clone()
@@ -175,7 +177,7 @@ impl SqlStore {
         let primary =
             pool().max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?;
         let readers = pool().connect(&url).await?;
-        Ok(Self { primary, readers, backend, clock })
+        Ok(Self { primary, readers, backend, clock, known_usage: Default::default() })
     }
 
     /// Applies pending migrations. On PostgreSQL an advisory lock serializes

@@ -122,17 +122,20 @@ pub(super) async fn enqueue(
 
 /// Commits `events` under `claim` inside `tx` (which may already hold the session row:
 /// the live inbox is taken first) and, when given, settles the attempt; the epoch check
-/// guards it all. Commits `tx`.
+/// guards it all. Commits `tx`. The usage the commit leaves is remembered for the
+/// claim's next commit (`sessions::KnownUsage`).
 pub(super) async fn commit_in(
+    store: &SqlStore,
     mut tx: Transaction<'_, Any>,
     claim: &Claim,
     events: Vec<NewEvent>,
     settlement: Option<Settlement>,
-    now: i64,
 ) -> StoreResult<Settled> {
+    let now = store.now();
     // Lock order session → run (see allocate_seq.sql); a fenced outcome rolls the
     // appended events back with the rest of the transaction.
-    let stored = sessions::append(&mut tx, &claim.session_id, events, now).await?;
+    let known = store.known_usage.get(&claim.session_id);
+    let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now, known).await?;
     let status = match fence_or_settle(&mut tx, claim, settlement, now).await {
         Ok(status) => status,
         Err(error) => {
@@ -146,7 +149,10 @@ pub(super) async fn commit_in(
     crate::faults::crash_point(before);
     tx.commit().await?;
     crate::faults::crash_point(after);
-    Ok(Settled { events: stored, status })
+    if let Some(usage) = appended.usage {
+        store.known_usage.record(&claim.session_id, usage);
+    }
+    Ok(Settled { events: appended.events, status })
 }
 
 /// The run write of a transaction under `claim`: `fence_run.sql`, or with a settlement
@@ -414,12 +420,12 @@ impl RunStore for SqlStore {
 
     async fn commit(&self, claim: &Claim, events: Vec<NewEvent>) -> StoreResult<Vec<StoredEvent>> {
         let tx = self.primary.begin().await?;
-        Ok(commit_in(tx, claim, events, None, self.now()).await?.events)
+        Ok(commit_in(self, tx, claim, events, None).await?.events)
     }
 
     async fn settle(&self, claim: &Claim, events: Vec<NewEvent>, settlement: Settlement) -> StoreResult<Settled> {
         let tx = self.primary.begin().await?;
-        commit_in(tx, claim, events, Some(settlement), self.now()).await
+        commit_in(self, tx, claim, events, Some(settlement)).await
     }
 
     async fn settle_if_current(
@@ -434,12 +440,12 @@ impl RunStore for SqlStore {
         // The same order as `commit_in` (session → run). The append's lock of the session
         // row shows the inbox as it is, the settle's answer whether input arrived; only
         // then is the transaction undone.
-        let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now).await?;
+        let known = self.known_usage.get(&claim.session_id);
+        let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now, known).await?;
         if appended.inbox_version.is_some_and(|seen| seen != inbox_version) {
             tx.rollback().await?;
             return Ok(None);
         }
-        let stored = appended.events;
         let status = match fence_or_settle(&mut tx, claim, Some(settlement), now).await {
             Ok(RunStatus::Pending) => {
                 tx.rollback().await?;
@@ -454,7 +460,10 @@ impl RunStore for SqlStore {
         crate::faults::crash_point("settle.before");
         tx.commit().await?;
         crate::faults::crash_point("settle.after");
-        Ok(Some(Settled { events: stored, status }))
+        if let Some(usage) = appended.usage {
+            self.known_usage.record(&claim.session_id, usage);
+        }
+        Ok(Some(Settled { events: appended.events, status }))
     }
 
     async fn handoff(&self, claim: Option<&Claim>, handoff: Handoff) -> StoreResult<HandedOff> {

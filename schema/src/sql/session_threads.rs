@@ -113,7 +113,7 @@ pub(super) async fn project(
         if let Some(status) = status_of(&event.kind, primary) {
             changes.entry(&event.thread_id).or_default().status = Some((status, event));
         }
-        if usage::spends(event) {
+        if usage::spends(&event.kind, &event.body) {
             changes.entry(&event.thread_id).or_default().spent.push(event);
         }
     }
@@ -135,7 +135,7 @@ pub(super) async fn project(
             (false, Some(text)) => {
                 let mut total = JsonText::try_from(text)?.0;
                 for event in &change.spent {
-                    usage::add_event(&mut total, event);
+                    usage::add_event(&mut total, &event.kind, &event.body);
                 }
                 Some(total.to_string())
             }

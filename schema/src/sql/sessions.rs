@@ -31,7 +31,11 @@ use crate::store::{
 };
 use crate::webhooks::{self, Fact};
 
+mod known_usage;
 mod rows;
+
+use known_usage::Known;
+pub(super) use known_usage::KnownUsage;
 
 use rows::{Allocated, EventRow, SessionForTurnRow, SessionRow, SessionWithAgentRow, embed};
 
@@ -93,7 +97,7 @@ pub(super) async fn append(
     events: Vec<NewEvent>,
     now: i64,
 ) -> StoreResult<Vec<StoredEvent>> {
-    Ok(append_seen(tx, session_id, events, now).await?.events)
+    Ok(append_seen(tx, session_id, events, now, None).await?.events)
 }
 
 /// What an append committed, and what it saw of the session row it locked.
@@ -102,17 +106,23 @@ pub(super) struct Appended {
     pub events: Vec<StoredEvent>,
     /// The session's live-inbox version (`None` for an empty append, which reads nothing).
     pub inbox_version: Option<i64>,
+    /// The session's usage after the append (`None` for an empty append): the caller
+    /// records it in its [`KnownUsage`] once the transaction has committed.
+    pub usage: Option<Known>,
 }
 
-/// [`append`], returning what it saw of the session row too.
+/// [`append`], returning what it saw of the session row too. Given the session's usage
+/// as last committed (`known`), an append that spends writes the new total with its
+/// allocation instead of with `update_usage.sql`, unless the session moved on since.
 pub(super) async fn append_seen(
     tx: &mut Transaction<'_, Any>,
     session_id: &str,
     events: Vec<NewEvent>,
     now: i64,
+    known: Option<Known>,
 ) -> StoreResult<Appended> {
     if events.is_empty() {
-        return Ok(Appended { events: Vec::new(), inbox_version: None });
+        return Ok(Appended { events: Vec::new(), inbox_version: None, usage: None });
     }
     let count = events.len() as i64;
     // Only the primary thread's status is the session's status; the last one wins (the
@@ -122,12 +132,18 @@ pub(super) async fn append_seen(
         .rev()
         .filter(|event| event.thread_id == session_id)
         .find_map(|event| session_threads::status_of(&event.kind, true));
+    let offer = match known {
+        Some(known) => spent_on(&known.usage, &events)?.map(|total| (known.next_seq, total)),
+        None => None,
+    };
     let allocated = sqlx::query(include_str!("../../queries/sessions/allocate_seq.sql"))
         .bind(session_id)
         .bind(count)
         .bind(now)
         .bind(status)
         .bind(format!("%{}%", outcome_projection::PENDING_MARK))
+        .bind(offer.as_ref().map(|(at, _)| *at))
+        .bind(offer.as_ref().map(|(_, total)| total.as_str()))
         .fetch_optional(&mut **tx)
         .await?;
     let Some(allocated) = allocated else {
@@ -146,6 +162,23 @@ pub(super) async fn append_seen(
         inbox_version,
     } = Allocated::from_row(&allocated)?;
     let first = next_seq - count;
+    // The allocation wrote the offered total exactly when the counter was where the
+    // offer was read (`known_usage.rs`); otherwise `usage` is the session's, and the
+    // append adds to it here.
+    let usage = match offer {
+        Some((at, total)) if at == first => total,
+        _ => match spent_on(&usage, &events)? {
+            Some(total) if total != usage => {
+                sqlx::query(include_str!("../../queries/sessions/update_usage.sql"))
+                    .bind(session_id)
+                    .bind(&total)
+                    .execute(&mut **tx)
+                    .await?;
+                total
+            }
+            _ => usage,
+        },
+    };
     let stored: Vec<StoredEvent> = events
         .into_iter()
         .enumerate()
@@ -161,18 +194,6 @@ pub(super) async fn append_seen(
         .collect();
     for chunk in stored.chunks(EVENTS_PER_STATEMENT) {
         insert_events(tx, session_id, chunk, now).await?;
-    }
-    let mut usage = usage.0;
-    let mut usage_changed = false;
-    for event in &stored {
-        usage_changed |= usage::add_event(&mut usage, event);
-    }
-    if usage_changed {
-        sqlx::query(include_str!("../../queries/sessions/update_usage.sql"))
-            .bind(session_id)
-            .bind(usage.to_string())
-            .execute(&mut **tx)
-            .await?;
     }
     // With child threads, each thread's row follows its own events and the session's
     // status follows the rows (ADR 0022 §7); a single-agent append skips this.
@@ -197,7 +218,21 @@ pub(super) async fn append_seen(
         let through = stored.last().map_or(end.seq, |last| last.seq);
         capture_turn(tx, session_id, captured_through_seq, through, level).await?;
     }
-    Ok(Appended { events: stored, inbox_version: Some(inbox_version) })
+    Ok(Appended { events: stored, inbox_version: Some(inbox_version), usage: Some(Known { next_seq, usage }) })
+}
+
+/// The usage total `usage` (JSON text) with what `events` spend added, or `None` when
+/// they spend nothing. A corrupt total is an error.
+fn spent_on(usage: &str, events: &[NewEvent]) -> StoreResult<Option<String>> {
+    let spending = || events.iter().filter(|event| usage::spends(&event.kind, &event.body));
+    if spending().next().is_none() {
+        return Ok(None);
+    }
+    let mut total = JsonText::try_from(usage.to_owned())?.0;
+    for event in spending() {
+        usage::add_event(&mut total, &event.kind, &event.body);
+    }
+    Ok(Some(total.to_string()))
 }
 
 /// Keeps the session's `outcome_evaluations` (in its body) in step with the outcome

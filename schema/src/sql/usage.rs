@@ -5,7 +5,6 @@
 use serde_json::{Value, json};
 
 use crate::events::{MODEL_KEY, MODEL_USAGE_KEY, MODELS_KEY};
-use crate::store::StoredEvent;
 
 /// Adds one model usage (`span.model_request_end`'s `model_usage` shape) to a
 /// cumulative usage object.
@@ -37,19 +36,19 @@ fn add_on_model(total: &mut Value, model: Option<&str>, model_usage: &Value) {
 /// outcome grader's tokens (docs/api/outcomes.md), a web tool call that went out
 /// (`server_tool_use`, `web.rs`) and the advisor's call (`agent.tool_result` with
 /// `_model_usage`).
-pub(super) fn add_event(total: &mut Value, event: &StoredEvent) -> bool {
-    match event.kind.as_str() {
+pub(super) fn add_event(total: &mut Value, kind: &str, body: &Value) -> bool {
+    match kind {
         "span.model_request_end" => {
-            add_on_model(total, event.body[MODEL_KEY].as_str(), &event.body["model_usage"]);
+            add_on_model(total, body[MODEL_KEY].as_str(), &body["model_usage"]);
             true
         }
         "span.outcome_evaluation_end" => {
-            add(total, &event.body["usage"]);
+            add(total, &body["usage"]);
             true
         }
         "agent.tool_result" => {
-            let mut changed = crate::web::count_server_tool_use(total, &event.body);
-            let spent = &event.body[MODEL_USAGE_KEY];
+            let mut changed = crate::web::count_server_tool_use(total, body);
+            let spent = &body[MODEL_USAGE_KEY];
             if spent.is_object() {
                 add_on_model(total, spent["model"].as_str(), &spent["usage"]);
                 changed = true;
@@ -60,25 +59,18 @@ pub(super) fn add_event(total: &mut Value, event: &StoredEvent) -> bool {
     }
 }
 
-/// Whether `event` spends anything ([`add_event`] would change a usage object).
-pub(super) fn spends(event: &StoredEvent) -> bool {
-    add_event(&mut json!({}), event)
+/// Whether an event spends anything ([`add_event`] would change a usage object).
+pub(super) fn spends(kind: &str, body: &Value) -> bool {
+    add_event(&mut json!({}), kind, body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn stored(body: Value) -> StoredEvent {
-        StoredEvent {
-            session_id: "sesn_a".into(),
-            seq: 1,
-            event_id: "sevt_a".into(),
-            thread_id: "sesn_a".into(),
-            kind: body["type"].as_str().unwrap_or_default().into(),
-            body,
-            processed_at_ms: 0,
-        }
+    /// Adds `body` (an event, typed by its `type`) to `total`.
+    fn add_body(total: &mut Value, body: Value) -> bool {
+        add_event(total, body["type"].as_str().unwrap_or_default(), &body)
     }
 
     #[test]
@@ -86,10 +78,10 @@ mod tests {
         let usage = json!({ "input_tokens": 10, "output_tokens": 2, "cache_read_input_tokens": 1,
                             "cache_creation_input_tokens": 3 });
         let mut total = json!({});
-        assert!(add_event(&mut total, &stored(json!({ "type": "span.model_request_end", "model_usage": usage }))));
+        assert!(add_body(&mut total, json!({ "type": "span.model_request_end", "model_usage": usage })));
         assert!(total.get(MODELS_KEY).is_none());
         let span = json!({ "type": "span.model_request_end", "model_usage": usage, "_model": "small" });
-        assert!(add_event(&mut total, &stored(span)));
+        assert!(add_body(&mut total, span));
         assert_eq!(total["input_tokens"], 20);
         assert_eq!(total["cache_creation"]["ephemeral_5m_input_tokens"], 6);
         assert_eq!(total[MODELS_KEY]["small"]["input_tokens"], 10);
@@ -101,13 +93,13 @@ mod tests {
         let mut total = json!({});
         let advice = json!({ "type": "agent.tool_result", "tool_use_id": "sevt_x",
                              "_model_usage": { "model": "big", "usage": { "input_tokens": 7, "output_tokens": 1 } } });
-        assert!(add_event(&mut total, &stored(advice)));
+        assert!(add_body(&mut total, advice));
         assert_eq!(
             (total["input_tokens"].as_i64(), total[MODELS_KEY]["big"]["input_tokens"].as_i64()),
             (Some(7), Some(7))
         );
         let plain = json!({ "type": "agent.tool_result", "tool_use_id": "sevt_y" });
-        assert!(!add_event(&mut total, &stored(plain)));
-        assert!(!add_event(&mut total, &stored(json!({ "type": "agent.message" }))));
+        assert!(!add_body(&mut total, plain));
+        assert!(!add_body(&mut total, json!({ "type": "agent.message" })));
     }
 }

@@ -136,13 +136,7 @@ conformance!(status_and_usage_follow_committed_events, |store, _clock| async mov
     let (workspace, session) = session(store.as_ref()).await;
     let run = submit(store.as_ref(), &session, "hi").await.run_id;
     let held = claim(store.as_ref(), &run, "worker-a").await;
-    let usage = |input: i64, output: i64| NewEvent {
-        event_id: agentd_schema::ids::new_id("sevt"),
-        thread_id: session.clone(),
-        kind: "span.model_request_end".into(),
-        body: json!({ "type": "span.model_request_end", "model_usage": {
-            "input_tokens": input, "output_tokens": output, "cache_read_input_tokens": 1, "cache_creation_input_tokens": 2 } }),
-    };
+    let usage = |input: i64, output: i64| spent(&session, input, output);
     store.commit(&held, vec![status_event(&session, "session.status_running"), usage(10, 5)]).await.unwrap();
     let running = store.get_session(&workspace, &session).await.unwrap().unwrap();
     assert_eq!(running.status, "running");
@@ -156,6 +150,53 @@ conformance!(status_and_usage_follow_committed_events, |store, _clock| async mov
     assert_eq!(idle.usage["output_tokens"], 9);
     assert_eq!(idle.usage["cache_read_input_tokens"], 2);
     assert_eq!(idle.usage["cache_creation"]["ephemeral_5m_input_tokens"], 4);
+});
+
+/// A model request's end on `thread` that spent `input` and `output` tokens (and one
+/// cache-read and two cache-creation tokens).
+fn spent(thread: &str, input: i64, output: i64) -> NewEvent {
+    NewEvent {
+        event_id: agentd_schema::ids::new_id("sevt"),
+        thread_id: thread.to_owned(),
+        kind: "span.model_request_end".into(),
+        body: json!({ "type": "span.model_request_end", "model_usage": {
+            "input_tokens": input, "output_tokens": output, "cache_read_input_tokens": 1, "cache_creation_input_tokens": 2 } }),
+    }
+}
+
+// A run's commit that spends writes the usage total with its allocation when it knows
+// the session's usage from the claim's last commit; the total must be the same sum
+// when others appended in between, and when a commit that spent was fenced.
+conformance!(usage_adds_up_whoever_appended_in_between, |store, clock| async move {
+    let (workspace, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let old = claim(store.as_ref(), &run, "worker-a").await;
+    store.commit(&old, vec![status_event(&session, "session.status_running")]).await.unwrap();
+    store.commit(&old, vec![spent(&session, 10, 1)]).await.unwrap();
+    // Directly after the claim's own commit.
+    store.commit(&old, vec![spent(&session, 20, 2)]).await.unwrap();
+    // After input appended by someone else.
+    submit(store.as_ref(), &session, "more").await;
+    store.commit(&old, vec![spent(&session, 40, 4)]).await.unwrap();
+    // A reclaim's commits, then the old owner's commit that spends, fenced.
+    clock.advance(LEASE_MS + 1);
+    let new = claim(store.as_ref(), &run, "worker-b").await;
+    store.commit(&new, vec![spent(&session, 80, 8)]).await.unwrap();
+    let fenced = store.commit(&old, vec![spent(&session, 1_000, 100)]).await;
+    assert!(matches!(fenced, Err(StoreError::Fenced { .. })), "{fenced:?}");
+    store.commit(&new, vec![agent_event(&session, "still here")]).await.unwrap();
+    store
+        .settle(
+            &new,
+            vec![spent(&session, 160, 16), status_event(&session, "session.status_idle")],
+            Settlement::Awaiting,
+        )
+        .await
+        .unwrap();
+    let usage = store.get_session(&workspace, &session).await.unwrap().unwrap().usage;
+    assert_eq!((usage["input_tokens"].as_i64(), usage["output_tokens"].as_i64()), (Some(310), Some(31)), "{usage}");
+    assert_eq!(usage["cache_read_input_tokens"], 5);
+    assert_eq!(usage["cache_creation"]["ephemeral_5m_input_tokens"], 10);
 });
 
 conformance!(input_during_an_attempt_keeps_the_run_runnable, |store, _clock| async move {

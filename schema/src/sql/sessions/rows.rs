@@ -139,13 +139,12 @@ impl From<EventRow> for StoredEvent {
 }
 
 /// What `allocate_seq.sql` returns: the counter after the allocation, the usage
-/// projection before it, whether the session has child threads, its status, and whether
+/// projection (JSON text, as the allocation left it), whether the session has child threads, its status, and whether
 /// the append starts a turn while an outcome waits for one.
 #[derive(Debug, FromRow)]
 pub(super) struct Allocated {
     pub(super) next_seq: i64,
-    #[sqlx(try_from = "String")]
-    pub(super) usage: JsonText,
+    pub(super) usage: String,
     pub(super) capture_level: Option<String>,
     pub(super) captured_through_seq: i64,
     pub(super) workspace_id: String,
