@@ -127,7 +127,7 @@ async fn entry(store: &dyn Store, session: &str) -> Value {
 
 fn spawn_attempt(ctx: &RunContext, mut claim: Claim) -> tokio::task::JoinHandle<AttemptEnd> {
     let ctx = ctx.clone();
-    tokio::spawn(async move { drive(&ctx, None, &mut claim, CancellationToken::new()).await })
+    tokio::spawn(async move { drive(&ctx, None, &mut claim, None, CancellationToken::new()).await })
 }
 
 async fn heartbeats_under_the_claim(kind: Kind) {

@@ -115,7 +115,11 @@ async fn handle(ctx: &RunContext, queue: &dyn Queue, config: &ConsumerConfig, de
     };
     let lease_ms = config.lease.as_millis() as i64;
     loop {
-        let outcome = ctx.store.claim_run(&submission.run_id, &config.owner, lease_ms).await;
+        let (outcome, session) =
+            match ctx.store.claim_run_with_session(&submission.run_id, &config.owner, lease_ms).await {
+                Ok((outcome, session)) => (Ok(outcome), session),
+                Err(error) => (Err(error), None),
+            };
         let label = match &outcome {
             Ok(ClaimOutcome::Claimed(c)) if c.attempts > 0 => "reclaimed",
             Ok(ClaimOutcome::Claimed(_)) => "claimed",
@@ -183,8 +187,10 @@ async fn handle(ctx: &RunContext, queue: &dyn Queue, config: &ConsumerConfig, de
             // Boxed: an attempt's future is large (every step's state), and moved unboxed
             // into the select and this task it was copied each time (callgrind: ~5 % of a
             // turn's instructions in memcpy).
-            let driving =
-                Box::pin(tracing::Instrument::instrument(drive(ctx, Some(queue), &mut driven, cancel.clone()), span));
+            let driving = Box::pin(tracing::Instrument::instrument(
+                drive(ctx, Some(queue), &mut driven, session, cancel.clone()),
+                span,
+            ));
             let heartbeat = heartbeat(ctx, &claim, &delivery, config.lease, &cancel);
             attempt_end(driving, heartbeat, config.relinquish.cancelled()).await
         };

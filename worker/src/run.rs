@@ -101,14 +101,16 @@ impl From<StoreError> for Stop {
 
 /// Drives a claimed run until it parks, is fenced, or cannot continue. `cancel` fires
 /// when the lease is lost. `queue` takes the submissions of the threads a step wakes
-/// (without it, or when it fails, the outbox relay publishes them).
+/// (without it, or when it fails, the outbox relay publishes them). `session` is the
+/// run's session as the claim read it (`RunStore::claim_run_with_session`), if it did.
 pub async fn drive(
     ctx: &RunContext,
     queue: Option<&dyn Queue>,
     claim: &mut Claim,
+    session: Option<Session>,
     cancel: CancellationToken,
 ) -> AttemptEnd {
-    let result = match Attempt::claim(ctx, queue, claim, cancel).await {
+    let result = match Attempt::claim(ctx, queue, claim, session, cancel).await {
         Ok(Some(attempt)) => attempt.run().await,
         // The session was deleted: nothing to do, and nothing to write.
         Ok(None) => Ok(RunStatus::Done),
@@ -175,15 +177,22 @@ impl<'a> Attempt<'a> {
         self.ctx.providers.bound(self.ctx.catalogs.of(&self.workspace_id))
     }
 
-    /// Takes up a claimed run: its session, its bus watchers and its cached history.
-    /// `None` when the session was deleted.
+    /// Takes up a claimed run: its session (as the claim read it, or read now), its bus
+    /// watchers and its cached history. `None` when the session was deleted.
     async fn claim(
         ctx: &'a RunContext,
         queue: Option<&'a dyn Queue>,
         claim: &'a Claim,
+        session: Option<Session>,
         cancel: CancellationToken,
     ) -> Result<Option<Self>, Stop> {
-        let Some(session) = ctx.store.load_session(&claim.session_id).await? else { return Ok(None) };
+        let session = match session {
+            Some(session) => session,
+            None => match ctx.store.load_session(&claim.session_id).await? {
+                Some(session) => session,
+                None => return Ok(None),
+            },
+        };
         let primary = claim.thread_id == claim.session_id;
         let primary_model = session.body["agent"]["model"]["id"].as_str().unwrap_or_default().to_owned();
         let (mut agent, agent_name) = if primary {
@@ -287,7 +296,7 @@ impl<'a> Attempt<'a> {
             }
             // The session row carries the budget and the usage projection; reconciling
             // against it before every step keeps a reached budget from admitting a request.
-            let session = match self.claimed_session.take() {
+            let session = match self.claimed_session.take().filter(|session| self.nothing_appended_since(session)) {
                 Some(session) => session,
                 None => match store.load_session(&self.claim.session_id).await? {
                     Some(session) => session,
@@ -350,6 +359,14 @@ impl<'a> Attempt<'a> {
                 Decision::CallThreads { before, calls } => self.call_threads(&session, before, calls).await?,
             }
         }
+    }
+
+    /// Whether the history holds every event appended to `session` since it was read:
+    /// then the session row (its usage and status) is still as read. A claim's read may
+    /// be older than the history read after it (`claim_run.sql`). A session with child
+    /// threads has events the thread's history does not hold; it is read again.
+    fn nothing_appended_since(&self, session: &Session) -> bool {
+        session.child_threads == 0 && session.next_seq == self.last_seq() + 1
     }
 
     /// Whether this attempt delivers the session's live-inbox messages: they are the

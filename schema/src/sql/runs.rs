@@ -14,7 +14,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{
     Claim, ClaimOutcome, DEFAULT_MAX_ATTEMPTS, HandedOff, Handoff, NewEvent, OutboxMessage, Run, RunStatus, RunStore,
-    Settled, Settlement, StoredEvent, StrandedRun, Submission, Submitted,
+    Session, Settled, Settlement, StoredEvent, StrandedRun, Submission, Submitted,
 };
 
 /// The outbox topic of run submissions.
@@ -354,25 +354,31 @@ impl RunStore for SqlStore {
         Ok(row.map(Run::from))
     }
 
-    async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome> {
+    async fn claim_run_with_session(
+        &self,
+        run_id: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> StoreResult<(ClaimOutcome, Option<Session>)> {
         let now = self.now();
-        let claimed: Result<Option<ClaimRow>, sqlx::Error> =
-            sqlx::query_as(include_str!("../../queries/runs/claim_run.sql"))
-                .bind(run_id)
-                .bind(owner)
-                .bind(now)
-                .bind(lease_ms)
-                .fetch_optional(&self.primary)
-                .await;
+        let claimed = sqlx::query(include_str!("../../queries/runs/claim_run.sql"))
+            .bind(run_id)
+            .bind(owner)
+            .bind(now)
+            .bind(lease_ms)
+            .fetch_optional(&self.primary)
+            .await;
         let row = match claimed {
             Ok(row) => row,
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                return Ok(ClaimOutcome::ThreadBusy);
+                return Ok((ClaimOutcome::ThreadBusy, None));
             }
             Err(other) => return Err(other.into()),
         };
         if let Some(row) = row {
-            return Ok(ClaimOutcome::Claimed(Claim {
+            let session = sessions::session_in(&row)?;
+            let row = ClaimRow::from_row(&row)?;
+            let claim = ClaimOutcome::Claimed(Claim {
                 run_id: run_id.to_owned(),
                 owner: owner.to_owned(),
                 epoch: row.epoch,
@@ -384,15 +390,17 @@ impl RunStore for SqlStore {
                 cancel_requested: row.cancel_requested.0,
                 pause_requested: row.pause_requested.0,
                 lease_until_ms: row.lease_until_ms,
-            }));
+            });
+            return Ok((claim, session));
         }
         // Not claimable: tell a live lease (retry later) from a settled or unknown run.
-        Ok(match self.get_run(run_id).await? {
+        let outcome = match self.get_run(run_id).await? {
             Some(Run { status: RunStatus::Leased, lease_until_ms: Some(lease_until_ms), .. }) => {
                 ClaimOutcome::Held { lease_until_ms }
             }
             _ => ClaimOutcome::Stale,
-        })
+        };
+        Ok((outcome, None))
     }
 
     async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64> {

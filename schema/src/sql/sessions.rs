@@ -19,6 +19,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use sqlx::any::AnyRow;
 use sqlx::{Any, FromRow, Row, Transaction};
 
 use super::{JsonText, SqlStore, session_threads, tool_calls, usage};
@@ -85,6 +86,15 @@ fn with_agent(row: SessionRow, agent: Option<(String, Value)>) -> Session {
         embed(&mut session.body, agent);
     }
     session
+}
+
+/// The session in a row that carries `select_session.sql`'s columns beside others (a
+/// claim's, `claim_run.sql`): `None` when they are NULL, the session being gone.
+pub(super) fn session_in(row: &AnyRow) -> StoreResult<Option<Session>> {
+    if row.try_get::<Option<String>, _>("id")?.is_none() {
+        return Ok(None);
+    }
+    SessionWithAgentRow::from_row(row)?.try_into().map(Some)
 }
 
 /// Appends `events` inside the caller's transaction, numbering them from the session's

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::outbox::OutboxMessage;
-use super::sessions::{NewEvent, StoredEvent};
+use super::sessions::{NewEvent, Session, StoredEvent};
 use crate::error::{StoreError, StoreResult};
 
 /// Where a run is in its life.
@@ -288,7 +288,20 @@ pub trait RunStore: Send + Sync {
 
     /// Claims a run for `lease_ms`, minting a new epoch (see `queries/runs/claim_run.sql`).
     /// At most one claim of a run is live, and at most one run of a thread is leased.
-    async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome>;
+    async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome> {
+        Ok(self.claim_run_with_session(run_id, owner, lease_ms).await?.0)
+    }
+
+    /// [`claim_run`](Self::claim_run), with the run's session as the claim read it, in
+    /// the same statement (`None` unless claimed, or when the session is gone). On
+    /// PostgreSQL a claim that waited for the run's lock may see the session as it was
+    /// before the lock holder's commit: the caller checks it against what it reads next.
+    async fn claim_run_with_session(
+        &self,
+        run_id: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> StoreResult<(ClaimOutcome, Option<Session>)>;
 
     /// Extends the lease of `claim`; returns the new expiry. `Fenced` if it was lost.
     async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> StoreResult<i64>;

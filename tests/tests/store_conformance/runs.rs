@@ -85,6 +85,21 @@ conformance!(expired_lease_is_reclaimed_with_an_attempt_and_fences_the_old_owner
     assert_eq!((third.epoch, third.attempts), (3, 2));
 });
 
+conformance!(a_claim_reads_its_session_as_a_read_would, |store, _clock| async move {
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let (outcome, read) = store.claim_run_with_session(&run, "worker-a", LEASE_MS).await.unwrap();
+    let ClaimOutcome::Claimed(held) = outcome else { panic!("expected a claim, got {outcome:?}") };
+    assert_eq!(read, store.load_session(&session).await.unwrap(), "the claim's session is the session");
+    assert_eq!(read.as_ref().map(|s| s.next_seq), Some(2));
+    // Not claimed: no session.
+    let (outcome, read) = store.claim_run_with_session(&run, "worker-b", LEASE_MS).await.unwrap();
+    assert!(matches!(outcome, ClaimOutcome::Held { .. }), "{outcome:?}");
+    assert_eq!(read, None);
+    store.settle(&held, vec![], Settlement::Done { outcome: "completed".into() }).await.unwrap();
+    assert_eq!(store.claim_run_with_session(&run, "worker-b", LEASE_MS).await.unwrap(), (ClaimOutcome::Stale, None));
+});
+
 conformance!(renewal_keeps_the_lease_and_settling_releases_it, |store, clock| async move {
     let (_, session) = session(store.as_ref()).await;
     let run = submit(store.as_ref(), &session, "hi").await.run_id;
