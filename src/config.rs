@@ -255,6 +255,12 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_OUTCOME_HEARTBEAT", value_name = "DURATION")]
     pub outcome_heartbeat: Option<String>,
 
+    /// How many committed events a worker keeps cached across the threads it drove,
+    /// least recently used dropped first; a thread not cached is read whole on its next
+    /// turn [default: 10000].
+    #[arg(long, global = true, env = "AGENTD_WORKER_HISTORY_EVENTS", value_name = "COUNT")]
+    pub worker_history_events: Option<usize>,
+
     /// Run no in-process runner in `agentd dev` (cloud tool calls then wait for an
     /// external `agentd runner`).
     #[arg(long, global = true, env = "AGENTD_DEV_NO_RUNNER")]
@@ -302,6 +308,7 @@ impl Settings {
             sandbox_disk_quota: self.sandbox_disk_quota.or(file.sandbox_disk_quota),
             runner_idle_stop: self.runner_idle_stop.or(file.runner_idle_stop),
             outcome_heartbeat: self.outcome_heartbeat.or(file.outcome_heartbeat),
+            worker_history_events: self.worker_history_events.or(file.worker_history_events),
             dev_no_runner: self.dev_no_runner || file.dev_no_runner,
             nats_url: self.nats_url.or(file.nats_url),
             redis_url: self.redis_url.or(file.redis_url),
@@ -518,6 +525,11 @@ impl Settings {
         Ok(every)
     }
 
+    /// See `AGENTD_WORKER_HISTORY_EVENTS`.
+    pub fn worker_history_events(&self) -> usize {
+        self.worker_history_events.unwrap_or(WORKER_HISTORY_EVENTS)
+    }
+
     /// Webhook delivery settings.
     pub fn webhooks(&self) -> Result<agentd_gateway::domain::webhooks::Settings> {
         Ok(agentd_gateway::domain::webhooks::Settings {
@@ -621,6 +633,11 @@ fn size(setting: &str, value: &str) -> Result<u64> {
     number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
 }
 
+/// `AGENTD_WORKER_HISTORY_EVENTS`' default: a few MiB of small events. Sessions whose
+/// turns come round-robin and together hold more than this miss the cache on every turn
+/// (docs/benchmarks.md, "Issue 17: two more statements folded").
+const WORKER_HISTORY_EVENTS: usize = 10_000;
+
 fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
     let Some(value) = value else {
         return Ok(default);
@@ -683,6 +700,13 @@ mod tests {
         for bad in [" , ", "*,example.com", "bad host"] {
             assert!(with(None, Some(bad)).mcp_allowed_hosts(false).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_worker_history_cache_is_sized_by_the_setting_or_the_default() {
+        let from_file = toml::from_str::<Settings>("worker_history_events = 50000").unwrap();
+        assert_eq!(from_file.worker_history_events(), 50_000);
+        assert_eq!(Settings::default().worker_history_events(), WORKER_HISTORY_EVENTS);
     }
 
     #[test]
