@@ -255,11 +255,11 @@ pub struct Settings {
     #[arg(long, global = true, env = "AGENTD_OUTCOME_HEARTBEAT", value_name = "DURATION")]
     pub outcome_heartbeat: Option<String>,
 
-    /// How many committed events a worker keeps cached across the threads it drove,
-    /// least recently used dropped first; a thread not cached is read whole on its next
-    /// turn [default: 10000].
-    #[arg(long, global = true, env = "AGENTD_WORKER_HISTORY_EVENTS", value_name = "COUNT")]
-    pub worker_history_events: Option<usize>,
+    /// How much committed history a worker keeps cached across the threads it drove (its
+    /// estimated memory, e.g. 256MiB), threads chosen at random dropped over it; a thread
+    /// not cached is read whole on its next turn [default: 128MiB].
+    #[arg(long, global = true, env = "AGENTD_WORKER_HISTORY_CACHE", value_name = "SIZE")]
+    pub worker_history_cache: Option<String>,
 
     /// Run no in-process runner in `agentd dev` (cloud tool calls then wait for an
     /// external `agentd runner`).
@@ -308,7 +308,7 @@ impl Settings {
             sandbox_disk_quota: self.sandbox_disk_quota.or(file.sandbox_disk_quota),
             runner_idle_stop: self.runner_idle_stop.or(file.runner_idle_stop),
             outcome_heartbeat: self.outcome_heartbeat.or(file.outcome_heartbeat),
-            worker_history_events: self.worker_history_events.or(file.worker_history_events),
+            worker_history_cache: self.worker_history_cache.or(file.worker_history_cache),
             dev_no_runner: self.dev_no_runner || file.dev_no_runner,
             nats_url: self.nats_url.or(file.nats_url),
             redis_url: self.redis_url.or(file.redis_url),
@@ -525,9 +525,11 @@ impl Settings {
         Ok(every)
     }
 
-    /// See `AGENTD_WORKER_HISTORY_EVENTS`.
-    pub fn worker_history_events(&self) -> usize {
-        self.worker_history_events.unwrap_or(WORKER_HISTORY_EVENTS)
+    /// See `AGENTD_WORKER_HISTORY_CACHE`: in bytes.
+    pub fn worker_history_cache(&self) -> Result<usize> {
+        let Some(value) = self.worker_history_cache.as_deref() else { return Ok(WORKER_HISTORY_CACHE) };
+        let bytes = size("AGENTD_WORKER_HISTORY_CACHE", value)?;
+        usize::try_from(bytes).map_err(|_| anyhow::anyhow!("AGENTD_WORKER_HISTORY_CACHE: {value:?} is too large"))
     }
 
     /// Webhook delivery settings.
@@ -633,10 +635,11 @@ fn size(setting: &str, value: &str) -> Result<u64> {
     number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
 }
 
-/// `AGENTD_WORKER_HISTORY_EVENTS`' default: a few MiB of small events. Sessions whose
-/// turns come round-robin and together hold more than this miss the cache on every turn
-/// (docs/benchmarks.md, "Issue 17: two more statements folded").
-const WORKER_HISTORY_EVENTS: usize = 10_000;
+/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 160,000 of the benchmark's small events
+/// (~840 bytes each, estimated), so a few hundred sessions of a few hundred turns each take
+/// their turns without reading their whole history again (docs/benchmarks.md, "the
+/// history cache by size").
+const WORKER_HISTORY_CACHE: usize = 128 << 20;
 
 fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
     let Some(value) = value else {
@@ -704,9 +707,11 @@ mod tests {
 
     #[test]
     fn the_worker_history_cache_is_sized_by_the_setting_or_the_default() {
-        let from_file = toml::from_str::<Settings>("worker_history_events = 50000").unwrap();
-        assert_eq!(from_file.worker_history_events(), 50_000);
-        assert_eq!(Settings::default().worker_history_events(), WORKER_HISTORY_EVENTS);
+        let from_file = toml::from_str::<Settings>("worker_history_cache = \"1GiB\"").unwrap();
+        assert_eq!(from_file.worker_history_cache().unwrap(), 1 << 30);
+        assert_eq!(Settings::default().worker_history_cache().unwrap(), WORKER_HISTORY_CACHE);
+        let bad = toml::from_str::<Settings>("worker_history_cache = \"lots\"").unwrap();
+        assert!(bad.worker_history_cache().unwrap_err().to_string().contains("AGENTD_WORKER_HISTORY_CACHE"));
     }
 
     #[test]

@@ -551,7 +551,7 @@ impl Process {
             store,
             bus,
             providers: providers.configured(self.secrets.clone(), self.settings.remote_tools_allow_private(dev)),
-            histories: Arc::new(HistoryCache::new(self.settings.worker_history_events())),
+            histories: Arc::new(HistoryCache::new(self.settings.worker_history_cache()?)),
             catalogs: self.catalogs.clone(),
             blobs: self.backends.blobs.clone(),
             secrets: self.secrets.clone(),

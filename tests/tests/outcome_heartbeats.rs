@@ -141,7 +141,7 @@ async fn heartbeats_under_the_claim(kind: Kind) {
         store: store.clone(),
         bus: Arc::new(MemoryBus::new()),
         providers: Registry::only(model.clone()),
-        histories: Arc::new(HistoryCache::new(100)),
+        histories: Arc::new(HistoryCache::new(16 << 20)),
         catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         secrets: None,
         blobs: agentd_schema::blobs::Blobs::filesystem(&blobs.path().join("blobs")).unwrap(),

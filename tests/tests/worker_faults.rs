@@ -36,7 +36,7 @@ fn context(store: &Arc<dyn Store>, blobs: &tempfile::TempDir) -> RunContext {
         store: store.clone(),
         bus: Arc::new(MemoryBus::new()),
         providers: Registry::from_env(true),
-        histories: Arc::new(HistoryCache::new(1_000)),
+        histories: Arc::new(HistoryCache::new(16 << 20)),
         catalogs: Arc::new(agentd_schema::catalogs::Catalogs::new(agentd_schema::catalog::current().clone())),
         secrets: None,
         blobs: agentd_schema::blobs::Blobs::filesystem(&blobs.path().join("blobs")).unwrap(),

@@ -1,28 +1,37 @@
 //! The worker's cache of committed history, so a turn reads only what is new, with its
 //! fold (`agent_loop::Folded`), so a turn folds only what is new.
 
+use std::mem::size_of;
+
 use agentd_schema::StoredEvent;
+use indexmap::IndexMap;
+use rand::Rng;
+use serde_json::Value;
 
 use crate::agent_loop::Folded;
 
 /// Committed history of recently driven threads. History is append-only and numbered,
 /// so a cached copy is always a valid prefix: a turn extends it from its last sequence
 /// number instead of re-reading everything (per-turn cost stays flat as history grows).
-/// Bounded by the total number of events held, so memory stays flat however many
-/// sessions a worker serves: the least recently used threads are dropped first (and
-/// read again in full if they come back).
+///
+/// Bounded by the estimated memory the cached events hold, so memory stays flat however
+/// many sessions a worker serves. Over the bound, threads chosen at random are dropped
+/// (and read again in full if they come back). Not the least recently used: sessions
+/// taking turns in turn are the common load, and for them least-recently-used is its
+/// worst case — once they hold more than the bound, it drops exactly the thread whose
+/// turn comes next, and every turn misses. Random eviction keeps a stable share of them
+/// cached, and still drops idle threads over time.
 #[derive(Debug)]
 pub struct HistoryCache {
-    max_events: usize,
+    max_bytes: usize,
     entries: std::sync::Mutex<CachedHistories>,
 }
 
-/// Use counter, events held, and per thread (last use, history and its fold).
+/// Bytes held, and per thread its history and fold.
 #[derive(Debug, Default)]
 struct CachedHistories {
-    tick: u64,
-    events: usize,
-    threads: std::collections::HashMap<String, (u64, Cached)>,
+    bytes: usize,
+    threads: IndexMap<String, Cached>,
 }
 
 /// A thread's cached history and its fold (which may lag behind it or be empty:
@@ -33,41 +42,195 @@ pub struct Cached {
     pub history: Vec<StoredEvent>,
     /// Its fold.
     pub folded: Folded,
+    /// The estimated size of the history's first events, so a put weighs only the new.
+    pub weight: Weight,
+}
+
+/// The estimated heap size of a history's first `events` events.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Weight {
+    events: usize,
+    bytes: usize,
+}
+
+impl Weight {
+    /// Brought up to `history`, which extends what was weighed (history only grows; a
+    /// shorter one is weighed again).
+    fn of(self, history: &[StoredEvent]) -> Self {
+        let from = if self.events <= history.len() { self } else { Weight::default() };
+        let bytes = history[from.events..].iter().map(event_bytes).sum::<usize>();
+        Weight { events: history.len(), bytes: from.bytes + bytes }
+    }
+
+    /// The estimated bytes.
+    pub fn bytes(self) -> usize {
+        self.bytes
+    }
 }
 
 impl HistoryCache {
-    /// A cache holding at most `max_events` events across all threads.
-    pub fn new(max_events: usize) -> Self {
-        Self { max_events, entries: std::sync::Mutex::default() }
+    /// A cache holding histories of about `max_bytes` in all.
+    pub fn new(max_bytes: usize) -> Self {
+        Self { max_bytes, entries: std::sync::Mutex::default() }
     }
 
     /// Takes the cached history of `thread_id` (empty when none is cached).
     pub fn take(&self, thread_id: &str) -> Cached {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let cached = entries.threads.remove(thread_id).map(|(_, cached)| cached).unwrap_or_default();
-        entries.events -= cached.history.len();
+        let cached = entries.threads.swap_remove(thread_id);
+        metrics::counter!("agentd_worker_history_cache_total", "outcome" => if cached.is_some() { "hit" } else { "miss" })
+            .increment(1);
+        let cached = cached.unwrap_or_default();
+        entries.bytes -= cached.weight.bytes;
         cached
     }
 
     /// Gives back `thread_id`'s history after an attempt that completed.
-    pub fn put(&self, thread_id: &str, cached: Cached) {
-        if cached.history.len() > self.max_events {
+    pub fn put(&self, thread_id: &str, mut cached: Cached) {
+        cached.weight = cached.weight.of(&cached.history);
+        if cached.weight.bytes > self.max_bytes {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.tick += 1;
-        let tick = entries.tick;
-        entries.events += cached.history.len();
-        if let Some((_, old)) = entries.threads.insert(thread_id.to_owned(), (tick, cached)) {
-            entries.events -= old.history.len();
+        entries.bytes += cached.weight.bytes;
+        let (mut at, old) = entries.threads.insert_full(thread_id.to_owned(), cached);
+        if let Some(old) = old {
+            entries.bytes -= old.weight.bytes;
         }
-        while entries.events > self.max_events {
-            let Some(oldest) = entries.threads.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone()) else {
-                break;
-            };
-            if let Some((_, dropped)) = entries.threads.remove(&oldest) {
-                entries.events -= dropped.history.len();
+        // Any thread but the one just put: it is the most likely to take the next turn.
+        let mut rng = rand::rng();
+        while entries.bytes > self.max_bytes && entries.threads.len() > 1 {
+            let last = entries.threads.len() - 1;
+            let mut victim = rng.random_range(0..last);
+            if victim >= at {
+                victim += 1;
+            }
+            let Some((_, dropped)) = entries.threads.swap_remove_index(victim) else { break };
+            entries.bytes -= dropped.weight.bytes;
+            // `swap_remove` moved the last thread into the victim's place.
+            if at == last {
+                at = victim;
             }
         }
+        metrics::gauge!("agentd_worker_history_cache_bytes").set(entries.bytes as f64);
+    }
+
+    /// The estimated bytes held, and how many threads.
+    pub fn held(&self) -> (usize, usize) {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        (entries.bytes, entries.threads.len())
+    }
+}
+
+/// An event's estimated heap size: the struct, its strings and its parsed body.
+fn event_bytes(event: &StoredEvent) -> usize {
+    size_of::<StoredEvent>()
+        + event.session_id.capacity()
+        + event.event_id.capacity()
+        + event.thread_id.capacity()
+        + event.kind.capacity()
+        + value_bytes(&event.body)
+}
+
+/// What a parsed JSON value holds on the heap, beyond its own `Value`: strings, arrays,
+/// and each object entry with its key and a share of the map's node.
+fn value_bytes(value: &Value) -> usize {
+    const ENTRY_OVERHEAD: usize = 16;
+    match value {
+        Value::String(s) => s.capacity(),
+        Value::Array(items) => items.capacity() * size_of::<Value>() + items.iter().map(value_bytes).sum::<usize>(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| {
+                size_of::<String>() + key.capacity() + size_of::<Value>() + ENTRY_OVERHEAD + value_bytes(value)
+            })
+            .sum(),
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(thread: &str, events: usize, text: usize) -> Vec<StoredEvent> {
+        (1..=events)
+            .map(|seq| StoredEvent {
+                session_id: "sesn_1".to_owned(),
+                seq: seq as i64,
+                event_id: format!("sevt_{thread}_{seq}"),
+                thread_id: thread.to_owned(),
+                kind: "user.message".to_owned(),
+                body: serde_json::json!({"content": [{"type": "text", "text": "x".repeat(text)}]}),
+                processed_at_ms: 0,
+            })
+            .collect()
+    }
+
+    fn put(cache: &HistoryCache, thread: &str, events: usize) {
+        cache.put(thread, Cached { history: history(thread, events, 1_000), ..Cached::default() });
+    }
+
+    #[test]
+    fn a_history_comes_back_as_it_was_put_and_leaves_the_cache() {
+        let cache = HistoryCache::new(1 << 20);
+        put(&cache, "a", 3);
+        let taken = cache.take("a");
+        assert_eq!(taken.history.len(), 3);
+        assert!(taken.weight.bytes() > 3 * 1_000, "{:?}", taken.weight);
+        assert_eq!(cache.held(), (0, 0));
+        assert!(cache.take("a").history.is_empty());
+    }
+
+    #[test]
+    fn a_put_weighs_only_what_was_appended_and_matches_weighing_it_whole() {
+        let cache = HistoryCache::new(1 << 20);
+        put(&cache, "a", 2);
+        let mut taken = cache.take("a");
+        taken.history.extend(history("a", 5, 1_000).split_off(2));
+        cache.put("a", taken);
+        let grown = cache.take("a").weight;
+        assert_eq!(grown, Weight::default().of(&history("a", 5, 1_000)));
+    }
+
+    #[test]
+    fn the_bound_holds_and_keeps_the_thread_just_put() {
+        let one = Weight::default().of(&history("t0", 10, 1_000)).bytes();
+        let cache = HistoryCache::new(one * 8 + one / 2);
+        for i in 0..100 {
+            put(&cache, &format!("t{i}"), 10);
+            let (bytes, threads) = cache.held();
+            assert!(bytes <= one * 8 + one / 2, "{bytes} held after {i}");
+            assert_eq!(threads, (i + 1).min(8));
+        }
+        assert_eq!(cache.take("t99").history.len(), 10);
+        // A history larger than the whole bound is not cached.
+        put(&cache, "huge", 100);
+        assert!(cache.take("huge").history.is_empty());
+    }
+
+    #[test]
+    fn threads_taking_turns_in_turn_keep_hitting_when_they_outgrow_the_bound() {
+        // 16 threads round-robin in a cache that holds 12 of them: least-recently-used
+        // would drop each just before its turn and never hit.
+        let one = Weight::default().of(&history("t0", 10, 1_000)).bytes();
+        let cache = HistoryCache::new(one * 12);
+        let mut hits = 0;
+        for round in 0..20 {
+            for i in 0..16 {
+                let thread = format!("t{i}");
+                let mut cached = cache.take(&thread);
+                if round > 0 && !cached.history.is_empty() {
+                    hits += 1;
+                }
+                if cached.history.is_empty() {
+                    cached = Cached { history: history(&thread, 10, 1_000), ..Cached::default() };
+                }
+                cache.put(&thread, cached);
+            }
+        }
+        // 19 rounds × 16 turns; random eviction keeps about 44 % hitting here (118–149 hits
+        // in 200 runs).
+        assert!(hits > 19 * 16 / 4, "{hits} hits");
     }
 }

@@ -147,6 +147,8 @@ struct Attempt<'a> {
     history: Vec<StoredEvent>,
     /// Its fold, extended by each decision with what was appended since the last.
     folded: agent_loop::Folded,
+    /// The estimated size of the history as it came from the cache.
+    weight: crate::history::Weight,
     /// Whether the store may hold events of the thread that `history` lacks. Cleared by
     /// a read; set again when one of our commits does not directly follow `history`
     /// (something else was committed in between).
@@ -246,6 +248,7 @@ impl<'a> Attempt<'a> {
             // costs one small read, whatever the length of the conversation.
             history: cached.history,
             folded: cached.folded,
+            weight: cached.weight,
             unread: true,
             remote: Remote::new(ctx.store.clone(), ctx.secrets.clone(), &session, ctx.remote_allow_private),
             workspace_id: session.workspace_id.clone(),
@@ -261,10 +264,10 @@ impl<'a> Attempt<'a> {
     /// Steps until the run parks, then closes remote connections and caches history.
     async fn run(mut self) -> Result<RunStatus, Stop> {
         let result = self.steps().await;
-        let Attempt { ctx, claim, history, folded, remote, cacheable, .. } = self;
+        let Attempt { ctx, claim, history, folded, weight, remote, cacheable, .. } = self;
         remote.close().await;
         if result.is_ok() && cacheable {
-            ctx.histories.put(&claim.thread_id, crate::history::Cached { history, folded });
+            ctx.histories.put(&claim.thread_id, crate::history::Cached { history, folded, weight });
         }
         result
     }

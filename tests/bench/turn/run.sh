@@ -210,9 +210,11 @@ if [ "$mode" = distributed ] || [ "$mode" = all ]; then
     echo "== distributed: gateway + worker on PostgreSQL, NATS JetStream, Redis" >&2
     distributed_stack
     start worker worker "${dist_env[@]}"
-    wk_pid="$PID"
+    wk_pid="$PID" wk_ops="$URL"
     report distributed C=1 "$(drive "$gw_url" 1 "$C1_TURNS" "gateway=$gw_pid" "worker=$wk_pid" -- "${backends[@]}")"
     report distributed C=32 "$(drive "$gw_url" 32 "$C32_TURNS" "gateway=$gw_pid" "worker=$wk_pid" -- "${backends[@]}")"
+    # How the worker's history cache did (hits and misses, bytes held).
+    curl -s "$wk_ops/metrics" | grep '^agentd_worker_history_cache' >&2 || true
 fi
 
 if [ "$mode" = scale ]; then
