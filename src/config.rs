@@ -635,10 +635,10 @@ fn size(setting: &str, value: &str) -> Result<u64> {
     number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
 }
 
-/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 160,000 of the benchmark's small events
-/// (~840 bytes each, estimated), so a few hundred sessions of a few hundred turns each take
-/// their turns without reading their whole history again (docs/benchmarks.md, "the
-/// history cache by size").
+/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 64,000 of the benchmark's small events
+/// (~2.1 KB each as parsed JSON), so a hundred sessions of a hundred turns each take their
+/// turns without reading their whole history again (docs/benchmarks.md, "the history cache
+/// by size").
 const WORKER_HISTORY_CACHE: usize = 128 << 20;
 
 fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Duration> {

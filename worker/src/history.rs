@@ -122,31 +122,54 @@ impl HistoryCache {
     }
 }
 
-/// An event's estimated heap size: the struct, its strings and its parsed body.
+/// An event's estimated heap size: the struct (in the history's `Vec`), its strings and
+/// its parsed body, each allocation as the allocator rounds it.
 fn event_bytes(event: &StoredEvent) -> usize {
     size_of::<StoredEvent>()
-        + event.session_id.capacity()
-        + event.event_id.capacity()
-        + event.thread_id.capacity()
-        + event.kind.capacity()
+        + [&event.session_id, &event.event_id, &event.thread_id, &event.kind]
+            .into_iter()
+            .map(|s| allocation(s.capacity()))
+            .sum::<usize>()
         + value_bytes(&event.body)
 }
 
-/// What a parsed JSON value holds on the heap, beyond its own `Value`: strings, arrays,
-/// and each object entry with its key and a share of the map's node.
+/// What a parsed JSON value holds on the heap beyond its own `Value`. serde_json's objects
+/// are `BTreeMap`s (no `preserve_order` in this tree), whose nodes have room for 11
+/// entries: a small object costs a whole node, which is most of a small event's memory.
 fn value_bytes(value: &Value) -> usize {
-    const ENTRY_OVERHEAD: usize = 16;
     match value {
-        Value::String(s) => s.capacity(),
-        Value::Array(items) => items.capacity() * size_of::<Value>() + items.iter().map(value_bytes).sum::<usize>(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(key, value)| {
-                size_of::<String>() + key.capacity() + size_of::<Value>() + ENTRY_OVERHEAD + value_bytes(value)
-            })
-            .sum(),
+        Value::String(s) => allocation(s.capacity()),
+        Value::Array(items) => {
+            allocation(items.capacity() * size_of::<Value>()) + items.iter().map(value_bytes).sum::<usize>()
+        }
+        Value::Object(map) => {
+            btree_nodes(map.len())
+                + map.iter().map(|(key, value)| allocation(key.capacity()) + value_bytes(value)).sum::<usize>()
+        }
         Value::Null | Value::Bool(_) | Value::Number(_) => 0,
     }
+}
+
+/// The nodes of a `BTreeMap<String, Value>` of `len` entries: a leaf holds up to 11
+/// (keys, values, parent link: 632 bytes); larger maps fill leaves about two thirds and
+/// add an internal node (with 12 child links) per ~8 leaves.
+fn btree_nodes(len: usize) -> usize {
+    const CAPACITY: usize = 11;
+    const LEAF: usize = 16 + CAPACITY * (size_of::<String>() + size_of::<Value>());
+    const INTERNAL: usize = LEAF + (CAPACITY + 1) * size_of::<usize>();
+    match len {
+        0 => 0,
+        1..=CAPACITY => allocation(LEAF),
+        _ => {
+            let leaves = len.div_ceil(8);
+            leaves * allocation(LEAF) + leaves.div_ceil(8) * allocation(INTERNAL)
+        }
+    }
+}
+
+/// What the allocator takes for `bytes`: a header, rounded to 16 (glibc's chunks).
+fn allocation(bytes: usize) -> usize {
+    if bytes == 0 { 0 } else { (bytes + 8).div_ceil(16) * 16 }
 }
 
 #[cfg(test)]
@@ -191,6 +214,16 @@ mod tests {
         cache.put("a", taken);
         let grown = cache.take("a").weight;
         assert_eq!(grown, Weight::default().of(&history("a", 5, 1_000)));
+    }
+
+    #[test]
+    fn a_small_object_weighs_a_whole_map_node() {
+        // {"type": "end_turn"}: one leaf node of 11 slots (640 bytes as allocated), the
+        // key and the string.
+        assert_eq!(value_bytes(&serde_json::json!({"type": "end_turn"})), 640 + 16 + 16);
+        assert_eq!(value_bytes(&serde_json::json!({})), 0);
+        let large: serde_json::Map<String, Value> = (0..100).map(|i| (format!("k{i}"), Value::Null)).collect();
+        assert!(value_bytes(&Value::Object(large)) > 100 * (size_of::<String>() + size_of::<Value>()));
     }
 
     #[test]

@@ -127,6 +127,12 @@ drive() { # drive URL CONCURRENCY TURNS PIDS… [-- MORE DRIVER FLAGS…]
     "$DRIVER" --url "$url" --key "$KEY" --model bench-zero-latency --concurrency "$c" --turns "$t" "${pid_args[@]}" "$@"
 }
 
+# cache_metrics OPS_URL: how the worker's history cache did (hits, misses, bytes held), on
+# stderr.
+cache_metrics() {
+    curl -s "$1/metrics" | grep '^agentd_worker_history_cache' >&2 || true
+}
+
 # summary LABEL < REPORT: the one-line human summary of a turn_bench report, on stderr.
 # Processes labelled alike but numbered (worker1, worker2, …) are added up; the busiest
 # process or backend is named, since on two shared cores it is where the ceiling is.
@@ -159,6 +165,7 @@ if [ "$mode" = dev ] || [ "$mode" = all ]; then
     dev_url="$URL"; dev_pid="$PID"
     report dev C=1 "$(drive "$dev_url" 1 "$C1_TURNS" "dev=$dev_pid")"
     report dev C=32 "$(drive "$dev_url" 32 "$C32_TURNS" "dev=$dev_pid")"
+    cache_metrics "$(sed -n 's/^agentd: ops listening on //p' "$WORK/dev.out" | head -1)"
 fi
 
 # drop_backends: the database, the JetStream stream (through the JetStream API on a
@@ -213,8 +220,7 @@ if [ "$mode" = distributed ] || [ "$mode" = all ]; then
     wk_pid="$PID" wk_ops="$URL"
     report distributed C=1 "$(drive "$gw_url" 1 "$C1_TURNS" "gateway=$gw_pid" "worker=$wk_pid" -- "${backends[@]}")"
     report distributed C=32 "$(drive "$gw_url" 32 "$C32_TURNS" "gateway=$gw_pid" "worker=$wk_pid" -- "${backends[@]}")"
-    # How the worker's history cache did (hits and misses, bytes held).
-    curl -s "$wk_ops/metrics" | grep '^agentd_worker_history_cache' >&2 || true
+    cache_metrics "$wk_ops"
 fi
 
 if [ "$mode" = scale ]; then
