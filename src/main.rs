@@ -70,6 +70,12 @@ impl Command {
     }
 }
 
+/// glibc's malloc slows down as the heap fills with the small allocations of parsed JSON
+/// (the worker's history cache): a turn's CPU grew by half after 30,000 stored turns, most
+/// of it in `_int_malloc` (docs/benchmarks.md; ADR 0035).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     // Not a role: the egress forwarder the runner starts inside a `namespace` sandbox
     // with allowed hosts (agentd_runner::egress). It reads no settings and logs nothing.
