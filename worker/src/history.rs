@@ -167,7 +167,8 @@ fn btree_nodes(len: usize) -> usize {
     }
 }
 
-/// What the allocator takes for `bytes`: a header, rounded to 16 (glibc's chunks).
+/// What an allocator takes for `bytes`, about: rounded up to 16 with a word to spare (glibc
+/// adds a header; mimalloc, the binary's allocator, has size classes about as coarse).
 fn allocation(bytes: usize) -> usize {
     if bytes == 0 { 0 } else { (bytes + 8).div_ceil(16) * 16 }
 }
