@@ -16,18 +16,19 @@ use serde_json::{Value, json};
 
 /// Statements per turn (`BEGIN`/`COMMIT` excluded): gateway 5 (the session with its
 /// agent's and environment's state; the submission's sequence allocation, event insert,
-/// run and outbox row), worker 8 (the claim, which reads the session too; a page of
-/// events; two commits of sequence allocation and event insert: the request's start
-/// with the fence, then the answer with its closed span and the idle, with the settle;
+/// run and outbox row), worker 7 (the claim, which reads the session too; a page of
+/// events; two commits of sequence allocation and event insert: the request's start,
+/// its allocation fenced by the claim (ADR 0036), then the answer with its closed span
+/// and the idle, with the settle;
 /// the second allocation writes the usage too, known from the first,
 /// `sessions/known_usage.rs`). The published outbox rows' DELETE is not a turn's own:
 /// the sweeper gathers them for half a second (`outbox::Sweeper`), which the test
 /// checks separately ([`SWEEP`]). It was 27 before issue 17, 21 before a turn's idle
 /// was committed with the answer that ends it (`Attempt::turn_ends_with`), 17 before
 /// the sweeper lingered and the session was read with its resources' state, 15 before
-/// the usage was written with the allocation, and 14 before the claim read the
-/// session.
-const CEILING: usize = 13;
+/// the usage was written with the allocation, 14 before the claim read the session,
+/// and 13 before the allocation fenced the commit.
+const CEILING: usize = 12;
 
 /// Transactions per turn: the submission and the worker's two commits.
 const TRANSACTIONS: usize = 3;

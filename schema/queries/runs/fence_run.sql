@@ -1,5 +1,7 @@
--- Fence a commit: the run write of every transaction that commits under a claim
--- without settling (settle_run.sql fences a settlement by the same condition).
+-- Fence a commit: the run write of a transaction that commits under a claim without
+-- settling and without appending (a handoff's, an empty commit's). A commit that
+-- appends is fenced by its allocation instead (allocate_seq_fenced.*.sql, ADR 0036);
+-- settle_run.sql fences a settlement by the same condition.
 --
 -- Succeeds (one row) only while the presented epoch is still the run's epoch and the
 -- run is leased. Being an UPDATE, it holds the run row's lock (Postgres) or the

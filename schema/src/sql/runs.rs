@@ -133,10 +133,22 @@ pub(super) async fn commit_in(
 ) -> StoreResult<Settled> {
     let now = store.now();
     // Lock order session → run (see allocate_seq.sql); a fenced outcome rolls the
-    // appended events back with the rest of the transaction.
+    // appended events back with the rest of the transaction. A commit that does not
+    // settle is fenced by its allocation (ADR 0036); one that appends nothing, or
+    // settles, by its run write.
     let known = store.known_usage.get(&claim.session_id);
-    let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now, known).await?;
-    let status = match fence_or_settle(&mut tx, claim, settlement, now).await {
+    let fence = settlement.is_none().then_some(sessions::Fence {
+        run_id: &claim.run_id,
+        epoch: claim.epoch,
+        backend: store.backend,
+    });
+    let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now, known, fence).await?;
+    let status = match appended.fence_held {
+        Some(true) => Ok(RunStatus::Leased),
+        Some(false) => Err(fenced(claim)),
+        None => fence_or_settle(&mut tx, claim, settlement, now).await,
+    };
+    let status = match status {
         Ok(status) => status,
         Err(error) => {
             tx.rollback().await?;
@@ -449,7 +461,7 @@ impl RunStore for SqlStore {
         // row shows the inbox as it is, the settle's answer whether input arrived; only
         // then is the transaction undone.
         let known = self.known_usage.get(&claim.session_id);
-        let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now, known).await?;
+        let appended = sessions::append_seen(&mut tx, &claim.session_id, events, now, known, None).await?;
         if appended.inbox_version.is_some_and(|seen| seen != inbox_version) {
             tx.rollback().await?;
             return Ok(None);

@@ -16,6 +16,8 @@
 //! `memory_store_id` filter. A session without memory stores costs no statement at
 //! creation.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -24,6 +26,7 @@ use sqlx::{Any, FromRow, Row, Transaction};
 
 use super::{JsonText, SqlStore, session_threads, tool_calls, usage};
 use crate::capture;
+use crate::store::Backend;
 use crate::error::{StoreError, StoreResult};
 use crate::events::{CROSS_POSTED, outcome_projection};
 use crate::store::{
@@ -107,7 +110,36 @@ pub(super) async fn append(
     events: Vec<NewEvent>,
     now: i64,
 ) -> StoreResult<Vec<StoredEvent>> {
-    Ok(append_seen(tx, session_id, events, now, None).await?.events)
+    Ok(append_seen(tx, session_id, events, now, None, None).await?.events)
+}
+
+/// The claim an append commits under, checked by the append's allocation itself
+/// (`allocate_seq_fenced.*.sql`): the fence of `fence_run.sql` without a statement of
+/// its own. The check is the dialect's (a row lock on PostgreSQL, the write lock on
+/// SQLite; ADR 0036).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fence<'a> {
+    pub run_id: &'a str,
+    pub epoch: i64,
+    pub backend: Backend,
+}
+
+impl Fence<'_> {
+    /// The fenced allocation in this fence's dialect.
+    fn allocation(&self) -> &'static str {
+        static POSTGRES: LazyLock<String> =
+            LazyLock::new(|| fenced(include_str!("../../queries/sessions/allocate_seq_fenced.postgres.sql")));
+        static SQLITE: LazyLock<String> =
+            LazyLock::new(|| fenced(include_str!("../../queries/sessions/allocate_seq_fenced.sqlite.sql")));
+        fn fenced(template: &str) -> String {
+            debug_assert_eq!(template.matches("{allocate_seq}").count(), 1, "one placeholder");
+            template.replace("{allocate_seq}", include_str!("../../queries/sessions/allocate_seq.sql"))
+        }
+        match self.backend {
+            Backend::Postgres => &POSTGRES,
+            Backend::Sqlite => &SQLITE,
+        }
+    }
 }
 
 /// What an append committed, and what it saw of the session row it locked.
@@ -119,6 +151,10 @@ pub(super) struct Appended {
     /// The session's usage after the append (`None` for an empty append): the caller
     /// records it in its [`KnownUsage`] once the transaction has committed.
     pub usage: Option<Known>,
+    /// Whether the claim of the append's [`Fence`] still holds: `None` when no fence was
+    /// asked or nothing was appended (the caller fences with a statement of its own),
+    /// `Some(false)` when it was lost and the caller must roll back.
+    pub fence_held: Option<bool>,
 }
 
 /// [`append`], returning what it saw of the session row too. Given the session's usage
@@ -130,9 +166,10 @@ pub(super) async fn append_seen(
     events: Vec<NewEvent>,
     now: i64,
     known: Option<Known>,
+    fence: Option<Fence<'_>>,
 ) -> StoreResult<Appended> {
     if events.is_empty() {
-        return Ok(Appended { events: Vec::new(), inbox_version: None, usage: None });
+        return Ok(Appended { events: Vec::new(), inbox_version: None, usage: None, fence_held: None });
     }
     let count = events.len() as i64;
     // Only the primary thread's status is the session's status; the last one wins (the
@@ -146,7 +183,8 @@ pub(super) async fn append_seen(
         Some(known) => spent_on(&known.usage, &events)?.map(|total| (known.next_seq, total)),
         None => None,
     };
-    let allocated = sqlx::query(include_str!("../../queries/sessions/allocate_seq.sql"))
+    let allocation = fence.map_or(include_str!("../../queries/sessions/allocate_seq.sql"), |f| f.allocation());
+    let allocated = sqlx::query(allocation)
         .bind(session_id)
         .bind(count)
         .bind(now)
@@ -154,6 +192,8 @@ pub(super) async fn append_seen(
         .bind(format!("%{}%", outcome_projection::PENDING_MARK))
         .bind(offer.as_ref().map(|(at, _)| *at))
         .bind(offer.as_ref().map(|(_, total)| total.as_str()))
+        .bind(fence.map(|f| f.run_id))
+        .bind(fence.map(|f| f.epoch))
         .fetch_optional(&mut **tx)
         .await?;
     let Some(allocated) = allocated else {
@@ -170,7 +210,12 @@ pub(super) async fn append_seen(
         webhook_subscriptions,
         outcomes_pending,
         inbox_version,
+        fence_held,
     } = Allocated::from_row(&allocated)?;
+    let fence_held = fence.map(|_| fence_held.unwrap_or(0) > 0);
+    if fence_held == Some(false) {
+        return Ok(Appended { events: Vec::new(), inbox_version: None, usage: None, fence_held });
+    }
     let first = next_seq - count;
     // The allocation wrote the offered total exactly when the counter was where the
     // offer was read (`known_usage.rs`); otherwise `usage` is the session's, and the
@@ -228,7 +273,12 @@ pub(super) async fn append_seen(
         let through = stored.last().map_or(end.seq, |last| last.seq);
         capture_turn(tx, session_id, captured_through_seq, through, level).await?;
     }
-    Ok(Appended { events: stored, inbox_version: Some(inbox_version), usage: Some(Known { next_seq, usage }) })
+    Ok(Appended {
+        events: stored,
+        inbox_version: Some(inbox_version),
+        usage: Some(Known { next_seq, usage }),
+        fence_held,
+    })
 }
 
 /// The usage total `usage` (JSON text) with what `events` spend added, or `None` when

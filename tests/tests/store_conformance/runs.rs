@@ -277,3 +277,41 @@ conformance!(relinquishing_hands_the_run_back_without_spending_budget, |store, c
     assert_eq!(next.epoch, recovered.epoch + 1);
     assert_eq!(next.attempts, 1, "a relinquished run is not a recovery");
 });
+
+/// PostgreSQL only (SQLite's one writer serializes every transaction): a commit under a
+/// claim that meets a reclaim still in flight waits for the run row, then sees the new
+/// epoch and is fenced. A fence that read the run without locking it (the statement's
+/// snapshot) would commit the old owner's events beside the new owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_racing_a_reclaim_in_flight_is_fenced_on_postgres() {
+    use sqlx::Connection;
+    let clock = std::sync::Arc::new(agentd_schema::ManualClock::new(1_700_000_000_000));
+    let test = agentd_tests::stores::TestStore::new(agentd_tests::stores::Kind::Postgres, clock).await;
+    let store: std::sync::Arc<dyn Store> = test.store.clone();
+    let (_, session) = session(store.as_ref()).await;
+    let run = submit(store.as_ref(), &session, "hi").await.run_id;
+    let old = claim(store.as_ref(), &run, "worker-a").await;
+    store.commit(&old, vec![status_event(&session, "session.status_running")]).await.unwrap();
+    let before = store.list_events(&session, 0, 100).await.unwrap();
+
+    // Another worker's reclaim, holding the run row until it commits.
+    let mut reclaim = sqlx::PgConnection::connect(&test.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut reclaim).await.unwrap();
+    sqlx::query("UPDATE runs SET epoch = epoch + 1, owner = 'worker-b' WHERE id = $1")
+        .bind(&run)
+        .execute(&mut reclaim)
+        .await
+        .unwrap();
+    let late = {
+        let (store, old, session) = (store.clone(), old.clone(), session.clone());
+        tokio::spawn(async move { store.commit(&old, vec![agent_event(&session, "late")]).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    sqlx::query("COMMIT").execute(&mut reclaim).await.unwrap();
+    let late = late.await.unwrap();
+    let after = store.list_events(&session, 0, 100).await.unwrap();
+    reclaim.close().await.ok();
+    test.cleanup().await;
+    assert!(matches!(late, Err(StoreError::Fenced { .. })), "the old owner's commit after a reclaim: {late:?}");
+    assert_eq!(after, before, "nothing of the fenced commit is stored");
+}

@@ -153,6 +153,9 @@ pub(super) struct Allocated {
     pub(super) webhook_subscriptions: i64,
     pub(super) outcomes_pending: i64,
     pub(super) inbox_version: i64,
+    /// Only the fenced allocation's (`allocate_seq_fenced.*.sql`): how many runs match the claim, 0 or 1.
+    #[sqlx(default)]
+    pub(super) fence_held: Option<i64>,
 }
 
 pub(super) fn embed(body: &mut Value, agent: Value) {
