@@ -28,10 +28,9 @@ use super::{JsonText, SqlStore, session_threads, tool_calls, usage};
 use crate::capture;
 use crate::error::{StoreError, StoreResult};
 use crate::events::{CROSS_POSTED, outcome_projection};
-use crate::store::Backend;
 use crate::store::{
-    EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionForTurn, SessionQuery, SessionStore,
-    StoredEvent, memory_store_ids,
+    Backend, EventQuery, NewEvent, NewSession, ResourcesReplacement, Session, SessionForTurn, SessionQuery,
+    SessionStore, StoredEvent, memory_store_ids,
 };
 use crate::webhooks::{self, Fact};
 
