@@ -64,6 +64,19 @@ const WRITER_WAIT: Duration = Duration::from_secs(10);
 /// A pooled connection idle at least this long is pinged before it is used again.
 const RECHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
 
+/// Every SQLite connection's settings. WAL lets readers proceed while the writer
+/// commits; the busy timeout only covers another process writing to the same file
+/// (`agentd keys`, say).
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;";
+
+/// A reader's settings on top of [`SQLITE_PRAGMAS`]: a page cache of 256 KiB instead of
+/// SQLite's 2 MiB. Each of the sixteen readers keeps its own cache, and what they all
+/// cache stays resident (the idle-stream figures in docs/benchmarks.md); the file's
+/// pages are in the kernel's page cache anyway, so a reader that misses reads them
+/// from there.
+const SQLITE_READER_PRAGMAS: &str = "PRAGMA cache_size = -256;";
+
 /// Connection settings for [`SqlStore::connect`].
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
@@ -133,7 +146,7 @@ impl SqlStore {
     pub async fn connect(options: ConnectOptions, clock: Arc<dyn Clock>) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let backend = backend_of(&options.url)?;
-        let pool = || {
+        let pool = |extra_pragmas: &'static str| {
             let pool = AnyPoolOptions::new()
                 .max_connections(options.max_connections)
                 .acquire_timeout(options.acquire_timeout)
@@ -154,17 +167,18 @@ impl SqlStore {
             if backend != Backend::Sqlite {
                 return pool;
             }
-            // WAL lets readers proceed while the writer commits; the busy timeout only
-            // covers another process writing to the same file (`agentd keys`, say).
-            pool.after_connect(|conn, _| {
+            pool.after_connect(move |conn, _| {
                 Box::pin(async move {
-                    conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;").await?;
+                    conn.execute(SQLITE_PRAGMAS).await?;
+                    if !extra_pragmas.is_empty() {
+                        conn.execute(extra_pragmas).await?;
+                    }
                     Ok(())
                 })
             })
         };
         if backend == Backend::Postgres {
-            let primary = pool().connect(&options.url).await?;
+            let primary = pool("").connect(&options.url).await?;
             return Ok(Self { readers: primary.clone(), primary, backend, clock, known_usage: Default::default() });
         }
         let url = if options.url.contains("mode=") {
@@ -175,8 +189,8 @@ impl SqlStore {
         };
         // The writer waits in its queue as long as SQLite's busy handler would have.
         let primary =
-            pool().max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?;
-        let readers = pool().connect(&url).await?;
+            pool("").max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?;
+        let readers = pool(SQLITE_READER_PRAGMAS).connect(&url).await?;
         Ok(Self { primary, readers, backend, clock, known_usage: Default::default() })
     }
 
