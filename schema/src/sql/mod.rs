@@ -21,6 +21,7 @@ mod dreams;
 mod durable;
 mod erasure;
 mod files;
+mod held;
 mod idempotency;
 mod inbox;
 mod memory;
@@ -48,8 +49,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, Connection, Executor, Row};
+use sqlx::{Connection, Executor, Row};
 
+use self::held::HeldPool;
 use crate::clock::Clock;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{Backend, StoreHealth};
@@ -98,9 +100,9 @@ impl ConnectOptions {
 /// The SQL store over PostgreSQL or SQLite.
 pub struct SqlStore {
     /// Every write and every transaction (on SQLite: its one writer connection).
-    primary: AnyPool,
+    primary: HeldPool,
     /// Reads outside a transaction (on PostgreSQL: the primary pool itself).
-    readers: AnyPool,
+    readers: HeldPool,
     backend: Backend,
     clock: Arc<dyn Clock>,
     /// Sessions' usage as this process's run commits last committed it.
@@ -178,7 +180,7 @@ impl SqlStore {
             })
         };
         if backend == Backend::Postgres {
-            let primary = pool("").connect(&options.url).await?;
+            let primary = HeldPool::new(pool("").connect(&options.url).await?);
             return Ok(Self { readers: primary.clone(), primary, backend, clock, known_usage: Default::default() });
         }
         let url = if options.url.contains("mode=") {
@@ -188,9 +190,10 @@ impl SqlStore {
             format!("{}{sep}mode=rwc", options.url)
         };
         // The writer waits in its queue as long as SQLite's busy handler would have.
-        let primary =
-            pool("").max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?;
-        let readers = pool(SQLITE_READER_PRAGMAS).connect(&url).await?;
+        let primary = HeldPool::new(
+            pool("").max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?,
+        );
+        let readers = HeldPool::new(pool(SQLITE_READER_PRAGMAS).connect(&url).await?);
         Ok(Self { primary, readers, backend, clock, known_usage: Default::default() })
     }
 
@@ -201,7 +204,7 @@ impl SqlStore {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
             Backend::Sqlite => &SQLITE_MIGRATIONS,
         };
-        migrator.run(&self.primary).await.map_err(|error| match error {
+        migrator.run(self.primary.inner()).await.map_err(|error| match error {
             sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
             other => StoreError::Backend(other.to_string()),
         })

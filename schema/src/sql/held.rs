@@ -1,0 +1,331 @@
+//! Connections held between statements (ADR 0037).
+//!
+//! sqlx pings every connection it takes back into its pool, whatever the connection
+//! just did: one more round trip per statement outside a transaction — to PostgreSQL,
+//! or to the SQLite connection's worker thread, two thread hand-offs. [`HeldPool`]
+//! keeps the connections a statement finished with cleanly in a list of its own and
+//! hands them to the next statement without that ping. A connection whose statement
+//! failed or was cancelled part way goes back through sqlx, which pings it (settling
+//! whatever the cancellation left) or closes it. Transactions start on a held connection and end in sqlx as before.
+//!
+//! Every checkout takes one of `max_connections` permits, so a permit holder finds a
+//! held connection, an idle one in sqlx, or one on its way back to sqlx (from a
+//! transaction). While any checkout waits on sqlx, statements that end give their
+//! connections back to sqlx instead of holding them, so none sits unused while a
+//! statement waits.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use sqlx::any::{AnyQueryResult, AnyRow};
+use sqlx::pool::{MaybePoolConnection, PoolConnection};
+use sqlx::{Any, AnyConnection, AnyPool, Connection, Database, Describe, Either, Execute, Executor, Transaction};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::RECHECK_IDLE_AFTER;
+
+/// A connection held this long goes back to sqlx, which applies its lifetime rules.
+const HELD_AT_MOST: Duration = Duration::from_secs(600);
+
+/// An sqlx pool whose connections are held between statements. Clones share it.
+#[derive(Debug, Clone)]
+pub(super) struct HeldPool(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    pool: AnyPool,
+    held: Mutex<Holding>,
+    permits: Semaphore,
+}
+
+/// The held connections, and how many checkouts wait on sqlx for one: one lock for
+/// both, so a connection is never held while a checkout waits on sqlx.
+#[derive(Debug, Default)]
+struct Holding {
+    connections: Vec<Held>,
+    waiting: usize,
+}
+
+#[derive(Debug)]
+struct Held {
+    conn: PoolConnection<Any>,
+    /// When sqlx handed it out (see [`HELD_AT_MOST`]).
+    taken: Instant,
+    /// When its last statement ended.
+    used: Instant,
+}
+
+/// One checkout: a connection for one statement or one transaction's start.
+struct Lease<'a> {
+    owner: &'a HeldPool,
+    conn: Option<PoolConnection<Any>>,
+    taken: Instant,
+    /// Whether the connection may be held for the next statement without sqlx's ping.
+    settled: bool,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl HeldPool {
+    pub(super) fn new(pool: AnyPool) -> Self {
+        let permits = Semaphore::new(pool.options().get_max_connections() as usize);
+        Self(Arc::new(Shared { pool, held: Mutex::default(), permits }))
+    }
+
+    /// The sqlx pool itself (migrations take it).
+    pub(super) fn inner(&self) -> &AnyPool {
+        &self.0.pool
+    }
+
+    /// Starts a transaction; its connection returns to sqlx when it ends.
+    pub(super) async fn begin(&self) -> Result<Transaction<'static, Any>, sqlx::Error> {
+        let mut lease = self.lease().await?;
+        let conn = lease.conn.take().expect("a lease holds its connection until dropped");
+        Transaction::begin(MaybePoolConnection::PoolConnection(conn), None).await
+    }
+
+    /// Lets the held connections go, then closes the sqlx pool.
+    pub(super) async fn close(&self) {
+        self.0.permits.close();
+        // Back to sqlx, whose close waits for every connection to come back.
+        drop(std::mem::take(&mut self.held().connections));
+        self.0.pool.close().await;
+    }
+
+    /// A connection within the pool's acquire timeout, as sqlx's own `acquire`.
+    async fn lease(&self) -> Result<Lease<'_>, sqlx::Error> {
+        let timeout = self.0.pool.options().get_acquire_timeout();
+        tokio::time::timeout(timeout, self.lease_unbounded()).await.map_err(|_| sqlx::Error::PoolTimedOut)?
+    }
+
+    async fn lease_unbounded(&self) -> Result<Lease<'_>, sqlx::Error> {
+        let permit = self.0.permits.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
+        loop {
+            let waiting = {
+                let mut held = self.held();
+                match held.connections.pop() {
+                    Some(held) => Ok(held),
+                    None => {
+                        held.waiting += 1;
+                        Err(Waiting(self))
+                    }
+                }
+            };
+            let waiting = match waiting {
+                Ok(mut held) => {
+                    // As sqlx's own check before use: a connection idle a while is pinged.
+                    if held.used.elapsed() >= RECHECK_IDLE_AFTER && held.conn.ping().await.is_err() {
+                        // sqlx takes it back, finds it broken and closes it.
+                        drop(held.conn);
+                        continue;
+                    }
+                    return Ok(self.leased(held.conn, held.taken, permit));
+                }
+                Err(waiting) => waiting,
+            };
+            // Nothing held: sqlx has a connection idle, can open one, or is about to get
+            // one back; a statement ending meanwhile gives its connection to sqlx too.
+            let conn = self.0.pool.acquire().await;
+            drop(waiting);
+            return Ok(self.leased(conn?, Instant::now(), permit));
+        }
+    }
+
+    fn leased<'a>(&'a self, conn: PoolConnection<Any>, taken: Instant, permit: SemaphorePermit<'a>) -> Lease<'a> {
+        Lease { owner: self, conn: Some(conn), taken, settled: false, _permit: permit }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Holding> {
+        self.0.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Holds `held` unless a checkout waits on sqlx, which then gets it from sqlx.
+    fn hold(&self, held: Held) {
+        let mut holding = self.held();
+        if holding.waiting == 0 {
+            holding.connections.push(held);
+        }
+        // Otherwise `held` drops here, after the lock: back to sqlx and its waiter.
+    }
+}
+
+/// A checkout waiting on sqlx, counted while it waits.
+struct Waiting<'a>(&'a HeldPool);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.held().waiting -= 1;
+    }
+}
+
+impl Lease<'_> {
+    fn conn(&mut self) -> &mut AnyConnection {
+        self.conn.as_mut().expect("a lease holds its connection until dropped")
+    }
+
+    /// Records how the statement ended. Only a statement that succeeded leaves the
+    /// connection known to be ready for the next one: even the database's own error
+    /// may come with a connection it is closing (PostgreSQL's FATAL), so after any
+    /// error sqlx checks the connection.
+    fn settle<T>(&mut self, result: &Result<T, sqlx::Error>) {
+        self.settled = result.is_ok();
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        if self.settled && self.taken.elapsed() < HELD_AT_MOST && !self.owner.0.permits.is_closed() {
+            self.owner.hold(Held { conn, taken: self.taken, used: Instant::now() });
+        }
+        // Otherwise `conn` drops here and sqlx takes it back (ping, or close).
+    }
+}
+
+impl<'p> Executor<'p> for &'p HeldPool {
+    type Database = Any;
+
+    fn fetch_many<'e, 'q: 'e, E>(self, query: E) -> BoxStream<'e, Result<Either<AnyQueryResult, AnyRow>, sqlx::Error>>
+    where
+        E: 'q + Execute<'q, Any>,
+        'p: 'e,
+    {
+        // Collected before they are yielded: the connection is settled by the time the
+        // caller sees the first result, and every read here is bounded.
+        let all = async move {
+            let mut lease = self.lease().await?;
+            let result = lease.conn().fetch_many(query).try_collect::<Vec<_>>().await;
+            lease.settle(&result);
+            result
+        };
+        futures::stream::once(all).map_ok(|all| futures::stream::iter(all.into_iter().map(Ok))).try_flatten().boxed()
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>
+    where
+        E: 'q + Execute<'q, Any>,
+        'p: 'e,
+    {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let result = lease.conn().fetch_optional(query).await;
+            lease.settle(&result);
+            result
+        })
+    }
+
+    fn prepare_with<'e, 'q: 'e>(
+        self,
+        sql: &'q str,
+        parameters: &'e [<Any as Database>::TypeInfo],
+    ) -> BoxFuture<'e, Result<<Any as Database>::Statement<'q>, sqlx::Error>>
+    where
+        'p: 'e,
+    {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let result = lease.conn().prepare_with(sql, parameters).await;
+            lease.settle(&result);
+            result
+        })
+    }
+
+    fn describe<'e, 'q: 'e>(self, sql: &'q str) -> BoxFuture<'e, Result<Describe<Any>, sqlx::Error>>
+    where
+        'p: 'e,
+    {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let result = lease.conn().describe(sql).await;
+            lease.settle(&result);
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::any::AnyPoolOptions;
+
+    use super::*;
+
+    /// A pool of `max` connections to a fresh in-memory SQLite database each.
+    async fn pool(max: u32, acquire_timeout: Duration) -> HeldPool {
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(acquire_timeout)
+            .test_before_acquire(false)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        HeldPool::new(pool)
+    }
+
+    /// A statement that keeps its connection busy for a while (SQLite has no sleep).
+    const SLOW: &str = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) \
+                        SELECT COUNT(*) FROM n";
+
+    #[tokio::test]
+    async fn a_connection_is_held_for_the_next_statement_and_reused() {
+        let held = pool(4, Duration::from_secs(2)).await;
+        for _ in 0..20 {
+            let one: i64 = sqlx::query_scalar("SELECT 1").fetch_one(&held).await.unwrap();
+            assert_eq!(one, 1);
+        }
+        // One connection served them all, and it is held, not idle in sqlx.
+        assert_eq!(held.0.pool.size(), 1);
+        assert_eq!(held.0.pool.num_idle(), 0);
+        assert_eq!(held.held().connections.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_or_cancelled_statement_returns_its_connection_to_sqlx() {
+        let held = pool(4, Duration::from_secs(2)).await;
+        sqlx::query("SELECT * FROM no_such_table").execute(&held).await.unwrap_err();
+        assert!(held.held().connections.is_empty(), "after an error, sqlx checks the connection");
+        // Cancelled part way: sqlx takes it back (and settles it), none is held.
+        let cancelled = tokio::time::timeout(Duration::from_millis(5), sqlx::query(SLOW).fetch_one(&held)).await;
+        assert!(cancelled.is_err(), "the slow statement was cut off");
+        assert!(held.held().connections.is_empty());
+        let one: i64 = sqlx::query_scalar("SELECT 1").fetch_one(&held).await.unwrap();
+        assert_eq!(one, 1);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_takes_a_connection_held_back_while_it_waits() {
+        // Two connections: a transaction keeps one past the acquire timeout, a slow
+        // statement the other. A third statement waits; it must get the slow
+        // statement's connection when that is held back, not time out waiting on sqlx.
+        let held = pool(2, Duration::from_millis(1500)).await;
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+        let slow = tokio::spawn({
+            let held = held.clone();
+            async move { sqlx::query_scalar::<_, i64>(SLOW).fetch_one(&held).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let waiter = tokio::spawn({
+            let held = held.clone();
+            async move { sqlx::query_scalar::<_, i64>("SELECT 2").fetch_one(&held).await }
+        });
+        assert_eq!(slow.await.unwrap().unwrap(), 3_000_000);
+        let answer = tokio::time::timeout(Duration::from_secs(1), waiter).await.expect("the waiter was served");
+        assert_eq!(answer.unwrap().unwrap(), 2);
+        tx.commit().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn checkouts_beyond_the_pool_wait_at_most_the_acquire_timeout() {
+        let held = pool(1, Duration::from_millis(200)).await;
+        let _tx = held.begin().await.unwrap();
+        let started = Instant::now();
+        let error = sqlx::query("SELECT 1").execute(&held).await.unwrap_err();
+        assert!(matches!(error, sqlx::Error::PoolTimedOut), "{error:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}
