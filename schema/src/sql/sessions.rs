@@ -570,7 +570,8 @@ impl SessionStore for SqlStore {
         let mut statement = sqlx::query_as::<_, EventRow>(&sql)
             .bind(session_id)
             .bind(&query.thread_id)
-            .bind(query.after_seq)
+            // No cursor: the bound before every seq in the order read (seqs are ≥ 0).
+            .bind(query.after_seq.unwrap_or(if query.descending { i64::MAX } else { -1 }))
             .bind(query.limit.max(0))
             .bind(query.processed.gt)
             .bind(query.processed.gte)
