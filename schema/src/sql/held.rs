@@ -6,7 +6,8 @@
 //! keeps the connections a statement finished with cleanly in a list of its own and
 //! hands them to the next statement without that ping. A connection whose statement
 //! failed or was cancelled part way goes back through sqlx, which pings it (settling
-//! whatever the cancellation left) or closes it. Transactions start on a held connection and end in sqlx as before.
+//! whatever the cancellation left) or closes it. Transactions start on a held
+//! connection and end in sqlx as before.
 //!
 //! Every checkout takes one of `max_connections` permits, so a permit holder finds a
 //! held connection, an idle one in sqlx, or one on its way back to sqlx (from a
@@ -103,33 +104,29 @@ impl HeldPool {
     async fn lease_unbounded(&self) -> Result<Lease<'_>, sqlx::Error> {
         let permit = self.0.permits.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
         loop {
-            let waiting = {
-                let mut held = self.held();
-                match held.connections.pop() {
-                    Some(held) => Ok(held),
-                    None => {
-                        held.waiting += 1;
-                        Err(Waiting(self))
-                    }
+            let popped = {
+                let mut holding = self.held();
+                let popped = holding.connections.pop();
+                if popped.is_none() {
+                    holding.waiting += 1;
                 }
+                popped
             };
-            let waiting = match waiting {
-                Ok(mut held) => {
-                    // As sqlx's own check before use: a connection idle a while is pinged.
-                    if held.used.elapsed() >= RECHECK_IDLE_AFTER && held.conn.ping().await.is_err() {
-                        // sqlx takes it back, finds it broken and closes it.
-                        drop(held.conn);
-                        continue;
-                    }
-                    return Ok(self.leased(held.conn, held.taken, permit));
-                }
-                Err(waiting) => waiting,
+            let Some(mut held) = popped else {
+                // Nothing held: sqlx has a connection idle, can open one, or is about to
+                // get one back; a statement ending meanwhile gives its connection to sqlx.
+                let waiting = Waiting(self);
+                let conn = self.0.pool.acquire().await;
+                drop(waiting);
+                return Ok(self.leased(conn?, Instant::now(), permit));
             };
-            // Nothing held: sqlx has a connection idle, can open one, or is about to get
-            // one back; a statement ending meanwhile gives its connection to sqlx too.
-            let conn = self.0.pool.acquire().await;
-            drop(waiting);
-            return Ok(self.leased(conn?, Instant::now(), permit));
+            // As sqlx's own check before use: a connection idle a while is pinged.
+            if held.used.elapsed() >= RECHECK_IDLE_AFTER && held.conn.ping().await.is_err() {
+                // sqlx takes it back, finds it broken and closes it.
+                drop(held.conn);
+                continue;
+            }
+            return Ok(self.leased(held.conn, held.taken, permit));
         }
     }
 
@@ -151,7 +148,8 @@ impl HeldPool {
     }
 }
 
-/// A checkout waiting on sqlx, counted while it waits.
+/// A checkout waiting on sqlx, counted (in [`Holding::waiting`], incremented under the
+/// same lock that found nothing held) until it is dropped, cancelled or not.
 struct Waiting<'a>(&'a HeldPool);
 
 impl Drop for Waiting<'_> {
