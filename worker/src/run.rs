@@ -366,7 +366,7 @@ impl<'a> Attempt<'a> {
 
     /// Whether the history holds every event appended to `session` since it was read:
     /// then the session row (its usage and status) is still as read. A claim's read may
-    /// be older than the history read after it (`claim_run.sql`). A session with child
+    /// be older than the history read after it (`claim_run.*.sql`). A session with child
     /// threads has events the thread's history does not hold; it is read again.
     fn nothing_appended_since(&self, session: &Session) -> bool {
         session.child_threads == 0 && session.next_seq == self.last_seq() + 1

@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, FromRow, Row, Transaction};
 
 use super::session_threads::{self, Condition};
-use super::{Flag, SqlStore, sessions};
+use super::{Backend, Flag, SqlStore, sessions};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{
@@ -66,7 +66,7 @@ pub(super) fn run(row: &AnyRow) -> StoreResult<Run> {
     Ok(RunRow::from_row(row)?.into())
 }
 
-/// What `claim_run.sql` returns.
+/// What `claim_run.*.sql` returns.
 #[derive(Debug, FromRow)]
 struct ClaimRow {
     session_id: String,
@@ -373,7 +373,11 @@ impl RunStore for SqlStore {
         lease_ms: i64,
     ) -> StoreResult<(ClaimOutcome, Option<Session>)> {
         let now = self.now();
-        let claimed = sqlx::query(include_str!("../../queries/runs/claim_run.sql"))
+        let statement = match self.backend {
+            Backend::Postgres => include_str!("../../queries/runs/claim_run.postgres.sql"),
+            Backend::Sqlite => include_str!("../../queries/runs/claim_run.sqlite.sql"),
+        };
+        let claimed = sqlx::query(statement)
             .bind(run_id)
             .bind(owner)
             .bind(now)

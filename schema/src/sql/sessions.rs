@@ -91,7 +91,7 @@ fn with_agent(row: SessionRow, agent: Option<(String, Value)>) -> Session {
 }
 
 /// The session in a row that carries `select_session.sql`'s columns beside others (a
-/// claim's, `claim_run.sql`): `None` when they are NULL, the session being gone.
+/// claim's, `claim_run.*.sql`): `None` when they are NULL, the session being gone.
 pub(super) fn session_in(row: &AnyRow) -> StoreResult<Option<Session>> {
     if row.try_get::<Option<String>, _>("id")?.is_none() {
         return Ok(None);

@@ -286,7 +286,7 @@ pub trait RunStore: Send + Sync {
     /// Reads a run.
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>>;
 
-    /// Claims a run for `lease_ms`, minting a new epoch (see `queries/runs/claim_run.sql`).
+    /// Claims a run for `lease_ms`, minting a new epoch (see `queries/runs/claim_run.*.sql`).
     /// At most one claim of a run is live, and at most one run of a thread is leased.
     async fn claim_run(&self, run_id: &str, owner: &str, lease_ms: i64) -> StoreResult<ClaimOutcome> {
         Ok(self.claim_run_with_session(run_id, owner, lease_ms).await?.0)

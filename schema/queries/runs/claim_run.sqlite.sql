@@ -1,4 +1,5 @@
--- Claim one run for one attempt: the fencing token is minted here.
+-- Claim one run for one attempt: the fencing token is minted here. SQLite's dialect;
+-- claim_run.postgres.sql is the same claim with the session read by one join.
 --
 -- A run is claimable when it is `pending` (fresh work, or new input after a checkpoint)
 -- or `leased` with a lease that expired strictly before now (its holder is presumed
