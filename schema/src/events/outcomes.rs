@@ -169,14 +169,24 @@ impl ActiveOutcome {
     }
 }
 
+/// The kinds of event [`active_outcome`] reads.
+const OUTCOME_KINDS: [EventType; 4] = [
+    EventType::UserDefineOutcome,
+    EventType::SpanOutcomeEvaluationStart,
+    EventType::SpanOutcomeEvaluationOngoing,
+    EventType::SpanOutcomeEvaluationEnd,
+];
+
 /// The outcome `history` (one thread's) is working on, if any.
 pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
     let mut outcomes: Vec<ActiveOutcome> = Vec::new();
     let mut done: Vec<String> = Vec::new();
     for (at, event) in history.iter().enumerate() {
+        // Most of a history is not about outcomes: its kind decides before its body is read.
+        let Some(&kind) = OUTCOME_KINDS.iter().find(|kind| event.is(**kind)) else { continue };
         let outcome_id = event.body["outcome_id"].as_str().unwrap_or_default();
-        match event.event_type() {
-            Some(EventType::UserDefineOutcome) if !outcome_id.is_empty() => outcomes.push(ActiveOutcome {
+        match kind {
+            EventType::UserDefineOutcome if !outcome_id.is_empty() => outcomes.push(ActiveOutcome {
                 outcome_id: outcome_id.to_owned(),
                 definition: event.body.clone(),
                 iteration: 0,
@@ -184,12 +194,12 @@ pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
                 last_heartbeat: 0,
                 defined_at: at,
             }),
-            Some(EventType::SpanOutcomeEvaluationStart) => {
+            EventType::SpanOutcomeEvaluationStart => {
                 if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id) {
                     outcome.started = true;
                 }
             }
-            Some(EventType::SpanOutcomeEvaluationOngoing) => {
+            EventType::SpanOutcomeEvaluationOngoing => {
                 if let Some(outcome) = outcomes.iter_mut().find(|o| o.outcome_id == outcome_id)
                     && event.body["iteration"].as_i64() == Some(outcome.iteration)
                 {
@@ -197,7 +207,7 @@ pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
                     outcome.last_heartbeat = outcome.last_heartbeat.max(number.unwrap_or(outcome.last_heartbeat + 1));
                 }
             }
-            Some(EventType::SpanOutcomeEvaluationEnd) => {
+            EventType::SpanOutcomeEvaluationEnd => {
                 let verdict = event.body["result"].as_str().and_then(OutcomeVerdict::parse);
                 if verdict.is_none_or(OutcomeVerdict::terminal) {
                     done.push(outcome_id.to_owned());
