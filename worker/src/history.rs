@@ -6,9 +6,9 @@ use std::mem::size_of;
 use agentd_schema::StoredEvent;
 use indexmap::IndexMap;
 use rand::Rng;
-use serde_json::Value;
 
 use crate::agent_loop::Folded;
+use crate::heap::{allocation, value_bytes};
 
 /// Committed history of recently driven threads. History is append-only and numbered,
 /// so a cached copy is always a valid prefix: a turn extends it from its last sequence
@@ -27,7 +27,7 @@ pub struct HistoryCache {
     entries: std::sync::Mutex<CachedHistories>,
 }
 
-/// Bytes held, and per thread its history and fold.
+/// Bytes held (histories and folds), and per thread its history and fold.
 #[derive(Debug, Default)]
 struct CachedHistories {
     bytes: usize,
@@ -44,6 +44,14 @@ pub struct Cached {
     pub folded: Folded,
     /// The estimated size of the history's first events, so a put weighs only the new.
     pub weight: Weight,
+}
+
+impl Cached {
+    /// The estimated heap bytes held: the history's and its fold's (the conversation
+    /// the fold keeps repeats the history's text).
+    fn bytes(&self) -> usize {
+        self.weight.bytes + self.folded.heap_bytes()
+    }
 }
 
 /// The estimated heap size of a history's first `events` events.
@@ -81,21 +89,22 @@ impl HistoryCache {
         metrics::counter!("agentd_worker_history_cache_total", "outcome" => if cached.is_some() { "hit" } else { "miss" })
             .increment(1);
         let cached = cached.unwrap_or_default();
-        entries.bytes -= cached.weight.bytes;
+        entries.bytes -= cached.bytes();
         cached
     }
 
     /// Gives back `thread_id`'s history after an attempt that completed.
     pub fn put(&self, thread_id: &str, mut cached: Cached) {
         cached.weight = cached.weight.of(&cached.history);
-        if cached.weight.bytes > self.max_bytes {
+        let bytes = cached.bytes();
+        if bytes > self.max_bytes {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.bytes += cached.weight.bytes;
+        entries.bytes += bytes;
         let (mut at, old) = entries.threads.insert_full(thread_id.to_owned(), cached);
         if let Some(old) = old {
-            entries.bytes -= old.weight.bytes;
+            entries.bytes -= old.bytes();
         }
         // Any thread but the one just put: it is the most likely to take the next turn.
         let mut rng = rand::rng();
@@ -106,7 +115,7 @@ impl HistoryCache {
                 victim += 1;
             }
             let Some((_, dropped)) = entries.threads.swap_remove_index(victim) else { break };
-            entries.bytes -= dropped.weight.bytes;
+            entries.bytes -= dropped.bytes();
             // `swap_remove` moved the last thread into the victim's place.
             if at == last {
                 at = victim;
@@ -131,46 +140,6 @@ fn event_bytes(event: &StoredEvent) -> usize {
             .map(|s| allocation(s.capacity()))
             .sum::<usize>()
         + value_bytes(&event.body)
-}
-
-/// What a parsed JSON value holds on the heap beyond its own `Value`. serde_json's objects
-/// are `BTreeMap`s (no `preserve_order` in this tree), whose nodes have room for 11
-/// entries: a small object costs a whole node, which is most of a small event's memory.
-fn value_bytes(value: &Value) -> usize {
-    match value {
-        Value::String(s) => allocation(s.capacity()),
-        Value::Array(items) => {
-            allocation(items.capacity() * size_of::<Value>()) + items.iter().map(value_bytes).sum::<usize>()
-        }
-        Value::Object(map) => {
-            btree_nodes(map.len())
-                + map.iter().map(|(key, value)| allocation(key.capacity()) + value_bytes(value)).sum::<usize>()
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-    }
-}
-
-/// The nodes of a `BTreeMap<String, Value>` of `len` entries: a leaf holds up to 11
-/// (keys, values, parent link: 632 bytes); larger maps fill leaves about two thirds and
-/// add an internal node (with 12 child links) per ~8 leaves.
-fn btree_nodes(len: usize) -> usize {
-    const CAPACITY: usize = 11;
-    const LEAF: usize = 16 + CAPACITY * (size_of::<String>() + size_of::<Value>());
-    const INTERNAL: usize = LEAF + (CAPACITY + 1) * size_of::<usize>();
-    match len {
-        0 => 0,
-        1..=CAPACITY => allocation(LEAF),
-        _ => {
-            let leaves = len.div_ceil(8);
-            leaves * allocation(LEAF) + leaves.div_ceil(8) * allocation(INTERNAL)
-        }
-    }
-}
-
-/// What an allocator takes for `bytes`, about: rounded up to 16 with a word to spare (glibc
-/// adds a header; mimalloc, the binary's allocator, has size classes about as coarse).
-fn allocation(bytes: usize) -> usize {
-    if bytes == 0 { 0 } else { (bytes + 8).div_ceil(16) * 16 }
 }
 
 #[cfg(test)]
@@ -215,16 +184,6 @@ mod tests {
         cache.put("a", taken);
         let grown = cache.take("a").weight;
         assert_eq!(grown, Weight::default().of(&history("a", 5, 1_000)));
-    }
-
-    #[test]
-    fn a_small_object_weighs_a_whole_map_node() {
-        // {"type": "end_turn"}: one leaf node of 11 slots (640 bytes as allocated), the
-        // key and the string.
-        assert_eq!(value_bytes(&serde_json::json!({"type": "end_turn"})), 640 + 16 + 16);
-        assert_eq!(value_bytes(&serde_json::json!({})), 0);
-        let large: serde_json::Map<String, Value> = (0..100).map(|i| (format!("k{i}"), Value::Null)).collect();
-        assert!(value_bytes(&Value::Object(large)) > 100 * (size_of::<String>() + size_of::<Value>()));
     }
 
     #[test]

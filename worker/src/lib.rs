@@ -9,6 +9,7 @@ pub mod budget;
 pub mod consumer;
 pub mod credentials;
 pub mod dream_memory;
+mod heap;
 pub mod history;
 pub mod mcp;
 pub mod providers;

@@ -4,6 +4,7 @@ use agentd_schema::events::OutcomeVerdict;
 use agentd_schema::{EventType, StoredEvent};
 use serde_json::{Value, json};
 
+use crate::heap;
 use crate::providers::{Block, Message, ModelRequest, Role};
 use crate::threads::{CallRole, thread_call};
 
@@ -39,30 +40,126 @@ pub fn append_user_input(request: &mut ModelRequest, content: &Value) {
 /// model request was running (mid-turn messages, early tool results) is placed after
 /// that request's output, where the model will read it.
 pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, Vec<Message>) {
-    let mut system: Vec<String> =
-        agent["system"].as_str().filter(|s| !s.is_empty()).map(str::to_owned).into_iter().collect();
-    let mut messages: Vec<Message> = Vec::new();
-    let mut deferred: Vec<&StoredEvent> = Vec::new();
-    let mut in_request = false;
-    for event in history {
-        let Some(kind) = event.event_type() else { continue };
-        match kind {
-            EventType::SpanModelRequestStart => in_request = true,
-            EventType::SpanModelRequestEnd => {
-                in_request = false;
-                for held in deferred.drain(..) {
-                    add(&mut messages, &mut system, held);
+    let mut fold = Conversation::default();
+    fold.extend(history, 0);
+    fold.build(agent, history)
+}
+
+/// The model conversation folded from a thread's history, kept with the thread's fold
+/// (`state::Folded`) so each request folds only the events appended since the last one
+/// and copies the rest, instead of reading every event's body again.
+#[derive(Debug, Default, Clone)]
+pub struct Conversation {
+    /// The texts of `system.message` events, in order.
+    system: Vec<String>,
+    messages: Vec<Message>,
+    /// Input committed while the current model request runs (positions in the history):
+    /// it joins the conversation after the request's output, when its end is committed.
+    deferred: Vec<usize>,
+    in_request: bool,
+    /// The estimated heap bytes of `system` and `messages` (`crate::heap`).
+    bytes: usize,
+}
+
+impl Conversation {
+    /// Folds `history[from..]` into a fold of `history[..from]`.
+    pub fn extend(&mut self, history: &[StoredEvent], from: usize) {
+        for (at, event) in history.iter().enumerate().skip(from) {
+            let Some(kind) = event.event_type() else { continue };
+            match kind {
+                EventType::SpanModelRequestStart => self.in_request = true,
+                EventType::SpanModelRequestEnd => {
+                    self.in_request = false;
+                    for held in std::mem::take(&mut self.deferred) {
+                        self.add(&history[held]);
+                    }
                 }
+                kind if self.in_request && (kind.is_client_input() || is_request(event)) => self.deferred.push(at),
+                _ => self.add(event),
             }
-            kind if in_request && (kind.is_client_input() || is_request(event)) => deferred.push(event),
-            _ => add(&mut messages, &mut system, event),
         }
     }
-    for held in deferred {
-        add(&mut messages, &mut system, held);
+
+    /// The system prompt and messages of a request made now, with input still held for
+    /// a request that never ended (its worker died) at the end. `history` is the one
+    /// folded.
+    pub fn build(&self, agent: &Value, history: &[StoredEvent]) -> (Option<String>, Vec<Message>) {
+        let mut now =
+            Conversation { system: self.system.clone(), messages: self.messages.clone(), ..Default::default() };
+        for &held in &self.deferred {
+            now.add(&history[held]);
+        }
+        let agent_system = agent["system"].as_str().filter(|s| !s.is_empty());
+        let system: Vec<&str> = agent_system.into_iter().chain(now.system.iter().map(String::as_str)).collect();
+        ((!system.is_empty()).then(|| system.join("\n\n")), now.messages)
     }
-    let system = (!system.is_empty()).then(|| system.join("\n\n"));
-    (system, messages)
+
+    /// The estimated heap bytes it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes + self.deferred.capacity() * std::mem::size_of::<usize>()
+    }
+
+    fn push(&mut self, role: Role, blocks: Vec<Block>) {
+        if blocks.is_empty() {
+            return;
+        }
+        self.bytes += heap::blocks_bytes(&blocks);
+        match self.messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => {
+                self.bytes += heap::MESSAGE_BYTES;
+                self.messages.push(Message { role, content: blocks });
+            }
+        }
+    }
+
+    fn add(&mut self, event: &StoredEvent) {
+        let body = &event.body;
+        let Some(kind) = event.event_type() else { return };
+        match kind {
+            EventType::UserMessage => self.push(Role::User, text_blocks(&body["content"])),
+            // A child thread's request from its parent is its user's message.
+            EventType::AgentThreadMessageReceived if is_request(event) => {
+                self.push(Role::User, text_blocks(&body["content"]))
+            }
+            EventType::SystemMessage => {
+                for block in text_blocks(&body["content"]) {
+                    if let Block::Text(text) = block {
+                        self.bytes += heap::allocation(text.capacity()) + std::mem::size_of::<String>();
+                        self.system.push(text);
+                    }
+                }
+            }
+            EventType::UserDefineOutcome => self.push(Role::User, vec![Block::Text(outcome_text(body))]),
+            EventType::SpanOutcomeEvaluationEnd => {
+                if let Some(feedback) = feedback_text(body) {
+                    self.push(Role::User, vec![Block::Text(feedback)]);
+                }
+            }
+            EventType::AgentMessage => self.push(Role::Assistant, text_blocks(&body["content"])),
+            kind if kind.is_tool_use() => match event.str_field("name") {
+                Ok(name) => self.push(
+                    Role::Assistant,
+                    vec![Block::ToolUse {
+                        id: event.event_id.clone(),
+                        name: name.to_owned(),
+                        input: if body["input"].is_object() { body["input"].clone() } else { json!({}) },
+                    }],
+                ),
+                Err(error) => tracing::warn!(%error, "tool call left out of the conversation"),
+            },
+            kind if kind.is_tool_answer() => {
+                let is_error = body["is_error"].as_bool().unwrap_or(false);
+                match tool_result_block(kind, body, is_error) {
+                    Some(block) => self.push(Role::User, vec![block]),
+                    None => {
+                        tracing::warn!(event = %event.event_id, %kind, "tool result names no call; left out of the conversation")
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A parent's request delivered to a child thread (not a reply: its tool result is the
@@ -76,59 +173,6 @@ fn is_request(event: &StoredEvent) -> bool {
 pub(super) fn tool_result_block(kind: EventType, body: &Value, is_error: bool) -> Option<Block> {
     let tool_use_id = body[kind.answers_key()?].as_str()?.to_owned();
     Some(Block::ToolResult { tool_use_id, content: result_content(&body["content"]), is_error })
-}
-
-fn add(messages: &mut Vec<Message>, system: &mut Vec<String>, event: &StoredEvent) {
-    let mut push = |role: Role, blocks: Vec<Block>| {
-        if blocks.is_empty() {
-            return;
-        }
-        match messages.last_mut() {
-            Some(last) if last.role == role => last.content.extend(blocks),
-            _ => messages.push(Message { role, content: blocks }),
-        }
-    };
-    let body = &event.body;
-    let Some(kind) = event.event_type() else { return };
-    match kind {
-        EventType::UserMessage => push(Role::User, text_blocks(&body["content"])),
-        // A child thread's request from its parent is its user's message.
-        EventType::AgentThreadMessageReceived if is_request(event) => push(Role::User, text_blocks(&body["content"])),
-        EventType::SystemMessage => {
-            system.extend(text_blocks(&body["content"]).into_iter().filter_map(|b| match b {
-                Block::Text(t) => Some(t),
-                _ => None,
-            }));
-        }
-        EventType::UserDefineOutcome => push(Role::User, vec![Block::Text(outcome_text(body))]),
-        EventType::SpanOutcomeEvaluationEnd => {
-            if let Some(feedback) = feedback_text(body) {
-                push(Role::User, vec![Block::Text(feedback)]);
-            }
-        }
-        EventType::AgentMessage => push(Role::Assistant, text_blocks(&body["content"])),
-        kind if kind.is_tool_use() => match event.str_field("name") {
-            Ok(name) => push(
-                Role::Assistant,
-                vec![Block::ToolUse {
-                    id: event.event_id.clone(),
-                    name: name.to_owned(),
-                    input: if body["input"].is_object() { body["input"].clone() } else { json!({}) },
-                }],
-            ),
-            Err(error) => tracing::warn!(%error, "tool call left out of the conversation"),
-        },
-        kind if kind.is_tool_answer() => {
-            let is_error = body["is_error"].as_bool().unwrap_or(false);
-            match tool_result_block(kind, body, is_error) {
-                Some(block) => push(Role::User, vec![block]),
-                None => {
-                    tracing::warn!(event = %event.event_id, %kind, "tool result names no call; left out of the conversation")
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 /// What the agent reads of a `user.define_outcome` (docs/api/outcomes.md): the task and,

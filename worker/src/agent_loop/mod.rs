@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::providers::{Message, ModelRequest, Role};
 use crate::threads::ThreadTool;
 pub use crate::threads::{ThreadCall, Waiting};
-pub use conversation::{append_user_input, conversation};
+pub use conversation::{Conversation, append_user_input, conversation};
 pub use state::Folded;
 use state::Thread;
 pub use tools::{ToolClass, classify, is_builtin, tool_specs};
@@ -150,18 +150,19 @@ pub const INTERRUPTED_UNANSWERED: &str = "not completed: the user interrupted th
 
 /// Decides the next step of a thread from its committed history.
 pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
-    decide_on(agent, history, &Thread::of(history))
+    decide_on(agent, history, &Folded::of(history))
 }
 
 /// [`decide`] with the history's fold kept up to date in `folded` (only the events
 /// appended since its last update are folded).
 pub fn decide_folded(agent: &Value, history: &[StoredEvent], folded: &mut Folded) -> Decision {
     folded.update(history);
-    decide_on(agent, history, folded.thread())
+    decide_on(agent, history, folded)
 }
 
-/// [`decide`] given `thread`, the fold of `history`.
-fn decide_on(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Decision {
+/// [`decide`] given `folded`, the fold of `history`.
+fn decide_on(agent: &Value, history: &[StoredEvent], folded: &Folded) -> Decision {
+    let thread = folded.thread();
     let id = thread.thread_id.as_str();
     let mut before = Vec::new();
     // Close the span of a request whose worker died, so the history reads cleanly; the
@@ -212,7 +213,7 @@ fn decide_on(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Decisio
     let synthetic_results = before.iter().any(|e| e.event_type().is_some_and(EventType::is_tool_answer));
     if (synthetic_results || thread.input_pending()) && !thread.interrupted() {
         resume(thread, &mut before);
-        let request = model_request(agent, history, &before);
+        let request = model_request(agent, history, folded.conversation(), &before);
         return Decision::CallModel { before, request };
     }
     if ends_turn(thread) {
@@ -368,10 +369,15 @@ fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCal
     }
 }
 
-/// The model request for the conversation so far, with the synthetic results this
-/// step commits first.
-fn model_request(agent: &Value, history: &[StoredEvent], before: &[NewEvent]) -> ModelRequest {
-    let (system, messages) = conversation(agent, history);
+/// The model request for the conversation so far (`conversation`, the fold of
+/// `history`), with the synthetic results this step commits first.
+fn model_request(
+    agent: &Value,
+    history: &[StoredEvent],
+    conversation: &Conversation,
+    before: &[NewEvent],
+) -> ModelRequest {
+    let (system, messages) = conversation.build(agent, history);
     let mut request = ModelRequest {
         model: agent["model"]["id"].as_str().unwrap_or_default().to_owned(),
         system,

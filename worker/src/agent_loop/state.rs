@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use agentd_schema::events::{OutcomeVerdict, ToolCalls};
 use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
 
+use super::conversation::Conversation;
 use crate::threads::{CallRole, thread_call};
 
 /// The fold of a thread's committed history.
@@ -160,10 +161,11 @@ impl Thread {
 
 /// A thread's fold kept in step with its history as the history grows, so a decision
 /// folds only the events appended since the last one (its cost no longer grows with
-/// the length of the thread).
+/// the length of the thread): the decision's state, and the model conversation.
 #[derive(Debug, Default, Clone)]
 pub struct Folded {
     thread: Thread,
+    conversation: Conversation,
     /// How many events of the history are folded.
     len: usize,
     /// The id of the last one folded: a history that does not have it at that position
@@ -173,6 +175,13 @@ pub struct Folded {
 }
 
 impl Folded {
+    /// The fold of `history`.
+    pub fn of(history: &[StoredEvent]) -> Self {
+        let mut folded = Folded::default();
+        folded.update(history);
+        folded
+    }
+
     /// Brings the fold up to `history`, which normally extends what was folded.
     pub fn update(&mut self, history: &[StoredEvent]) {
         let extends = history.len() >= self.len
@@ -184,6 +193,7 @@ impl Folded {
             return;
         }
         self.thread.extend(history, self.len);
+        self.conversation.extend(history, self.len);
         self.len = history.len();
         if let Some(last) = history.last() {
             self.last_event_id.clone_from(&last.event_id);
@@ -193,6 +203,16 @@ impl Folded {
     /// The fold, of the history last given to [`Folded::update`].
     pub fn thread(&self) -> &Thread {
         &self.thread
+    }
+
+    /// The conversation, of the history last given to [`Folded::update`].
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    /// The estimated heap bytes the fold holds beyond the history (its conversation).
+    pub fn heap_bytes(&self) -> usize {
+        self.conversation.heap_bytes()
     }
 
     /// How many events are folded.

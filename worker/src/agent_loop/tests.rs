@@ -719,3 +719,71 @@ fn a_history_the_fold_does_not_extend_is_folded_again() {
     assert_eq!(shape(decide_folded(&agent(), &other, &mut folded)), shape(decide(&agent(), &other)));
     assert_eq!(folded.folded_events(), other.len());
 }
+
+/// A thread whose input arrives while requests run, with a system message, tool calls
+/// and their results, and a last request cut off with input held for it.
+fn thread_with_held_input() -> Vec<Value> {
+    vec![
+        user("one"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"span.model_request_start"}),
+        user("two"),
+        json!({"type":"system.message","content":[{"type":"text","text":"mind the time"}]}),
+        json!({"type":"agent.message","content":[{"type":"text","text":"re: one"}]}),
+        json!({"type":"agent.custom_tool_use","id":"c1","name":"lookup","input":{"q":1}}),
+        json!({"type":"span.model_request_end"}),
+        json!({"type":"user.custom_tool_result","custom_tool_use_id":"c1","content":[{"type":"text","text":"42"}]}),
+        json!({"type":"span.model_request_start"}),
+        json!({"type":"agent.message","content":[{"type":"text","text":"re: two"}]}),
+        json!({"type":"span.model_request_end"}),
+        idle(json!({"type":"end_turn"})),
+        user("three"),
+        json!({"type":"session.status_running"}),
+        json!({"type":"span.model_request_start"}),
+        user("four"),
+    ]
+}
+
+#[test]
+fn the_conversation_of_a_fold_grown_step_by_step_is_the_whole_folds() {
+    let events = history(&thread_with_held_input());
+    for step in 1..=4 {
+        let mut folded = Folded::default();
+        for end in (0..=events.len()).step_by(step).chain([events.len()]) {
+            let prefix = &events[..end];
+            folded.update(prefix);
+            let grown = folded.conversation().build(&agent(), prefix);
+            assert_eq!(grown, conversation(&agent(), prefix), "after {end} events, {step} at a time");
+        }
+    }
+    // What it is, whole: held input follows the output of the request it arrived during,
+    // and the cut-off request's held input ends the conversation.
+    let (system, messages) = Folded::of(&events).conversation().build(&agent(), &events);
+    assert_eq!(system.as_deref(), Some("be brief\n\nmind the time"));
+    let texts: Vec<(Role, Vec<&Block>)> = messages.iter().map(|m| (m.role, m.content.iter().collect())).collect();
+    let text = |t: &str| Block::Text(t.to_owned());
+    let lookup = Block::ToolUse { id: "c1".into(), name: "lookup".into(), input: json!({"q": 1}) };
+    let answer =
+        Block::ToolResult { tool_use_id: "c1".into(), content: json!([{"type":"text","text":"42"}]), is_error: false };
+    assert_eq!(
+        texts,
+        vec![
+            (Role::User, vec![&text("one")]),
+            (Role::Assistant, vec![&text("re: one"), &lookup]),
+            (Role::User, vec![&text("two"), &answer]),
+            (Role::Assistant, vec![&text("re: two")]),
+            (Role::User, vec![&text("three"), &text("four")]),
+        ]
+    );
+}
+
+#[test]
+fn a_fold_weighs_its_conversation() {
+    let events = history(&thread_with_held_input());
+    let (small, whole) = (Folded::of(&events[..1]), Folded::of(&events));
+    assert!(small.heap_bytes() >= "one".len() && small.heap_bytes() < whole.heap_bytes());
+    // Folded again from the start when the history is another: it weighs only that one.
+    let mut again = whole.clone();
+    again.update(&events[..1]);
+    assert_eq!(again.heap_bytes(), small.heap_bytes());
+}
