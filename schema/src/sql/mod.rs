@@ -16,6 +16,7 @@
 mod adapters;
 mod agent_drafts;
 mod app_tokens;
+mod checkpoint;
 mod deployments;
 mod dreams;
 mod durable;
@@ -51,6 +52,7 @@ use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{Connection, Executor, Row};
 
+use self::checkpoint::Checkpoints;
 use self::held::HeldPool;
 use crate::clock::Clock;
 use crate::error::{StoreError, StoreResult};
@@ -68,7 +70,7 @@ const RECHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// Every SQLite connection's settings. WAL lets readers proceed while the writer
 /// commits; the busy timeout only covers another process writing to the same file
-/// (`agentd keys`, say).
+/// (`agentd keys`, say). The writer adds `checkpoint::WRITER_PRAGMAS`.
 const SQLITE_PRAGMAS: &str =
     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;";
 
@@ -107,6 +109,8 @@ pub struct SqlStore {
     clock: Arc<dyn Clock>,
     /// Sessions' usage as this process's run commits last committed it.
     known_usage: sessions::KnownUsage,
+    /// SQLite's WAL checkpoints, run beside the writer instead of in its commits.
+    _checkpoints: Option<Checkpoints>,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -181,7 +185,8 @@ impl SqlStore {
         };
         if backend == Backend::Postgres {
             let primary = HeldPool::new(pool("").connect(&options.url).await?);
-            return Ok(Self { readers: primary.clone(), primary, backend, clock, known_usage: Default::default() });
+            let readers = primary.clone();
+            return Ok(Self { readers, primary, backend, clock, known_usage: Default::default(), _checkpoints: None });
         }
         let url = if options.url.contains("mode=") {
             options.url.clone()
@@ -190,11 +195,12 @@ impl SqlStore {
             format!("{}{sep}mode=rwc", options.url)
         };
         // The writer waits in its queue as long as SQLite's busy handler would have.
-        let primary = HeldPool::new(
-            pool("").max_connections(1).acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?,
-        );
+        let writer = pool(checkpoint::WRITER_PRAGMAS).max_connections(1);
+        let primary =
+            HeldPool::new(writer.acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?);
         let readers = HeldPool::new(pool(SQLITE_READER_PRAGMAS).connect(&url).await?);
-        Ok(Self { primary, readers, backend, clock, known_usage: Default::default() })
+        let checkpoints = Some(Checkpoints::spawn(readers.clone(), primary.clone()));
+        Ok(Self { primary, readers, backend, clock, known_usage: Default::default(), _checkpoints: checkpoints })
     }
 
     /// Applies pending migrations. On PostgreSQL an advisory lock serializes
