@@ -43,16 +43,6 @@ pub trait Bus: Send + Sync + 'static {
     /// Publishes `payload` to every current subscriber of `channel`.
     async fn publish(&self, channel: &str, payload: Bytes) -> Result<(), BusError>;
 
-    /// Publishes `payloads` to `channel` in order, as one publish each: a backend may
-    /// send them together (Redis: one pipelined round trip). On an error some of them
-    /// may have been published.
-    async fn publish_all(&self, channel: &str, payloads: Vec<Bytes>) -> Result<(), BusError> {
-        for payload in payloads {
-            self.publish(channel, payload).await?;
-        }
-        Ok(())
-    }
-
     /// Subscribes to `channel`; messages published after this returns are delivered.
     async fn subscribe(&self, channel: &str) -> Result<Subscription, BusError>;
 

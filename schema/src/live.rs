@@ -74,27 +74,20 @@ pub fn render(event: &StoredEvent) -> Value {
 /// Publishes committed events in order. Failures are logged, not returned: history is
 /// already committed and streams recover from the store.
 pub async fn publish_committed(bus: &dyn Bus, events: &[StoredEvent]) {
-    // A commit's events are one session's: one `publish_all` for each run of a session.
-    for run in events.chunk_by(|a, b| a.session_id == b.session_id) {
-        let session_id = &run[0].session_id;
-        let payloads = run.iter().map(|event| Bytes::from(committed(event).encode_to_vec())).collect();
-        if let Err(error) = bus.publish_all(&session_channel(session_id), payloads).await {
-            tracing::warn!(%error, session = %session_id, "live notification lost; streams will read the store");
+    for event in events {
+        let message = LiveEvent {
+            session_id: event.session_id.clone(),
+            thread_id: event.thread_id.clone(),
+            kind: Some(live_event::Kind::Committed(Committed {
+                seq: event.seq,
+                event_id: event.event_id.clone(),
+                body_json: render(event).to_string(),
+            })),
+        };
+        if let Err(error) = publish(bus, &event.session_id, &message).await {
+            tracing::warn!(%error, session = %event.session_id, "live notification lost; streams will read the store");
             return;
         }
-    }
-}
-
-/// The bus message saying `event` was committed.
-fn committed(event: &StoredEvent) -> LiveEvent {
-    LiveEvent {
-        session_id: event.session_id.clone(),
-        thread_id: event.thread_id.clone(),
-        kind: Some(live_event::Kind::Committed(Committed {
-            seq: event.seq,
-            event_id: event.event_id.clone(),
-            body_json: render(event).to_string(),
-        })),
     }
 }
 

@@ -117,22 +117,6 @@ impl Bus for RedisBus {
         }
     }
 
-    /// One pipeline: the commands run in order on the one publishing connection.
-    async fn publish_all(&self, channel: &str, payloads: Vec<Bytes>) -> Result<(), BusError> {
-        let key = self.channel_key(channel);
-        let mut pipeline = redis::pipe();
-        for payload in &payloads {
-            pipeline.cmd("PUBLISH").arg(&key).arg(payload.as_ref()).ignore();
-        }
-        let mut publisher = self.publisher.clone();
-        let publish = pipeline.query_async::<()>(&mut publisher);
-        match tokio::time::timeout(PUBLISH_TIMEOUT, publish).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => Err(BusError::Unavailable(format!("publishing to redis channel {key}: {err}"))),
-            Err(_) => Err(BusError::Unavailable(format!("publishing to redis channel {key} timed out"))),
-        }
-    }
-
     async fn subscribe(&self, channel: &str) -> Result<Subscription, BusError> {
         let key = self.channel_key(channel);
         let (reply, answer) = oneshot::channel();
