@@ -118,7 +118,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // Two worker threads: the checkpoint task keeps its own pace beside the writing test,
+    // as in a server, instead of running only when the test's task yields.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_is_restarted_while_the_writer_never_stops_writing() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("store.db");
@@ -127,13 +129,15 @@ mod tests {
         let setting: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint").fetch_one(&store.primary).await.unwrap();
         assert_eq!(setting, 0, "the writer's commits do not checkpoint");
         sqlx::query("CREATE TABLE scratch (body TEXT NOT NULL)").execute(&store.primary).await.expect("create");
-        // 20,000 pages (80 MiB) through the WAL with no pause between commits: a
+        // 60,000 pages (240 MiB) through the WAL with no pause between commits: a
         // checkpoint beside the writer alone never copies the whole WAL, so it would
-        // never restart and its file would hold them all.
-        let written = 20_000;
+        // never restart and its file would hold them all. Restarted, it holds what the
+        // writer commits between two restarts (~20 MiB in a debug build on a busy
+        // machine), however much is written in all.
+        let written = 60_000;
         write(&store, written).await;
         let wal = std::fs::metadata(dir.path().join("store.db-wal")).expect("the WAL").len();
-        assert!(wal < (written as u64 * 4_096) / 4, "the WAL file reached {wal} bytes");
+        assert!(wal < (written as u64 * 4_096) / 3, "the WAL file reached {wal} bytes");
         // Once nothing is written, everything in the WAL reaches the database file.
         tokio::time::sleep(WHILE_WRITING * 3).await;
         let state = checkpoint(&store.readers).await.expect("checkpoint");
