@@ -48,16 +48,19 @@ impl Checkpoints {
             loop {
                 tokio::time::sleep(wait).await;
                 let state = match step(&readers, &writer).await {
-                    Ok(state) => Some(state),
+                    Ok(state) => state,
                     Err(sqlx::Error::PoolClosed) => return,
                     Err(error) => {
+                        // A store that keeps failing (a full disk, say) logs once a second,
+                        // not at the pace of a busy WAL.
                         tracing::warn!(%error, "SQLite WAL checkpoint failed; retrying");
-                        None
+                        (wait, last) = (WHILE_IDLE, None);
+                        continue;
                     }
                 };
                 // The WAL unchanged since the last look: nothing was written.
-                wait = if state.is_some() && state == last { (wait * 2).min(WHILE_IDLE) } else { WHILE_WRITING };
-                last = state;
+                wait = if last == Some(state) { (wait * 2).min(WHILE_IDLE) } else { WHILE_WRITING };
+                last = Some(state);
             }
         }))
     }
