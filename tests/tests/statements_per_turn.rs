@@ -38,9 +38,14 @@ const BETA: &str = "managed-agents-2026-04-01";
 
 /// Statements of background loops that run whether or not a turn does, told by their
 /// summary (the first words of their file): the webhook deliverer's look for due
-/// deliveries (`claim_deliveries.sql`, every 0.25–2 s per gateway). They are not a
-/// turn's cost; counting them would make the count depend on timing.
-const BACKGROUND: &[&str] = &["-- Claims up to …", SWEEP];
+/// deliveries (`claim_deliveries.sql`, every 0.25–2 s per gateway) and the SQLite
+/// store's WAL checkpoint (`schema/src/sql/checkpoint.rs`, every 100 ms while the WAL
+/// changes, on its own connection; ADR 0038). They are not a turn's cost; counting
+/// them would make the count depend on timing.
+const BACKGROUND: &[&str] = &["-- Claims up to …", SWEEP, CHECKPOINT];
+
+/// The checkpoint task's statement (on a reader, and on the writer once the WAL is long).
+const CHECKPOINT: &str = "PRAGMA wal_checkpoint(PASSIVE)";
 
 /// The outbox sweeper's removal of published rows: batched, so fewer than one per turn.
 const SWEEP: &str = "DELETE FROM outbox WHERE …";

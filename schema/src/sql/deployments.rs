@@ -1,5 +1,6 @@
 //! Deployments and deployment runs (`deployments`, `deployment_runs`, migration 0018).
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::FromRow;
@@ -155,9 +156,7 @@ fn slot_of(trigger: RunTrigger) -> Option<i64> {
     }
 }
 
-type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
-
-async fn insert_run_in(tx: &mut Tx<'_>, new: &NewDeploymentRun, now_ms: i64) -> StoreResult<DeploymentRunRow> {
+async fn insert_run_in(tx: &mut Tx, new: &NewDeploymentRun, now_ms: i64) -> StoreResult<DeploymentRunRow> {
     let row: RunRow = sqlx::query_as(include_str!("../../queries/deployments/insert_run.sql"))
         .bind(&new.id)
         .bind(&new.workspace_id)
@@ -175,12 +174,7 @@ async fn insert_run_in(tx: &mut Tx<'_>, new: &NewDeploymentRun, now_ms: i64) -> 
 }
 
 /// Reports a deployment fact inside `tx` when `row` is the deployment it happened to.
-async fn report(
-    tx: &mut Tx<'_>,
-    row: &Option<DeploymentRow>,
-    event_type: &'static str,
-    now_ms: i64,
-) -> StoreResult<()> {
+async fn report(tx: &mut Tx, row: &Option<DeploymentRow>, event_type: &'static str, now_ms: i64) -> StoreResult<()> {
     match row {
         Some(row) => super::webhooks::record(tx, &[Fact::new(&row.workspace_id, event_type, &row.id)], now_ms).await,
         None => Ok(()),

@@ -1,5 +1,6 @@
 //! Dreams and dream policies (`dreams`, `dream_policies`, migration 0017).
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::FromRow;
@@ -112,10 +113,8 @@ impl From<PolicyRow> for DreamPolicyRow {
     }
 }
 
-type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
-
 /// Inserts a dream inside `tx` (see `insert_dream.sql`).
-async fn insert(tx: &mut Tx<'_>, new: &NewDream, policy: Option<(&str, i64)>, now_ms: i64) -> StoreResult<DreamRow> {
+async fn insert(tx: &mut Tx, new: &NewDream, policy: Option<(&str, i64)>, now_ms: i64) -> StoreResult<DreamRow> {
     let behavior = if new.update_existing { "update_existing" } else { "create_new" };
     let row: Row = sqlx::query_as(include_str!("../../queries/dreams/insert_dream.sql"))
         .bind(&new.id)

@@ -3,8 +3,9 @@
 //! and whatever must run again gets its queue message through the outbox in the same
 //! transaction.
 
+use super::Tx;
 use async_trait::async_trait;
-use sqlx::{Any, Row, Transaction};
+use sqlx::Row;
 
 use super::SqlStore;
 use super::runs::run;
@@ -12,7 +13,7 @@ use crate::error::StoreResult;
 use crate::store::{DurableStore, OutboxMessage, Run};
 
 /// Writes the queue message that makes `run` claimable, in `tx`.
-async fn enqueue(tx: &mut Transaction<'_, Any>, run: &Run, now: i64, why: &str) -> StoreResult<OutboxMessage> {
+async fn enqueue(tx: &mut Tx, run: &Run, now: i64, why: &str) -> StoreResult<OutboxMessage> {
     let message = agentd_proto::v1::RunSubmission {
         run_id: run.id.clone(),
         session_id: run.session_id.clone(),

@@ -1,6 +1,7 @@
 //! Erasure jobs and the removal of a data subject's records (`user_profile_erasures`,
 //! migration 0020).
 
+use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
@@ -11,8 +12,6 @@ use crate::store::{ErasureRow, ErasureStore, SessionErasure};
 
 const COLUMNS: &str =
     "id, workspace_id, user_profile_id, status, records_removed, created_at_ms, updated_at_ms, completed_at_ms";
-
-type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
 
 /// A `user_profile_erasures` row as stored.
 #[derive(Debug, FromRow)]
@@ -56,7 +55,7 @@ const SESSION_TABLES: &[&str] = &[
 ];
 
 /// Deletes with `statement` (binding `binds`) and returns how many rows went.
-async fn delete(tx: &mut Tx<'_>, statement: &str, binds: &[&str]) -> StoreResult<i64> {
+async fn delete(tx: &mut Tx, statement: &str, binds: &[&str]) -> StoreResult<i64> {
     let mut query = sqlx::query(statement);
     for bind in binds {
         query = query.bind(*bind);
@@ -68,7 +67,7 @@ async fn delete(tx: &mut Tx<'_>, statement: &str, binds: &[&str]) -> StoreResult
 /// the session's is deleted (recorded as an already-redacted `deleted` version by the
 /// erasure). Returns the records removed.
 async fn erase_memory(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     erasure_id: &str,
     workspace_id: &str,
     session_id: &str,

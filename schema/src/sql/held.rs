@@ -6,8 +6,10 @@
 //! keeps the connections a statement finished with cleanly in a list of its own and
 //! hands them to the next statement without that ping. A connection whose statement
 //! failed or was cancelled part way goes back through sqlx, which pings it (settling
-//! whatever the cancellation left) or closes it. Transactions start on a held
-//! connection and end in sqlx as before.
+//! whatever the cancellation left) or closes it. A transaction ([`Tx`]) keeps its
+//! checkout to its end: committed or rolled back, its connection is held like a
+//! statement's; dropped while open, it starts a rollback and goes back through sqlx,
+//! as sqlx's own `Transaction` does.
 //!
 //! Every checkout takes one of `max_connections` permits, so a permit holder finds a
 //! held connection, an idle one in sqlx, or one on its way back to sqlx (from a
@@ -15,6 +17,7 @@
 //! connections back to sqlx instead of holding them, so none sits unused while a
 //! statement waits.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,9 +25,11 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use sqlx::any::{AnyQueryResult, AnyRow};
-use sqlx::pool::{MaybePoolConnection, PoolConnection};
-use sqlx::{Any, AnyConnection, AnyPool, Connection, Database, Describe, Either, Execute, Executor, Transaction};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use sqlx::pool::PoolConnection;
+use sqlx::{
+    Any, AnyConnection, AnyPool, Connection, Database, Describe, Either, Execute, Executor, TransactionManager,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::RECHECK_IDLE_AFTER;
 
@@ -39,7 +44,7 @@ pub(super) struct HeldPool(Arc<Shared>);
 struct Shared {
     pool: AnyPool,
     held: Mutex<Holding>,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
 }
 
 /// The held connections, and how many checkouts wait on sqlx for one: one lock for
@@ -59,19 +64,19 @@ struct Held {
     used: Instant,
 }
 
-/// One checkout: a connection for one statement or one transaction's start.
-struct Lease<'a> {
-    owner: &'a HeldPool,
+/// One checkout: a connection for one statement or one transaction.
+struct Lease {
+    owner: HeldPool,
     conn: Option<PoolConnection<Any>>,
     taken: Instant,
     /// Whether the connection may be held for the next statement without sqlx's ping.
     settled: bool,
-    _permit: SemaphorePermit<'a>,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl HeldPool {
     pub(super) fn new(pool: AnyPool) -> Self {
-        let permits = Semaphore::new(pool.options().get_max_connections() as usize);
+        let permits = Arc::new(Semaphore::new(pool.options().get_max_connections() as usize));
         Self(Arc::new(Shared { pool, held: Mutex::default(), permits }))
     }
 
@@ -80,11 +85,11 @@ impl HeldPool {
         &self.0.pool
     }
 
-    /// Starts a transaction; its connection returns to sqlx when it ends.
-    pub(super) async fn begin(&self) -> Result<Transaction<'static, Any>, sqlx::Error> {
+    /// Starts a transaction, which keeps its checkout until it ends.
+    pub(super) async fn begin(&self) -> Result<Tx, sqlx::Error> {
         let mut lease = self.lease().await?;
-        let conn = lease.conn.take().expect("a lease holds its connection until dropped");
-        Transaction::begin(MaybePoolConnection::PoolConnection(conn), None).await
+        <Any as Database>::TransactionManager::begin(lease.conn(), None).await?;
+        Ok(Tx { lease, open: true })
     }
 
     /// Lets the held connections go, then closes the sqlx pool.
@@ -96,13 +101,13 @@ impl HeldPool {
     }
 
     /// A connection within the pool's acquire timeout, as sqlx's own `acquire`.
-    async fn lease(&self) -> Result<Lease<'_>, sqlx::Error> {
+    async fn lease(&self) -> Result<Lease, sqlx::Error> {
         let timeout = self.0.pool.options().get_acquire_timeout();
         tokio::time::timeout(timeout, self.lease_unbounded()).await.map_err(|_| sqlx::Error::PoolTimedOut)?
     }
 
-    async fn lease_unbounded(&self) -> Result<Lease<'_>, sqlx::Error> {
-        let permit = self.0.permits.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
+    async fn lease_unbounded(&self) -> Result<Lease, sqlx::Error> {
+        let permit = self.0.permits.clone().acquire_owned().await.map_err(|_| sqlx::Error::PoolClosed)?;
         loop {
             let popped = {
                 let mut holding = self.held();
@@ -130,8 +135,8 @@ impl HeldPool {
         }
     }
 
-    fn leased<'a>(&'a self, conn: PoolConnection<Any>, taken: Instant, permit: SemaphorePermit<'a>) -> Lease<'a> {
-        Lease { owner: self, conn: Some(conn), taken, settled: false, _permit: permit }
+    fn leased(&self, conn: PoolConnection<Any>, taken: Instant, permit: OwnedSemaphorePermit) -> Lease {
+        Lease { owner: self.clone(), conn: Some(conn), taken, settled: false, _permit: permit }
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Holding> {
@@ -158,7 +163,7 @@ impl Drop for Waiting<'_> {
     }
 }
 
-impl Lease<'_> {
+impl Lease {
     fn conn(&mut self) -> &mut AnyConnection {
         self.conn.as_mut().expect("a lease holds its connection until dropped")
     }
@@ -172,13 +177,65 @@ impl Lease<'_> {
     }
 }
 
-impl Drop for Lease<'_> {
+impl Drop for Lease {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
         if self.settled && self.taken.elapsed() < HELD_AT_MOST && !self.owner.0.permits.is_closed() {
             self.owner.hold(Held { conn, taken: self.taken, used: Instant::now() });
         }
         // Otherwise `conn` drops here and sqlx takes it back (ping, or close).
+    }
+}
+
+/// A transaction on a checked-out connection (`HeldPool::begin`): `&mut *tx` is the
+/// connection its statements run on. Ending it cleanly holds the connection for the
+/// next checkout, with no ping; an error in `commit` or `rollback`, or dropping it
+/// while open, leaves the connection to sqlx (a rollback started first), as sqlx's
+/// `Transaction` does.
+pub(super) struct Tx {
+    lease: Lease,
+    open: bool,
+}
+
+impl Tx {
+    pub(super) async fn commit(mut self) -> Result<(), sqlx::Error> {
+        let result = <Any as Database>::TransactionManager::commit(self.lease.conn()).await;
+        self.ended(result)
+    }
+
+    pub(super) async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        let result = <Any as Database>::TransactionManager::rollback(self.lease.conn()).await;
+        self.ended(result)
+    }
+
+    fn ended(&mut self, result: Result<(), sqlx::Error>) -> Result<(), sqlx::Error> {
+        self.open = result.is_err();
+        self.lease.settle(&result);
+        result
+    }
+}
+
+impl Deref for Tx {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        self.lease.conn.as_ref().expect("a lease holds its connection until dropped")
+    }
+}
+
+impl DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        self.lease.conn()
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if self.open {
+            // The lease is unsettled, so sqlx takes the connection and its ping sends
+            // the rollback.
+            <Any as Database>::TransactionManager::start_rollback(self.lease.conn());
+        }
     }
 }
 
@@ -292,6 +349,54 @@ mod tests {
         assert!(held.held().connections.is_empty());
         let one: i64 = sqlx::query_scalar("SELECT 1").fetch_one(&held).await.unwrap();
         assert_eq!(one, 1);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_that_ends_cleanly_holds_its_connection_for_the_next_checkout() {
+        let held = pool(4, Duration::from_secs(2)).await;
+        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&held).await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        // Held, not given back to sqlx (which would ping it on its way to the idle list).
+        assert_eq!(held.held().connections.len(), 1);
+        assert_eq!(held.0.pool.num_idle(), 0);
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.unwrap();
+        tx.rollback().await.unwrap();
+        assert_eq!(held.held().connections.len(), 1);
+        // One connection served it all (each in-memory connection is its own database).
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&held).await.unwrap();
+        assert_eq!(rows, 1);
+        assert_eq!(held.0.pool.size(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_dropped_open_is_rolled_back_and_its_connection_goes_back_to_sqlx() {
+        let held = pool(1, Duration::from_secs(2)).await;
+        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&held).await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await.unwrap();
+        drop(tx);
+        assert!(held.held().connections.is_empty(), "sqlx settles a connection left in a transaction");
+        // The same (only) connection: out of the transaction, without the insert.
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&held).await.unwrap();
+        assert_eq!(rows, 0);
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&held).await.unwrap();
+        assert_eq!(rows, 1);
+    }
+
+    #[tokio::test]
+    async fn an_open_transaction_keeps_its_checkout() {
+        let held = pool(1, Duration::from_millis(200)).await;
+        let tx = held.begin().await.unwrap();
+        let error = sqlx::query("SELECT 1").execute(&held).await.unwrap_err();
+        assert!(matches!(error, sqlx::Error::PoolTimedOut), "{error:?}");
+        tx.commit().await.unwrap();
+        sqlx::query("SELECT 1").execute(&held).await.unwrap();
     }
 
     #[tokio::test]

@@ -2,8 +2,9 @@
 //! the session row first (bumping `inbox_version`), then checks that a run is live, so
 //! a change and the worker taking the inbox into a commit never interleave.
 
+use super::Tx;
 use async_trait::async_trait;
-use sqlx::{Any, FromRow, Transaction};
+use sqlx::FromRow;
 
 use super::{JsonText, SqlStore, runs};
 use crate::error::{StoreError, StoreResult};
@@ -25,13 +26,13 @@ impl From<MessageRow> for InboxMessage {
     }
 }
 
-async fn messages(tx: &mut Transaction<'_, Any>, session_id: &str) -> StoreResult<Vec<InboxMessage>> {
+async fn messages(tx: &mut Tx, session_id: &str) -> StoreResult<Vec<InboxMessage>> {
     let rows: Vec<MessageRow> =
         sqlx::query_as(include_str!("../../queries/inbox/take.sql")).bind(session_id).fetch_all(&mut **tx).await?;
     Ok(rows.into_iter().map(InboxMessage::from).collect())
 }
 
-async fn live(tx: &mut Transaction<'_, Any>, session_id: &str) -> StoreResult<bool> {
+async fn live(tx: &mut Tx, session_id: &str) -> StoreResult<bool> {
     let row = sqlx::query(include_str!("../../queries/inbox/live_run.sql"))
         .bind(session_id)
         .fetch_optional(&mut **tx)
@@ -40,7 +41,7 @@ async fn live(tx: &mut Transaction<'_, Any>, session_id: &str) -> StoreResult<bo
 }
 
 /// Locks the session row by bumping its inbox version; returns the new version.
-async fn bump(tx: &mut Transaction<'_, Any>, session_id: &str) -> StoreResult<i64> {
+async fn bump(tx: &mut Tx, session_id: &str) -> StoreResult<i64> {
     let row: Option<(i64,)> = sqlx::query_as(include_str!("../../queries/inbox/bump_version.sql"))
         .bind(session_id)
         .fetch_optional(&mut **tx)
@@ -50,7 +51,7 @@ async fn bump(tx: &mut Transaction<'_, Any>, session_id: &str) -> StoreResult<i6
 
 /// Inside a commit's transaction: takes the session's inbox (oldest position first) as
 /// `user.message` events to commit ahead of the commit's own. Locks the session row first.
-async fn take(tx: &mut Transaction<'_, Any>, session_id: &str, thread_id: &str) -> StoreResult<Vec<NewEvent>> {
+async fn take(tx: &mut Tx, session_id: &str, thread_id: &str) -> StoreResult<Vec<NewEvent>> {
     match bump(tx, session_id).await {
         // A session deleted under a live run: the fence reports the lost run.
         Ok(_) | Err(StoreError::NotFound { .. }) => {}

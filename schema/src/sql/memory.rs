@@ -5,6 +5,7 @@
 //! cap, the path's uniqueness, the `content_sha256` precondition — is made on the state
 //! the write commits on. A refused write returns before committing: nothing changes.
 
+use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
@@ -145,12 +146,10 @@ impl TryFrom<Version> for MemoryVersionRow {
     }
 }
 
-type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
-
 /// The store's lock, taken with its memory count moved by `count_delta`; `None` when
 /// the workspace has no such store. Returns `(archived, memory_count)` after the move.
 async fn lock_store(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     workspace_id: &str,
     store_id: &str,
     count_delta: i64,
@@ -165,13 +164,13 @@ async fn lock_store(
 }
 
 /// The memory with its content, inside the store's transaction.
-async fn current_memory(tx: &mut Tx<'_>, store_id: &str, memory_id: &str) -> StoreResult<Option<Memory>> {
+async fn current_memory(tx: &mut Tx, store_id: &str, memory_id: &str) -> StoreResult<Option<Memory>> {
     let sql = format!("SELECT {MEMORY_COLUMNS}, content FROM memories WHERE memory_store_id = $1 AND id = $2");
     Ok(sqlx::query_as(&sql).bind(store_id).bind(memory_id).fetch_optional(&mut **tx).await?)
 }
 
 /// Whether another memory of the store has `path`.
-async fn path_taken(tx: &mut Tx<'_>, store_id: &str, path: &str) -> StoreResult<bool> {
+async fn path_taken(tx: &mut Tx, store_id: &str, path: &str) -> StoreResult<bool> {
     let found: Option<(String,)> = sqlx::query_as("SELECT id FROM memories WHERE memory_store_id = $1 AND path = $2")
         .bind(store_id)
         .bind(path)
@@ -191,7 +190,7 @@ struct VersionRecord<'a> {
 }
 
 async fn insert_version(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     workspace_id: &str,
     store_id: &str,
     version: VersionRecord<'_>,

@@ -53,7 +53,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{Connection, Executor, Row};
 
 use self::checkpoint::Checkpoints;
-use self::held::HeldPool;
+use self::held::{HeldPool, Tx};
 use crate::clock::Clock;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{Backend, StoreHealth};

@@ -3,9 +3,10 @@
 //! inference profiles, each write one transaction that bumps the workspace's
 //! `config_revision` first (`queries/providers/bump_revision.sql`).
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::json;
-use sqlx::{Any, FromRow, Transaction};
+use sqlx::FromRow;
 
 use super::{JsonText, SqlStore};
 use crate::catalog::Prices;
@@ -219,8 +220,6 @@ impl TryFrom<Profile> for InferenceProfileRow {
         })
     }
 }
-
-type Tx = Transaction<'static, Any>;
 
 /// Bumps the workspace's revision: the first statement of every write (the lock).
 async fn bump(tx: &mut Tx, workspace_id: &str, now_ms: i64) -> StoreResult<i64> {

@@ -1,5 +1,6 @@
 //! Generic versioned resources: most managed families store their wire body here.
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::AnyRow;
@@ -58,13 +59,7 @@ fn resource(row: &AnyRow) -> StoreResult<Resource> {
     Ok(ResourceRow::from_row(row)?.into())
 }
 
-async fn snapshot(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    id: &str,
-    version: i64,
-    body: &str,
-    now: i64,
-) -> StoreResult<()> {
+async fn snapshot(tx: &mut Tx, id: &str, version: i64, body: &str, now: i64) -> StoreResult<()> {
     sqlx::query(include_str!("../../queries/resources/insert_version.sql"))
         .bind(id)
         .bind(version)
@@ -79,7 +74,7 @@ async fn snapshot(
 /// (`crate::webhooks::of_resource`), inside the action's transaction. A credential's
 /// event names its vault (`vault_id`).
 async fn report(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tx: &mut Tx,
     workspace_id: &str,
     kind: &str,
     id: &str,
@@ -97,7 +92,7 @@ async fn report(
 
 /// Inserts a new resource at version 1 (with its first snapshot if versioned) and
 /// reports its creation, in `tx`.
-async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewResource, now: i64) -> StoreResult<AnyRow> {
+async fn insert(tx: &mut Tx, new: &NewResource, now: i64) -> StoreResult<AnyRow> {
     let body = new.body.to_string();
     let row = sqlx::query(include_str!("../../queries/resources/insert_resource.sql"))
         .bind(&new.id)

@@ -2,11 +2,12 @@
 //! a step reaching past its own thread (ADR 0022). The claim and fencing statements are
 //! the named files under `queries/runs/`.
 
+use super::Tx;
 use agentd_proto::v1::RunSubmission;
 use async_trait::async_trait;
 use prost::Message;
 use sqlx::any::AnyRow;
-use sqlx::{Any, FromRow, Row, Transaction};
+use sqlx::{FromRow, Row};
 
 use super::session_threads::{self, Condition};
 use super::{Backend, Flag, SqlStore, sessions};
@@ -103,7 +104,7 @@ struct StrandedRow {
 
 /// Writes a queue message to the outbox inside `tx` (`queries/runs/insert_outbox.sql`).
 pub(super) async fn enqueue(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     message: &RunSubmission,
     msg_id: String,
     now: i64,
@@ -126,7 +127,7 @@ pub(super) async fn enqueue(
 /// claim's next commit (`sessions::KnownUsage`).
 pub(super) async fn commit_in(
     store: &SqlStore,
-    mut tx: Transaction<'_, Any>,
+    mut tx: Tx,
     claim: &Claim,
     events: Vec<NewEvent>,
     settlement: Option<Settlement>,
@@ -171,7 +172,7 @@ pub(super) async fn commit_in(
 /// `settle_run.sql` (fenced by the same condition, in one statement). `Fenced` when the
 /// epoch is stale; the caller rolls back. Returns the run's status afterwards.
 async fn fence_or_settle(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     claim: &Claim,
     settlement: Option<Settlement>,
     now: i64,
@@ -217,7 +218,7 @@ struct Runnable {
 /// `max_attempts`), with its queue message in the outbox. A wake from another thread
 /// (`keep_pause`) leaves a paused ticket paused: then there is nothing to run (`None`).
 async fn make_runnable(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     thread_id: &str,
     max_attempts: i64,
@@ -264,12 +265,7 @@ async fn make_runnable(
 
 /// The body of [`RunStore::handoff`] inside `tx`, in lock order session → thread rows →
 /// runs (ADR 0022 §3). Any error leaves the caller to roll back.
-async fn handoff_in(
-    tx: &mut Transaction<'_, Any>,
-    claim: Option<&Claim>,
-    handoff: Handoff,
-    now: i64,
-) -> StoreResult<HandedOff> {
+async fn handoff_in(tx: &mut Tx, claim: Option<&Claim>, handoff: Handoff, now: i64) -> StoreResult<HandedOff> {
     let Handoff {
         session_id,
         events,

@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::{Any, FromRow, Transaction};
+use sqlx::FromRow;
 
 use super::{JsonText, SqlStore, usage};
 use crate::error::{StoreError, StoreResult};
@@ -102,7 +103,7 @@ struct ThreadChange<'a> {
 /// the session's status is projected from the rows (`project_session_status.sql`);
 /// returns that status when the append changed it.
 pub(super) async fn project(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     stored: &[StoredEvent],
     now: i64,
@@ -164,11 +165,7 @@ pub(super) async fn project(
 }
 
 /// Projects the session's status and running clock from its threads' rows.
-pub(super) async fn project_session(
-    tx: &mut Transaction<'_, Any>,
-    session_id: &str,
-    now: i64,
-) -> StoreResult<Option<String>> {
+pub(super) async fn project_session(tx: &mut Tx, session_id: &str, now: i64) -> StoreResult<Option<String>> {
     let before: Option<(String,)> =
         sqlx::query_as(include_str!("../../queries/session_threads/select_session_status.sql"))
             .bind(session_id)
@@ -186,12 +183,7 @@ pub(super) async fn project_session(
 /// Counts `count` new child threads of the session, locking its row (the spawning
 /// handoff's first write); at its first spawn brings the primary's row in step with
 /// the session. `NotFound` if there is no such session.
-pub(super) async fn count_spawned(
-    tx: &mut Transaction<'_, Any>,
-    session_id: &str,
-    count: i64,
-    now: i64,
-) -> StoreResult<()> {
+pub(super) async fn count_spawned(tx: &mut Tx, session_id: &str, count: i64, now: i64) -> StoreResult<()> {
     let counted: Option<Counted> = sqlx::query_as(include_str!("../../queries/session_threads/add_child_threads.sql"))
         .bind(session_id)
         .bind(count)
@@ -217,7 +209,7 @@ pub(super) async fn count_spawned(
 
 /// Inserts a child thread, `running` from now. A taken id is a `Conflict`.
 pub(super) async fn insert(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     thread: &crate::store::NewThread,
     snapshot_id: &str,
@@ -247,7 +239,7 @@ pub(super) enum Condition {
 /// Applies `condition` to `thread` for the call `tool_use_id`; `Conflict` when it
 /// matches no row (the caller rolls back: nothing of the handoff is written).
 pub(super) async fn apply(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     condition: Condition,
     (thread_id, tool_use_id): (&str, &str),
@@ -274,12 +266,7 @@ pub(super) async fn apply(
 
 /// Archives a child thread; `Conflict` when it is not a child of the session that is
 /// not archived yet.
-pub(super) async fn archive(
-    tx: &mut Transaction<'_, Any>,
-    session_id: &str,
-    thread_id: &str,
-    now: i64,
-) -> StoreResult<()> {
+pub(super) async fn archive(tx: &mut Tx, session_id: &str, thread_id: &str, now: i64) -> StoreResult<()> {
     let row = sqlx::query(include_str!("../../queries/session_threads/archive_thread.sql"))
         .bind(session_id)
         .bind(thread_id)

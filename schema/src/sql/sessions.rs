@@ -18,11 +18,12 @@
 
 use std::sync::LazyLock;
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
-use sqlx::{Any, FromRow, Row, Transaction};
+use sqlx::{FromRow, Row};
 
 use super::{JsonText, SqlStore, session_threads, tool_calls, usage};
 use crate::capture;
@@ -50,11 +51,7 @@ const EVENTS_PER_STATEMENT: usize = 1000;
 /// Moves the body's `agent` into `agent_snapshots` (inside the caller's transaction)
 /// and returns its snapshot id with the agent; a body without an agent object has none.
 /// Snapshots are content-addressed, so writing one that exists is a no-op.
-async fn store_agent(
-    tx: &mut Transaction<'_, Any>,
-    body: &mut Value,
-    now: i64,
-) -> StoreResult<Option<(String, Value)>> {
+async fn store_agent(tx: &mut Tx, body: &mut Value, now: i64) -> StoreResult<Option<(String, Value)>> {
     let Some(agent) = body.as_object_mut().and_then(|map| map.remove("agent")) else { return Ok(None) };
     if !agent.is_object() {
         embed(body, agent);
@@ -67,7 +64,7 @@ async fn store_agent(
 /// Stores `agent` in `agent_snapshots` (inside the caller's transaction) and returns
 /// its id: content-addressed, so writing one that exists is a no-op. A session's agent
 /// and a child thread's (ADR 0022) are stored alike.
-pub(super) async fn store_snapshot(tx: &mut Transaction<'_, Any>, agent: &Value, now: i64) -> StoreResult<String> {
+pub(super) async fn store_snapshot(tx: &mut Tx, agent: &Value, now: i64) -> StoreResult<String> {
     let text = agent.to_string();
     let id = format!("asnap_{}", &hex::encode(Sha256::digest(text.as_bytes()))[..32]);
     sqlx::query(include_str!("../../queries/sessions/insert_agent_snapshot.sql"))
@@ -104,7 +101,7 @@ pub(super) fn session_in(row: &AnyRow) -> StoreResult<Option<Session>> {
 /// tool-call projections. Must be the transaction's first write to the session row
 /// (lock order: session, then run; see `queries/sessions/allocate_seq.sql`).
 pub(super) async fn append(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     events: Vec<NewEvent>,
     now: i64,
@@ -160,7 +157,7 @@ pub(super) struct Appended {
 /// as last committed (`known`), an append that spends writes the new total with its
 /// allocation instead of with `update_usage.sql`, unless the session moved on since.
 pub(super) async fn append_seen(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     events: Vec<NewEvent>,
     now: i64,
@@ -300,7 +297,7 @@ fn spent_on(usage: &str, events: &[NewEvent]) -> StoreResult<Option<String>> {
 /// session row. A session below `full` content capture keeps no grader explanation and
 /// no description in it (ADR 0019).
 async fn project_outcomes(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     stored: &[StoredEvent],
     capture: Option<capture::Level>,
@@ -345,7 +342,7 @@ async fn project_outcomes(
 /// turn: the content is never committed without the turn's redaction committed with it.
 /// The events the append returns keep their content; they are published live once.
 async fn capture_turn(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     session_id: &str,
     after: i64,
     through: i64,
@@ -378,12 +375,7 @@ async fn capture_turn(
 }
 
 /// One multi-row INSERT of `events` (see `queries/sessions/insert_events.sql`).
-async fn insert_events(
-    tx: &mut Transaction<'_, Any>,
-    session_id: &str,
-    events: &[StoredEvent],
-    now: i64,
-) -> StoreResult<()> {
+async fn insert_events(tx: &mut Tx, session_id: &str, events: &[StoredEvent], now: i64) -> StoreResult<()> {
     let mut sql = String::from(include_str!("../../queries/sessions/insert_events.sql"));
     for (i, _) in events.iter().enumerate() {
         let n = 3 + 5 * i;
@@ -405,11 +397,7 @@ async fn insert_events(
 
 /// Puts the agent back into a session read by `RETURNING`: the one its writer stored,
 /// or else the snapshot it references.
-async fn complete(
-    tx: &mut Transaction<'_, Any>,
-    row: SessionRow,
-    agent: Option<(String, Value)>,
-) -> StoreResult<Session> {
+async fn complete(tx: &mut Tx, row: SessionRow, agent: Option<(String, Value)>) -> StoreResult<Session> {
     let mut session = Session::from(row);
     let agent = match (agent, &session.agent_snapshot_id) {
         (Some((_, agent)), _) => Some(agent),
@@ -431,7 +419,7 @@ async fn complete(
 /// Writes the index rows of the memory stores among `body`'s resources (inside the
 /// caller's transaction, after the caller removed the session's old rows, if any): one
 /// multi-row INSERT, none without memory stores.
-async fn index_memory_stores(tx: &mut Transaction<'_, Any>, session_id: &str, body: &Value) -> StoreResult<()> {
+async fn index_memory_stores(tx: &mut Tx, session_id: &str, body: &Value) -> StoreResult<()> {
     let stores = memory_store_ids(body);
     if stores.is_empty() {
         return Ok(());
@@ -449,7 +437,7 @@ async fn index_memory_stores(tx: &mut Transaction<'_, Any>, session_id: &str, bo
 
 /// Locks the session row (see `queries/sessions/lock_session.sql`); `NotFound` if
 /// there is none.
-pub(super) async fn lock(tx: &mut Transaction<'_, Any>, session_id: &str, now: i64) -> StoreResult<()> {
+pub(super) async fn lock(tx: &mut Tx, session_id: &str, now: i64) -> StoreResult<()> {
     let touched = sqlx::query(include_str!("../../queries/sessions/lock_session.sql"))
         .bind(session_id)
         .bind(now)

@@ -1,6 +1,7 @@
 //! Skills (`skills`) and their versions (`skill_versions`): metadata and file lists;
 //! each version's archive is a blob named by `blob_key`.
 
+use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
@@ -69,10 +70,8 @@ impl From<Version> for SkillVersionRow {
     }
 }
 
-type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
-
 async fn insert_version(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     workspace_id: &str,
     skill_id: &str,
     version: &NewSkillVersion,
@@ -95,7 +94,7 @@ async fn insert_version(
 
 /// The skill row, locked for the rest of the transaction (versions of one skill change
 /// one at a time); `None` when the workspace has no such skill.
-async fn lock_skill(tx: &mut Tx<'_>, workspace_id: &str, skill_id: &str, now: i64) -> StoreResult<Option<Skill>> {
+async fn lock_skill(tx: &mut Tx, workspace_id: &str, skill_id: &str, now: i64) -> StoreResult<Option<Skill>> {
     Ok(sqlx::query_as(include_str!("../../queries/skills/lock_skill.sql"))
         .bind(workspace_id)
         .bind(skill_id)

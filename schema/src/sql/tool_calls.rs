@@ -3,8 +3,9 @@
 //! events (the sessions area's append calls [`record`]), so it is never behind the
 //! committed history.
 
+use super::Tx;
 use async_trait::async_trait;
-use sqlx::{Any, FromRow, Transaction};
+use sqlx::FromRow;
 
 use super::SqlStore;
 use crate::error::StoreResult;
@@ -82,7 +83,7 @@ fn entry(event: &StoredEvent) -> Option<Entry<'_>> {
 /// Updates the ledger for events just appended to `session_id`, inside the appending
 /// transaction: every use of the batch in one INSERT, then each answer in batch order
 /// (an answer may name a use committed in the same batch).
-pub(super) async fn record(tx: &mut Transaction<'_, Any>, session_id: &str, events: &[StoredEvent]) -> StoreResult<()> {
+pub(super) async fn record(tx: &mut Tx, session_id: &str, events: &[StoredEvent]) -> StoreResult<()> {
     let entries: Vec<(&StoredEvent, Entry<'_>)> =
         events.iter().filter_map(|event| entry(event).map(|entry| (event, entry))).collect();
     let uses: Vec<(&StoredEvent, ToolUseKind)> = entries

@@ -3,6 +3,7 @@
 //! [`record`], which the other areas call to write a fact to the outbox inside the
 //! fact's own transaction.
 
+use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::{FromRow, Row};
@@ -16,8 +17,6 @@ use crate::store::{
 };
 use crate::webhooks::Fact;
 
-type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
-
 const SUBSCRIPTION_COLUMNS: &str = "workspace_id, id, organization_id, url, name, description, secret, state, \
                                     disabled_reason, consecutive_failures, created_at_ms, updated_at_ms";
 
@@ -27,7 +26,7 @@ const DELIVERY_COLUMNS: &str = "id, event_id, workspace_id, subscription_id, org
 
 /// Writes `facts` to the outbox inside `tx`: one statement per fact, which inserts a
 /// delivery per subscriber and nothing when there is none.
-pub(super) async fn record(tx: &mut Tx<'_>, facts: &[Fact], now_ms: i64) -> StoreResult<()> {
+pub(super) async fn record(tx: &mut Tx, facts: &[Fact], now_ms: i64) -> StoreResult<()> {
     for fact in facts {
         let extra = fact.extra.as_ref().map(Value::to_string);
         sqlx::query(include_str!("../../queries/webhooks/insert_deliveries.sql"))
@@ -152,7 +151,7 @@ where
 /// Cancels the pending deliveries of a subscription that is disabled now (by its owner
 /// or by its failures), inside the transaction that disabled it: they are never sent,
 /// even if it is enabled again before they fall due.
-async fn cancel_if_disabled(tx: &mut Tx<'_>, workspace_id: &str, id: &str, now_ms: i64) -> StoreResult<()> {
+async fn cancel_if_disabled(tx: &mut Tx, workspace_id: &str, id: &str, now_ms: i64) -> StoreResult<()> {
     sqlx::query(
         "UPDATE webhook_deliveries SET state = 'canceled', lease_until_ms = NULL, updated_at_ms = $3 \
          WHERE workspace_id = $1 AND subscription_id = $2 AND state = 'pending' \
@@ -167,7 +166,7 @@ async fn cancel_if_disabled(tx: &mut Tx<'_>, workspace_id: &str, id: &str, now_m
     Ok(())
 }
 
-async fn replace_event_types(tx: &mut Tx<'_>, row: &WebhookSubscriptionRow) -> StoreResult<()> {
+async fn replace_event_types(tx: &mut Tx, row: &WebhookSubscriptionRow) -> StoreResult<()> {
     sqlx::query("DELETE FROM webhook_subscription_events WHERE workspace_id = $1 AND subscription_id = $2")
         .bind(&row.workspace_id)
         .bind(&row.id)

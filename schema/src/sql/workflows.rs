@@ -3,6 +3,7 @@
 //! key, create or reuse the revision, move the override by compare-and-swap, record the
 //! result under the key (`queries/workflows/*.sql` say why each step is race-free).
 
+use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
@@ -99,7 +100,7 @@ impl SaveKeyRow {
 }
 
 /// The current override version of a definition (0: none yet), read in `tx`.
-async fn current_version(tx: &mut sqlx::Transaction<'_, sqlx::Any>, key: &WorkflowKey) -> StoreResult<i64> {
+async fn current_version(tx: &mut Tx, key: &WorkflowKey) -> StoreResult<i64> {
     let version: Option<(i64,)> = sqlx::query_as(
         "SELECT override_version FROM workflow_overrides WHERE workspace_id = $1 AND project = $2 AND definition = $3",
     )
@@ -114,7 +115,7 @@ async fn current_version(tx: &mut sqlx::Transaction<'_, sqlx::Any>, key: &Workfl
 /// Moves the override of `key` from `expected` to the next version, pointing at
 /// `revision_id` (`None`: cleared). `None` when the version was not `expected`.
 async fn move_override(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tx: &mut Tx,
     key: &WorkflowKey,
     revision_id: Option<&str>,
     expected: i64,
