@@ -11,11 +11,11 @@
 //! statement's; dropped while open, it starts a rollback and goes back through sqlx,
 //! as sqlx's own `Transaction` does.
 //!
-//! Every checkout takes one of `max_connections` permits, so a permit holder finds a
-//! held connection, an idle one in sqlx, or one on its way back to sqlx (from a
-//! transaction). While any checkout waits on sqlx, statements that end give their
-//! connections back to sqlx instead of holding them, so none sits unused while a
-//! statement waits.
+//! Every checkout, a transaction's included, takes one of `max_connections` permits
+//! until it ends, so a permit holder finds a held connection, an idle one in sqlx, or
+//! one on its way back to sqlx (after an error or a cancellation). While any checkout
+//! waits on sqlx, checkouts that end give their connections back to sqlx instead of
+//! holding them, so none sits unused while a checkout waits.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
