@@ -351,42 +351,41 @@ mod tests {
         assert_eq!(one, 1);
     }
 
+    /// A transaction that has inserted `x` into table `t` (created if missing).
+    async fn inserting(held: &HeldPool, x: i64) -> Tx {
+        sqlx::query("CREATE TABLE IF NOT EXISTS t (x INTEGER)").execute(held).await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES ($1)").bind(x).execute(&mut *tx).await.unwrap();
+        tx
+    }
+
+    async fn rows(held: &HeldPool) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(held).await.unwrap()
+    }
+
     #[tokio::test]
     async fn a_transaction_that_ends_cleanly_holds_its_connection_for_the_next_checkout() {
         let held = pool(4, Duration::from_secs(2)).await;
-        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&held).await.unwrap();
-        let mut tx = held.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await.unwrap();
-        tx.commit().await.unwrap();
+        inserting(&held, 1).await.commit().await.unwrap();
         // Held, not given back to sqlx (which would ping it on its way to the idle list).
         assert_eq!(held.held().connections.len(), 1);
         assert_eq!(held.0.pool.num_idle(), 0);
-        let mut tx = held.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.unwrap();
-        tx.rollback().await.unwrap();
+        inserting(&held, 2).await.rollback().await.unwrap();
         assert_eq!(held.held().connections.len(), 1);
         // One connection served it all (each in-memory connection is its own database).
-        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&held).await.unwrap();
-        assert_eq!(rows, 1);
+        assert_eq!(rows(&held).await, 1);
         assert_eq!(held.0.pool.size(), 1);
     }
 
     #[tokio::test]
     async fn a_transaction_dropped_open_is_rolled_back_and_its_connection_goes_back_to_sqlx() {
         let held = pool(1, Duration::from_secs(2)).await;
-        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&held).await.unwrap();
-        let mut tx = held.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await.unwrap();
-        drop(tx);
+        drop(inserting(&held, 1).await);
         assert!(held.held().connections.is_empty(), "sqlx settles a connection left in a transaction");
         // The same (only) connection: out of the transaction, without the insert.
-        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&held).await.unwrap();
-        assert_eq!(rows, 0);
-        let mut tx = held.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.unwrap();
-        tx.commit().await.unwrap();
-        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&held).await.unwrap();
-        assert_eq!(rows, 1);
+        assert_eq!(rows(&held).await, 0);
+        inserting(&held, 2).await.commit().await.unwrap();
+        assert_eq!(rows(&held).await, 1);
     }
 
     #[tokio::test]
