@@ -1,11 +1,10 @@
 //! Deployments and deployment runs (`deployments`, `deployment_runs`, migration 0018).
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore};
+use super::{JsonText, SqlStore, Tx};
 use crate::capture;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{

@@ -1,11 +1,10 @@
 //! Dreams and dream policies (`dreams`, `dream_policies`, migration 0017).
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::FromRow;
 
-use super::{Flag, JsonText, SqlStore};
+use super::{Flag, JsonText, SqlStore, Tx};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{
     DreamEnd, DreamPolicyRow, DreamQuery, DreamRow, DreamStatus, DreamStore, NewDream, ScheduleOutcome,

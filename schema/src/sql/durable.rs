@@ -3,12 +3,11 @@
 //! and whatever must run again gets its queue message through the outbox in the same
 //! transaction.
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::SqlStore;
 use super::runs::run;
+use super::{SqlStore, Tx};
 use crate::error::StoreResult;
 use crate::store::{DurableStore, OutboxMessage, Run};
 

@@ -1,11 +1,10 @@
 //! Erasure jobs and the removal of a data subject's records (`user_profile_erasures`,
 //! migration 0020).
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::SqlStore;
+use super::{SqlStore, Tx};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{ErasureRow, ErasureStore, SessionErasure};

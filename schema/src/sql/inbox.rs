@@ -2,11 +2,10 @@
 //! the session row first (bumping `inbox_version`), then checks that a run is live, so
 //! a change and the worker taking the inbox into a commit never interleave.
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore, runs};
+use super::{JsonText, SqlStore, Tx, runs};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{Claim, InboxChange, InboxMessage, InboxRefusal, InboxSnapshot, InboxStore, NewEvent, StoredEvent};

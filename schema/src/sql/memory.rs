@@ -5,11 +5,10 @@
 //! cap, the path's uniqueness, the `content_sha256` precondition — is made on the state
 //! the write commits on. A refused write returns before committing: nothing changes.
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore};
+use super::{JsonText, SqlStore, Tx};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{
     AgentMemoryStore, MAX_MEMORIES_PER_STORE, MemoryActor, MemoryContent, MemoryDeletion, MemoryListItem,

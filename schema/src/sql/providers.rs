@@ -3,12 +3,11 @@
 //! inference profiles, each write one transaction that bumps the workspace's
 //! `config_revision` first (`queries/providers/bump_revision.sql`).
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::json;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore};
+use super::{JsonText, SqlStore, Tx};
 use crate::catalog::Prices;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{

@@ -1,12 +1,11 @@
 //! Generic versioned resources: most managed families store their wire body here.
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
-use super::{Flag, JsonText, SqlStore, json};
+use super::{Flag, JsonText, SqlStore, Tx, json};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{ListQuery, NewResource, Resource, ResourceState, ResourceStore, ResourceUpdate};
 use crate::webhooks::{self, Action, Fact};

@@ -2,7 +2,6 @@
 //! a step reaching past its own thread (ADR 0022). The claim and fencing statements are
 //! the named files under `queries/runs/`.
 
-use super::Tx;
 use agentd_proto::v1::RunSubmission;
 use async_trait::async_trait;
 use prost::Message;
@@ -10,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
 use super::session_threads::{self, Condition};
-use super::{Backend, Flag, SqlStore, sessions};
+use super::{Backend, Flag, SqlStore, Tx, sessions};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{

@@ -10,12 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore, usage};
+use super::{JsonText, SqlStore, Tx, usage};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{SessionThread, SessionThreadStore, StoredEvent, ThreadQuery};
 

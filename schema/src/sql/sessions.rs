@@ -18,14 +18,13 @@
 
 use std::sync::LazyLock;
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
-use super::{JsonText, SqlStore, session_threads, tool_calls, usage};
+use super::{JsonText, SqlStore, Tx, session_threads, tool_calls, usage};
 use crate::capture;
 use crate::error::{StoreError, StoreResult};
 use crate::events::{CROSS_POSTED, outcome_projection};

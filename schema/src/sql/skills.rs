@@ -1,11 +1,10 @@
 //! Skills (`skills`) and their versions (`skill_versions`): metadata and file lists;
 //! each version's archive is a blob named by `blob_key`.
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore};
+use super::{JsonText, SqlStore, Tx};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{NewSkill, NewSkillVersion, SkillQuery, SkillRow, SkillStore, SkillVersionRow};
 

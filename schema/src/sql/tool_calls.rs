@@ -3,11 +3,10 @@
 //! events (the sessions area's append calls [`record`]), so it is never behind the
 //! committed history.
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::SqlStore;
+use super::{SqlStore, Tx};
 use crate::error::StoreResult;
 use crate::store::{Confirmation, StoredEvent, ToolCall, ToolCallStore, ToolUseKind};
 

@@ -3,12 +3,11 @@
 //! [`record`], which the other areas call to write a fact to the outbox inside the
 //! fact's own transaction.
 
-use super::Tx;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::{FromRow, Row};
 
-use super::{JsonText, SqlStore};
+use super::{JsonText, SqlStore, Tx};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::new_id;
 use crate::store::{

@@ -3,11 +3,10 @@
 //! key, create or reuse the revision, move the override by compare-and-swap, record the
 //! result under the key (`queries/workflows/*.sql` say why each step is race-free).
 
-use super::Tx;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::{JsonText, SqlStore};
+use super::{JsonText, SqlStore, Tx};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{
     ClearOutcome, SaveOutcome, SaveWorkflowRevision, SavedWorkflowRevision, WorkflowKey, WorkflowOverrideRow,
