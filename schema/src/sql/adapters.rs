@@ -331,7 +331,7 @@ impl AdapterStore for SqlStore {
         .bind(state)
         .bind(expected.unwrap_or(""))
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if moved.rows_affected() == 0 {
             return Ok(false);
@@ -346,7 +346,7 @@ impl AdapterStore for SqlStore {
             .bind(&d.config_id)
             .bind(&d.payload)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         tx.commit().await?;

@@ -113,7 +113,7 @@ mod tests {
             for _ in 0..50 {
                 sqlx::query("INSERT INTO scratch (body) VALUES ($1)")
                     .bind("x".repeat(4_000))
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await
                     .expect("insert");
             }

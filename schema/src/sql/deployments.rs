@@ -165,7 +165,7 @@ async fn insert_run_in(tx: &mut Tx, new: &NewDeploymentRun, now_ms: i64) -> Stor
         .bind(slot_of(new.trigger))
         .bind(&new.planned_session_id)
         .bind(now_ms)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     let row: DeploymentRunRow = row.try_into()?;
     super::webhooks::record(tx, &[Fact::new(&row.workspace_id, "deployment_run.started", &row.id)], now_ms).await?;
@@ -215,7 +215,7 @@ impl DeploymentStore for SqlStore {
         let statement = sqlx::query_as(&sql).bind(&new.id).bind(&new.workspace_id).bind(&new.organization_id);
         let now = self.now();
         let mut tx = self.primary.begin().await?;
-        let row: Row = bind_config(statement, c).bind(new.next_slot_ms).bind(now).fetch_one(&mut *tx).await?;
+        let row: Row = bind_config(statement, c).bind(new.next_slot_ms).bind(now).fetch_one(&mut tx).await?;
         let row = DeploymentRow::try_from(row)?;
         let fact = Fact::new(&row.workspace_id, "deployment.created", &row.id);
         super::webhooks::record(&mut tx, &[fact], now).await?;
@@ -270,7 +270,7 @@ impl DeploymentStore for SqlStore {
                 .bind(next_slot_ms.flatten())
                 .bind(i64::from(next_slot_ms.is_some()))
                 .bind(now)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut tx)
                 .await?,
         )?;
         report(&mut tx, &row, "deployment.updated", now).await?;
@@ -287,7 +287,7 @@ impl DeploymentStore for SqlStore {
         let now = self.now();
         let mut tx = self.primary.begin().await?;
         let row =
-            deployment(sqlx::query_as(&sql).bind(workspace_id).bind(id).bind(now).fetch_optional(&mut *tx).await?)?;
+            deployment(sqlx::query_as(&sql).bind(workspace_id).bind(id).bind(now).fetch_optional(&mut tx).await?)?;
         // Archiving an archived deployment changes nothing and reports nothing.
         if row.as_ref().is_some_and(|row| row.archived_at_ms == Some(now)) {
             report(&mut tx, &row, "deployment.archived", now).await?;
@@ -318,7 +318,7 @@ impl DeploymentStore for SqlStore {
             sqlx::query_as("SELECT paused_reason FROM deployments WHERE workspace_id = $1 AND id = $2")
                 .bind(workspace_id)
                 .bind(id)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut tx)
                 .await?;
         let was_paused = before.is_some_and(|(reason,)| reason.is_some());
         let row = deployment(
@@ -328,7 +328,7 @@ impl DeploymentStore for SqlStore {
                 .bind(reason.map(|r| r.to_string()))
                 .bind(next_slot_ms)
                 .bind(now)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut tx)
                 .await?,
         )?;
         if row.as_ref().is_some_and(|row| row.paused_reason.is_some() != was_paused) {
@@ -367,7 +367,7 @@ impl DeploymentStore for SqlStore {
             .bind(claim.expected_next_ms)
             .bind(claim.next_ms)
             .bind(claim.now_ms)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if claimed.is_none() {
             return Ok(None);
@@ -394,7 +394,7 @@ impl DeploymentStore for SqlStore {
             .bind(run_id)
             .bind(session_id)
             .bind(None::<String>)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?)?;
         if let Some(row) = &row {
             let fact = Fact::new(&row.workspace_id, "deployment_run.succeeded", &row.id);
@@ -415,7 +415,7 @@ impl DeploymentStore for SqlStore {
             .bind(run_id)
             .bind(None::<String>)
             .bind(error.to_string())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = run(row)? else { return Ok(None) };
         let now = self.now();
@@ -426,7 +426,7 @@ impl DeploymentStore for SqlStore {
                 .bind(&row.deployment_id)
                 .bind(reason.to_string())
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             if paused.rows_affected() == 1 {
                 facts.push(Fact::new(&row.workspace_id, "deployment.paused", &row.deployment_id));

@@ -126,7 +126,7 @@ async fn insert(tx: &mut Tx, new: &NewDream, policy: Option<(&str, i64)>, now_ms
         .bind(policy.map(|(store, _)| store.to_owned()))
         .bind(policy.map(|(_, cutoff)| cutoff))
         .bind(now_ms)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     row.try_into()
 }
@@ -225,7 +225,7 @@ impl DreamStore for SqlStore {
             .bind(end.error.map(|e| e.to_string()))
             .bind(end.usage.map(|u| u.to_string()))
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = dream(row)? else { return Ok(None) };
         if row.status == DreamStatus::Completed
@@ -235,7 +235,7 @@ impl DreamStore for SqlStore {
                 .bind(store)
                 .bind(cutoff)
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;
@@ -306,7 +306,7 @@ impl DreamStore for SqlStore {
             .bind(workspace_id)
             .bind(memory_store_id)
             .bind(now_ms)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(policy) = claimed.map(DreamPolicyRow::from) else { return Ok(ScheduleOutcome::NotDue) };
         let open: Option<(String,)> = sqlx::query_as(
@@ -314,7 +314,7 @@ impl DreamStore for SqlStore {
              AND (policy_store_id = $1 OR (memory_store_id = $1 AND output_behavior = 'update_existing')) LIMIT 1",
         )
         .bind(memory_store_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx)
         .await?;
         let mut outcome = ScheduleOutcome::Advanced;
         if open.is_none() {
@@ -323,7 +323,7 @@ impl DreamStore for SqlStore {
                 .bind(memory_store_id)
                 .bind(policy.last_completed_cutoff_ms)
                 .bind(policy.max_sessions)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut tx)
                 .await?;
             if !picked.is_empty() && picked.len() as i64 >= policy.min_new_sessions {
                 let mut session_ids: Vec<String> = picked.into_iter().map(|(id,)| id).collect();

@@ -53,7 +53,7 @@ impl DurableStore for SqlStore {
             .bind(run_id)
             .bind(thread_id)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else { return Ok(None) };
         let message = enqueue(&mut tx, &run(&row)?, now, "requeue").await?;
@@ -76,7 +76,7 @@ impl DurableStore for SqlStore {
             .bind(run_id)
             .bind(thread_id)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else { return Ok(None) };
         let cancelled = run(&row)?;
@@ -95,7 +95,7 @@ impl DurableStore for SqlStore {
         let rows = sqlx::query(include_str!("../../queries/durable/runnable.sql"))
             .bind(thread_id)
             .bind(now)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut tx)
             .await?;
         let mut messages = Vec::new();
         for row in &rows {

@@ -59,7 +59,7 @@ async fn delete(tx: &mut Tx, statement: &str, binds: &[&str]) -> StoreResult<i64
     for bind in binds {
         query = query.bind(*bind);
     }
-    Ok(query.execute(&mut **tx).await?.rows_affected() as i64)
+    Ok(query.execute(&mut *tx).await?.rows_affected() as i64)
 }
 
 /// Redacts the memory versions `session_id` authored; a memory whose current content is
@@ -76,7 +76,7 @@ async fn erase_memory(
         sqlx::query_as(include_str!("../../queries/erasure/subject_session_versions.sql"))
             .bind(workspace_id)
             .bind(session_id)
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *tx)
             .await?;
     let mut removed = 0;
     for (version_id, store_id, memory_id, current) in versions {
@@ -85,7 +85,7 @@ async fn erase_memory(
             // memory write does) so the count and the memory go together.
             sqlx::query("UPDATE memory_stores SET memory_count = memory_count - 1 WHERE id = $1")
                 .bind(&store_id)
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
             removed +=
                 delete(tx, "DELETE FROM memories WHERE memory_store_id = $1 AND id = $2", &[&store_id, &memory_id])
@@ -101,7 +101,7 @@ async fn erase_memory(
             .bind(&memory_id)
             .bind(erasure_id)
             .bind(now)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         removed += sqlx::query(include_str!("../../queries/memory/redact_version.sql"))
@@ -111,7 +111,7 @@ async fn erase_memory(
             .bind(now)
             .bind("api_key")
             .bind(erasure_id)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?
             .rows_affected() as i64;
     }
@@ -176,7 +176,7 @@ impl ErasureStore for SqlStore {
             .bind(session_id)
             .bind(workspace_id)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?
             .rows_affected()
             > 0;
@@ -205,7 +205,7 @@ impl ErasureStore for SqlStore {
         .bind(erasure_id)
         .bind(removed)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         tx.commit().await?;
         Ok(removed)

@@ -17,14 +17,13 @@
 //! waits on sqlx, checkouts that end give their connections back to sqlx instead of
 //! holding them, so none sits unused while a checkout waits.
 
-use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use sqlx::any::{AnyQueryResult, AnyRow};
+use sqlx::any::{AnyArguments, AnyQueryResult, AnyRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{
     Any, AnyConnection, AnyPool, Connection, Database, Describe, Either, Execute, Executor, TransactionManager,
@@ -65,6 +64,7 @@ struct Held {
 }
 
 /// One checkout: a connection for one statement or one transaction.
+#[derive(Debug)]
 struct Lease {
     owner: HeldPool,
     conn: Option<PoolConnection<Any>>,
@@ -88,8 +88,11 @@ impl HeldPool {
     /// Starts a transaction, which keeps its checkout until it ends.
     pub(super) async fn begin(&self) -> Result<Tx, sqlx::Error> {
         let mut lease = self.lease().await?;
+        if lease.conn().backend_name() == SQLITE {
+            return Ok(Tx { lease: Some(lease), state: TxState::Deferred });
+        }
         <Any as Database>::TransactionManager::begin(lease.conn(), None).await?;
-        Ok(Tx { lease, open: true })
+        Ok(Tx { lease: Some(lease), state: TxState::Open })
     }
 
     /// Lets the held connections go, then closes the sqlx pool.
@@ -187,55 +190,213 @@ impl Drop for Lease {
     }
 }
 
-/// A transaction on a checked-out connection (`HeldPool::begin`): `&mut *tx` is the
-/// connection its statements run on. Ending it cleanly holds the connection for the
-/// next checkout, with no ping; an error in `commit` or `rollback`, or dropping it
-/// while open, leaves the connection to sqlx (a rollback started first), as sqlx's
-/// `Transaction` does.
+/// A transaction on a checked-out connection (`HeldPool::begin`). Its statements run on
+/// `&mut *tx`. Ending it cleanly holds the connection for the next checkout, with no
+/// ping.
+///
+/// On SQLite its `BEGIN` is not a statement of its own: it is sent with the first
+/// statement, as `BEGIN; <statement>` in one request to the connection's thread, and a
+/// transaction that ran no statement ends without sending anything. Each request is a
+/// hand-off to that thread and back while the one writer is held (ADR 0039); the
+/// transaction's `BEGIN`, `COMMIT` and `ROLLBACK` are plain statements sqlx does not
+/// track, so this type rolls back itself when dropped open.
+///
+/// On PostgreSQL it begins, commits and rolls back through sqlx's transaction manager;
+/// dropped open, it starts a rollback and leaves the connection to sqlx, whose ping
+/// sends it, as sqlx's own `Transaction` does.
+#[derive(Debug)]
 pub(super) struct Tx {
-    lease: Lease,
-    open: bool,
+    /// Taken only when a transaction dropped open is rolled back in a task of its own.
+    lease: Option<Lease>,
+    state: TxState,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxState {
+    /// SQLite: `BEGIN` goes with the first statement.
+    Deferred,
+    /// Begun, or its `BEGIN` sent with a statement that may not have finished.
+    Open,
+    /// Committed or rolled back.
+    Ended,
+}
+
+/// sqlx's name for the SQLite backend (`AnyConnection::backend_name`).
+const SQLITE: &str = "SQLite";
 
 impl Tx {
-    pub(super) async fn commit(mut self) -> Result<(), sqlx::Error> {
-        let result = <Any as Database>::TransactionManager::commit(self.lease.conn()).await;
-        self.ended(result)
+    fn conn(&mut self) -> &mut AnyConnection {
+        self.lease.as_mut().expect("a transaction holds its lease until dropped").conn()
     }
 
-    pub(super) async fn rollback(mut self) -> Result<(), sqlx::Error> {
-        let result = <Any as Database>::TransactionManager::rollback(self.lease.conn()).await;
-        self.ended(result)
+    fn sqlite(&mut self) -> bool {
+        self.conn().backend_name() == SQLITE
     }
 
-    fn ended(&mut self, result: Result<(), sqlx::Error>) -> Result<(), sqlx::Error> {
-        self.open = result.is_err();
-        self.lease.settle(&result);
+    pub(super) async fn commit(self) -> Result<(), sqlx::Error> {
+        self.end("COMMIT").await
+    }
+
+    pub(super) async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.end("ROLLBACK").await
+    }
+
+    async fn end(mut self, statement: &'static str) -> Result<(), sqlx::Error> {
+        let result = match (self.state, self.sqlite()) {
+            (TxState::Deferred | TxState::Ended, _) => Ok(()),
+            (TxState::Open, true) => self.conn().execute(statement).await.map(drop),
+            (TxState::Open, false) if statement == "COMMIT" => {
+                <Any as Database>::TransactionManager::commit(self.conn()).await
+            }
+            (TxState::Open, false) => <Any as Database>::TransactionManager::rollback(self.conn()).await,
+        };
+        // After an error the transaction may still be open: dropping it rolls it back.
+        if result.is_ok() {
+            self.state = TxState::Ended;
+        }
+        if let Some(lease) = self.lease.as_mut() {
+            lease.settle(&result);
+        }
         result
     }
-}
 
-impl Deref for Tx {
-    type Target = AnyConnection;
-
-    fn deref(&self) -> &AnyConnection {
-        self.lease.conn.as_ref().expect("a lease holds its connection until dropped")
-    }
-}
-
-impl DerefMut for Tx {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
-        self.lease.conn()
+    /// `query` as the deferred transaction's first statement: `BEGIN; <query>`, its
+    /// arguments, and the connection to send it on. The transaction counts as open from
+    /// here, whatever the statement's fate.
+    fn begin_with<'e, 'q: 'e, E>(
+        &'e mut self,
+        mut query: E,
+    ) -> (String, Result<Option<AnyArguments<'q>>, sqlx::Error>, bool, &'e mut AnyConnection)
+    where
+        E: 'q + Execute<'q, Any>,
+    {
+        self.state = TxState::Open;
+        let sql = format!("BEGIN; {}", query.sql());
+        let persistent = query.persistent();
+        let arguments = query.take_arguments().map_err(sqlx::Error::Encode);
+        (sql, arguments, persistent, self.conn())
     }
 }
 
 impl Drop for Tx {
     fn drop(&mut self) {
-        if self.open {
-            // The lease is unsettled, so sqlx takes the connection and its ping sends
-            // the rollback.
-            <Any as Database>::TransactionManager::start_rollback(self.lease.conn());
+        match (self.state, self.lease.as_mut()) {
+            // Nothing was sent: the connection is as it was checked out.
+            (TxState::Deferred, Some(lease)) => lease.settled = true,
+            (TxState::Open, Some(_)) => self.roll_back_in_the_background(),
+            _ => {}
         }
+    }
+}
+
+impl Tx {
+    fn roll_back_in_the_background(&mut self) {
+        let Some(mut lease) = self.lease.take() else { return };
+        lease.settled = false;
+        if lease.conn().backend_name() != SQLITE {
+            // Unsettled, so sqlx takes the connection and its ping sends the rollback.
+            <Any as Database>::TransactionManager::start_rollback(lease.conn());
+            return;
+        }
+        // sqlx does not know of this transaction: roll it back before anyone else gets
+        // the connection. The lease (and its permit) go with the rollback, so the next
+        // checkout waits for it.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to roll back on: closing the connection rolls back.
+            if let Some(conn) = lease.conn.take() {
+                drop(conn.detach());
+            }
+            return;
+        };
+        runtime.spawn(async move {
+            let result = lease.conn().execute("ROLLBACK").await;
+            lease.settle(&result);
+            if result.is_err() {
+                // Not known to be out of the transaction (its `BEGIN` may never have
+                // been sent): closed, never handed on.
+                if let Some(conn) = lease.conn.take() {
+                    conn.close().await.ok();
+                }
+            }
+        });
+    }
+}
+
+/// Takes the `BEGIN`'s result off the front of `BEGIN; <statement>`'s results. It is
+/// not passed on: its rows-affected count is SQLite's last change count, left by
+/// whichever statement last changed rows.
+async fn begun(
+    results: &mut BoxStream<'_, Result<Either<AnyQueryResult, AnyRow>, sqlx::Error>>,
+) -> Result<(), sqlx::Error> {
+    match results.try_next().await? {
+        Some(Either::Left(_)) => Ok(()),
+        _ => Err(sqlx::Error::Protocol("`BEGIN` answered with a row, or not at all".to_owned())),
+    }
+}
+
+impl<'t> Executor<'t> for &'t mut Tx {
+    type Database = Any;
+
+    fn fetch_many<'e, 'q: 'e, E>(self, query: E) -> BoxStream<'e, Result<Either<AnyQueryResult, AnyRow>, sqlx::Error>>
+    where
+        E: 'q + Execute<'q, Any>,
+        't: 'e,
+    {
+        if self.state != TxState::Deferred {
+            return self.conn().fetch_many(query);
+        }
+        let (sql, arguments, persistent, conn) = self.begin_with(query);
+        // The statement text is owned here, so its results are collected before they
+        // are yielded, as `HeldPool`'s own are; a transaction's first statement is small.
+        let all = async move {
+            let query = sqlx::query_with(&sql, arguments?.unwrap_or_default()).persistent(persistent);
+            let mut results = conn.fetch_many(query);
+            begun(&mut results).await?;
+            results.try_collect::<Vec<_>>().await
+        };
+        futures::stream::once(all).map_ok(|all| futures::stream::iter(all.into_iter().map(Ok))).try_flatten().boxed()
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>
+    where
+        E: 'q + Execute<'q, Any>,
+        't: 'e,
+    {
+        if self.state != TxState::Deferred {
+            return self.conn().fetch_optional(query);
+        }
+        let (sql, arguments, persistent, conn) = self.begin_with(query);
+        // Not the backend's `fetch_optional`: sqlx's SQLite one reads only the first
+        // result, which here is the `BEGIN`'s.
+        Box::pin(async move {
+            let query = sqlx::query_with(&sql, arguments?.unwrap_or_default()).persistent(persistent);
+            let mut results = conn.fetch_many(query);
+            begun(&mut results).await?;
+            while let Some(result) = results.try_next().await? {
+                if let Either::Right(row) = result {
+                    return Ok(Some(row));
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    fn prepare_with<'e, 'q: 'e>(
+        self,
+        sql: &'q str,
+        parameters: &'e [<Any as Database>::TypeInfo],
+    ) -> BoxFuture<'e, Result<<Any as Database>::Statement<'q>, sqlx::Error>>
+    where
+        't: 'e,
+    {
+        self.conn().prepare_with(sql, parameters)
+    }
+
+    fn describe<'e, 'q: 'e>(self, sql: &'q str) -> BoxFuture<'e, Result<Describe<Any>, sqlx::Error>>
+    where
+        't: 'e,
+    {
+        self.conn().describe(sql)
     }
 }
 
@@ -355,7 +516,7 @@ mod tests {
     async fn inserting(held: &HeldPool, x: i64) -> Tx {
         sqlx::query("CREATE TABLE IF NOT EXISTS t (x INTEGER)").execute(held).await.unwrap();
         let mut tx = held.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES ($1)").bind(x).execute(&mut *tx).await.unwrap();
+        sqlx::query("INSERT INTO t VALUES ($1)").bind(x).execute(&mut tx).await.unwrap();
         tx
     }
 
@@ -377,15 +538,98 @@ mod tests {
         assert_eq!(held.0.pool.size(), 1);
     }
 
+    /// Whether the pool's next connection is inside a transaction: SQLite refuses a
+    /// `BEGIN` there.
+    async fn in_a_transaction(held: &HeldPool) -> bool {
+        let mut conn = held.lease().await.unwrap();
+        let inside = conn.conn().execute("BEGIN").await.is_err();
+        if !inside {
+            conn.conn().execute("ROLLBACK").await.unwrap();
+        }
+        conn.settled = true;
+        inside
+    }
+
     #[tokio::test]
-    async fn a_transaction_dropped_open_is_rolled_back_and_its_connection_goes_back_to_sqlx() {
+    async fn a_transaction_dropped_open_is_rolled_back_before_its_connection_is_used_again() {
         let held = pool(1, Duration::from_secs(2)).await;
         drop(inserting(&held, 1).await);
-        assert!(held.held().connections.is_empty(), "sqlx settles a connection left in a transaction");
-        // The same (only) connection: out of the transaction, without the insert.
+        // The same (only) connection, out of the transaction, without the insert; it
+        // was rolled back, not closed.
+        assert!(!in_a_transaction(&held).await);
         assert_eq!(rows(&held).await, 0);
+        assert_eq!(held.0.pool.size(), 1);
         inserting(&held, 2).await.commit().await.unwrap();
         assert_eq!(rows(&held).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_begins_with_its_first_statement_even_when_that_statement_fails() {
+        let held = pool(1, Duration::from_secs(2)).await;
+        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&held).await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO no_such_table VALUES (1)").execute(&mut tx).await.unwrap_err();
+        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut tx).await.unwrap();
+        tx.rollback().await.unwrap();
+        // The second insert was inside the transaction the failed statement began.
+        assert_eq!(rows(&held).await, 0);
+        assert!(!in_a_transaction(&held).await);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_s_first_statement_answers_for_itself() {
+        let held = pool(1, Duration::from_secs(2)).await;
+        inserting(&held, 1).await.commit().await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        // Nothing matches: 0 rows, not the insert's 1 left as SQLite's last change count.
+        let updated = sqlx::query("UPDATE t SET x = 2 WHERE x = 5").execute(&mut tx).await.unwrap();
+        assert_eq!(updated.rows_affected(), 0);
+        let row: Option<i64> = sqlx::query_scalar("SELECT x FROM t").fetch_optional(&mut tx).await.unwrap();
+        assert_eq!(row, Some(1));
+        tx.commit().await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        let first: Option<i64> = sqlx::query_scalar("SELECT x FROM t").fetch_optional(&mut tx).await.unwrap();
+        assert_eq!(first, Some(1), "a first statement's row, not the BEGIN's empty answer");
+        tx.rollback().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_transaction_cancelled_in_its_first_statement_leaves_no_transaction_behind() {
+        let held = pool(1, Duration::from_secs(2)).await;
+        let mut tx = held.begin().await.unwrap();
+        // A tenth of `SLOW`: the tests run side by side, and `SLOW`'s users time it.
+        let statement = SLOW.replace("3000000", "300000");
+        let cancelled = tokio::time::timeout(Duration::from_millis(5), sqlx::query(&statement).execute(&mut tx)).await;
+        assert!(cancelled.is_err(), "the slow statement was cut off: {cancelled:?}");
+        drop(tx);
+        assert!(!in_a_transaction(&held).await);
+        inserting(&held, 1).await.commit().await.unwrap();
+        assert_eq!(rows(&held).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_is_rolled_back_when_its_transaction_is_dropped() {
+        let held = pool(1, Duration::from_secs(2)).await;
+        let setup = "PRAGMA foreign_keys = ON; CREATE TABLE p (id INTEGER PRIMARY KEY); \
+                     CREATE TABLE c (p INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)";
+        sqlx::raw_sql(setup).execute(&held).await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        sqlx::query("INSERT INTO c VALUES (1)").execute(&mut tx).await.unwrap();
+        // The deferred foreign key fails the commit and leaves the transaction open.
+        tx.commit().await.unwrap_err();
+        assert!(!in_a_transaction(&held).await);
+        let orphans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM c").fetch_one(&held).await.unwrap();
+        assert_eq!(orphans, 0);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_that_ran_no_statement_ends_without_one() {
+        let held = pool(1, Duration::from_secs(2)).await;
+        held.begin().await.unwrap().commit().await.unwrap();
+        held.begin().await.unwrap().rollback().await.unwrap();
+        drop(held.begin().await.unwrap());
+        assert!(!in_a_transaction(&held).await);
+        assert_eq!(held.held().connections.len(), 1, "held after each, never given back to sqlx");
     }
 
     #[tokio::test]
@@ -405,7 +649,7 @@ mod tests {
         // statement's connection when that is held back, not time out waiting on sqlx.
         let held = pool(2, Duration::from_millis(1500)).await;
         let mut tx = held.begin().await.unwrap();
-        sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+        sqlx::query("SELECT 1").execute(&mut tx).await.unwrap();
         let slow = tokio::spawn({
             let held = held.clone();
             async move { sqlx::query_scalar::<_, i64>(SLOW).fetch_one(&held).await }

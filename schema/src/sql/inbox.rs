@@ -27,15 +27,13 @@ impl From<MessageRow> for InboxMessage {
 
 async fn messages(tx: &mut Tx, session_id: &str) -> StoreResult<Vec<InboxMessage>> {
     let rows: Vec<MessageRow> =
-        sqlx::query_as(include_str!("../../queries/inbox/take.sql")).bind(session_id).fetch_all(&mut **tx).await?;
+        sqlx::query_as(include_str!("../../queries/inbox/take.sql")).bind(session_id).fetch_all(&mut *tx).await?;
     Ok(rows.into_iter().map(InboxMessage::from).collect())
 }
 
 async fn live(tx: &mut Tx, session_id: &str) -> StoreResult<bool> {
-    let row = sqlx::query(include_str!("../../queries/inbox/live_run.sql"))
-        .bind(session_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let row =
+        sqlx::query(include_str!("../../queries/inbox/live_run.sql")).bind(session_id).fetch_optional(&mut *tx).await?;
     Ok(row.is_some())
 }
 
@@ -43,7 +41,7 @@ async fn live(tx: &mut Tx, session_id: &str) -> StoreResult<bool> {
 async fn bump(tx: &mut Tx, session_id: &str) -> StoreResult<i64> {
     let row: Option<(i64,)> = sqlx::query_as(include_str!("../../queries/inbox/bump_version.sql"))
         .bind(session_id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     row.map(|(version,)| version).ok_or_else(|| StoreError::NotFound { what: "session", id: session_id.to_owned() })
 }
@@ -60,7 +58,7 @@ async fn take(tx: &mut Tx, session_id: &str, thread_id: &str) -> StoreResult<Vec
     if taken.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query(include_str!("../../queries/inbox/delete_all.sql")).bind(session_id).execute(&mut **tx).await?;
+    sqlx::query(include_str!("../../queries/inbox/delete_all.sql")).bind(session_id).execute(&mut *tx).await?;
     Ok(taken
         .into_iter()
         .map(|m| NewEvent::user_message_content(thread_id, m.content).with_id(m.id.replacen("inbox_", "sevt_", 1)))
@@ -73,7 +71,7 @@ impl InboxStore for SqlStore {
         let mut tx = self.primary.begin().await?;
         let row: Option<(i64,)> = sqlx::query_as("SELECT inbox_version FROM sessions WHERE id = $1")
             .bind(session_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let (version,) = row.ok_or_else(|| StoreError::NotFound { what: "session", id: session_id.to_owned() })?;
         let snapshot = InboxSnapshot {
@@ -106,7 +104,7 @@ impl InboxStore for SqlStore {
                     .bind(session_id)
                     .bind(content.to_string())
                     .bind(now)
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await?;
             }
             InboxChange::Reorder { expected_version, order } => {
@@ -126,7 +124,7 @@ impl InboxStore for SqlStore {
                     sqlx::query(include_str!("../../queries/inbox/reorder.sql"))
                         .bind(position as i64 + 1)
                         .bind(id)
-                        .execute(&mut *tx)
+                        .execute(&mut tx)
                         .await?;
                 }
             }
@@ -138,7 +136,7 @@ impl InboxStore for SqlStore {
                 sqlx::query(include_str!("../../queries/inbox/replace.sql"))
                     .bind(content.to_string())
                     .bind(&id)
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await?;
             }
             InboxChange::Withdraw { id } => {
@@ -146,7 +144,7 @@ impl InboxStore for SqlStore {
                     tx.rollback().await?;
                     return Ok(Err(InboxRefusal::UnknownMessage));
                 }
-                sqlx::query(include_str!("../../queries/inbox/withdraw.sql")).bind(&id).execute(&mut *tx).await?;
+                sqlx::query(include_str!("../../queries/inbox/withdraw.sql")).bind(&id).execute(&mut tx).await?;
             }
         }
         let snapshot = InboxSnapshot { active: true, version, messages: messages(&mut tx, session_id).await? };

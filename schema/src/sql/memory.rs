@@ -157,7 +157,7 @@ async fn lock_store(
         .bind(workspace_id)
         .bind(store_id)
         .bind(count_delta)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     Ok(row.map(|(archived, count)| (archived.is_some(), count)))
 }
@@ -165,7 +165,7 @@ async fn lock_store(
 /// The memory with its content, inside the store's transaction.
 async fn current_memory(tx: &mut Tx, store_id: &str, memory_id: &str) -> StoreResult<Option<Memory>> {
     let sql = format!("SELECT {MEMORY_COLUMNS}, content FROM memories WHERE memory_store_id = $1 AND id = $2");
-    Ok(sqlx::query_as(&sql).bind(store_id).bind(memory_id).fetch_optional(&mut **tx).await?)
+    Ok(sqlx::query_as(&sql).bind(store_id).bind(memory_id).fetch_optional(&mut *tx).await?)
 }
 
 /// Whether another memory of the store has `path`.
@@ -173,7 +173,7 @@ async fn path_taken(tx: &mut Tx, store_id: &str, path: &str) -> StoreResult<bool
     let found: Option<(String,)> = sqlx::query_as("SELECT id FROM memories WHERE memory_store_id = $1 AND path = $2")
         .bind(store_id)
         .bind(path)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     Ok(found.is_some())
 }
@@ -209,7 +209,7 @@ async fn insert_version(
         .bind(version.actor.kind())
         .bind(version.actor.id())
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     Ok(())
 }
@@ -246,7 +246,7 @@ impl AgentMemoryStore for SqlStore {
             .bind(new.description)
             .bind(new.metadata.to_string())
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         super::webhooks::record(&mut tx, &[fact], now).await?;
         tx.commit().await?;
@@ -331,7 +331,7 @@ impl AgentMemoryStore for SqlStore {
             .bind(workspace_id)
             .bind(id)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if row.is_some() {
             super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "memory_store.archived", id)], now).await?;
@@ -349,12 +349,12 @@ impl AgentMemoryStore for SqlStore {
             return Ok(false);
         }
         for table in ["memory_versions", "memories"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE memory_store_id = $1")).bind(id).execute(&mut *tx).await?;
+            sqlx::query(&format!("DELETE FROM {table} WHERE memory_store_id = $1")).bind(id).execute(&mut tx).await?;
         }
         sqlx::query("DELETE FROM memory_stores WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "memory_store.deleted", id)], self.now()).await?;
         tx.commit().await?;
@@ -384,7 +384,7 @@ impl AgentMemoryStore for SqlStore {
             .bind(content.size_bytes)
             .bind(&new.version_id)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         let version = VersionRecord {
             id: &new.version_id,
@@ -437,7 +437,7 @@ impl AgentMemoryStore for SqlStore {
             .bind(content.size_bytes)
             .bind(&update.version_id)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         let version = VersionRecord {
             id: &update.version_id,
@@ -469,7 +469,7 @@ impl AgentMemoryStore for SqlStore {
         sqlx::query("DELETE FROM memories WHERE memory_store_id = $1 AND id = $2")
             .bind(&deletion.memory_store_id)
             .bind(&deletion.memory_id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         let version = VersionRecord {
             id: &deletion.version_id,

@@ -225,7 +225,7 @@ async fn bump(tx: &mut Tx, workspace_id: &str, now_ms: i64) -> StoreResult<i64> 
     let (revision,): (i64,) = sqlx::query_as(include_str!("../../queries/providers/bump_revision.sql"))
         .bind(workspace_id)
         .bind(now_ms)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     Ok(revision)
 }
@@ -236,7 +236,7 @@ async fn exists(tx: &mut Tx, table: &str, key: &str, workspace_id: &str, id: &st
         sqlx::query_as(&format!("SELECT created_at_ms FROM {table} WHERE workspace_id = $1 AND {key} = $2"))
             .bind(workspace_id)
             .bind(id)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?;
     Ok(found.is_some())
 }
@@ -248,7 +248,7 @@ async fn endpoint_exists(tx: &mut Tx, row: &EndpointRow) -> StoreResult<bool> {
     .bind(&row.workspace_id)
     .bind(&row.provider_id)
     .bind(&row.id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?;
     Ok(found.is_some())
 }
@@ -361,7 +361,7 @@ impl ProviderStore for SqlStore {
             .bind(row.kind.as_str())
             .bind(row.display_name.clone())
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Written { row: stored.try_into()?, created, revision })
@@ -415,7 +415,7 @@ impl ProviderStore for SqlStore {
             .bind(row.connect_timeout_ms)
             .bind(row.request_timeout_ms)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Written { row: stored.into(), created, revision })
@@ -447,7 +447,7 @@ impl ProviderStore for SqlStore {
             .bind(&row.provider_id)
             .bind(&row.provider_model)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Written { row: stored.into(), created, revision })
@@ -468,7 +468,7 @@ impl ProviderStore for SqlStore {
             .bind(row.max_tokens)
             .bind(prices)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Written { row: stored.try_into()?, created, revision })
@@ -489,7 +489,7 @@ impl ProviderStore for SqlStore {
         .bind(&row.name)
         .bind(&row.sealed)
         .bind(row.created_at_ms)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx)
         .await?;
         tx.commit().await?;
         Ok(Written { row: stored.into(), created: true, revision })
@@ -532,7 +532,7 @@ impl ProviderStore for SqlStore {
             .bind(workspace_id)
             .bind(id)
             .bind(now_ms)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(stored) = stored else { return Err(missing("credential", id)) };
         tx.commit().await?;
@@ -555,7 +555,7 @@ impl ProviderStore for SqlStore {
             .bind(json!(row.credential_ids).to_string())
             .bind(row.cooldown_ms)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Written { row: stored.try_into()?, created, revision })
@@ -583,7 +583,7 @@ impl ProviderStore for SqlStore {
             .bind(&row.id)
             .bind(json!(row.candidates).to_string())
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Written { row: stored.try_into()?, created, revision })

@@ -64,7 +64,7 @@ async fn snapshot(tx: &mut Tx, id: &str, version: i64, body: &str, now: i64) -> 
         .bind(version)
         .bind(body)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     Ok(())
 }
@@ -100,7 +100,7 @@ async fn insert(tx: &mut Tx, new: &NewResource, now: i64) -> StoreResult<AnyRow>
         .bind(&new.parent_id)
         .bind(&body)
         .bind(now)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     if new.versioned {
         snapshot(tx, &new.id, 1, &body, now).await?;
@@ -133,7 +133,7 @@ impl ResourceStore for SqlStore {
         .bind(&parent)
         .bind(&new.workspace_id)
         .bind(parent_kind)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if locked.rows_affected() == 0 {
             return Err(StoreError::NotFound { what: "parent resource", id: parent });
@@ -145,7 +145,7 @@ impl ResourceStore for SqlStore {
         .bind(&new.workspace_id)
         .bind(&new.kind)
         .bind(&parent)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx)
         .await?;
         if active >= max_active {
             return Err(StoreError::Conflict(format!("{parent} already has {active} active {}s", new.kind)));
@@ -202,7 +202,7 @@ impl ResourceStore for SqlStore {
             .bind(expected_version)
             .bind(&body)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else {
             drop(tx);
@@ -235,7 +235,7 @@ impl ResourceStore for SqlStore {
         .bind(workspace_id)
         .bind(kind)
         .bind(now)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx)
         .await?;
         let Some(row) = row else {
             return Err(StoreError::NotFound { what: "resource", id: id.to_owned() });
@@ -258,7 +258,7 @@ impl ResourceStore for SqlStore {
         .bind(id)
         .bind(workspace_id)
         .bind(kind)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx)
         .await?;
         let deleted = u64::from(parent.is_some());
         if let Some((parent,)) = parent {
@@ -267,7 +267,7 @@ impl ResourceStore for SqlStore {
         if deleted == 1 {
             // Explicit, not only ON DELETE CASCADE: SQLite enforces cascades only with
             // foreign_keys on, and a missed snapshot would outlive its resource.
-            sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM resource_versions WHERE resource_id = $1").bind(id).execute(&mut tx).await?;
         }
         tx.commit().await?;
         Ok(deleted == 1)

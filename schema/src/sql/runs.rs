@@ -114,7 +114,7 @@ pub(super) async fn enqueue(
         .bind(&msg_id)
         .bind(&payload)
         .bind(now)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?
         .try_get("id")?;
     Ok(OutboxMessage { id, topic: SUBMISSIONS_TOPIC.to_owned(), msg_id, payload, created_at_ms: now })
@@ -181,7 +181,7 @@ async fn fence_or_settle(
             .bind(&claim.run_id)
             .bind(claim.epoch)
             .bind(now)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?;
         return fence.map(|_| RunStatus::Leased).ok_or_else(|| fenced(claim));
     };
@@ -196,7 +196,7 @@ async fn fence_or_settle(
         .bind(outcome)
         .bind(now)
         .bind(claim.generation)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     let (settled,) = settled.ok_or_else(|| fenced(claim))?;
     RunStatus::try_from(settled)
@@ -230,7 +230,7 @@ async fn make_runnable(
         .bind(now)
         .bind(i64::from(keep_pause))
         .bind(session_id)
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?;
     if open.first().is_some_and(|row| row.status == RunStatus::Awaiting) {
         return Ok(None);
@@ -245,7 +245,7 @@ async fn make_runnable(
                 .bind(thread_id)
                 .bind(max_attempts)
                 .bind(now)
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
             (run_id, 1, false)
         }

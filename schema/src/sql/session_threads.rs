@@ -125,7 +125,7 @@ pub(super) async fn project(
         let rows: Vec<(String, String)> =
             sqlx::query_as(include_str!("../../queries/session_threads/select_thread_usage.sql"))
                 .bind(session_id)
-                .fetch_all(&mut **tx)
+                .fetch_all(&mut *tx)
                 .await?;
         usages = rows.into_iter().collect();
     }
@@ -154,7 +154,7 @@ pub(super) async fn project(
             .bind(stop_reason)
             .bind(usage)
             .bind(now)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
     }
     if !status_changed {
@@ -168,13 +168,13 @@ pub(super) async fn project_session(tx: &mut Tx, session_id: &str, now: i64) -> 
     let before: Option<(String,)> =
         sqlx::query_as(include_str!("../../queries/session_threads/select_session_status.sql"))
             .bind(session_id)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?;
     let after: Option<(String,)> =
         sqlx::query_as(include_str!("../../queries/session_threads/project_session_status.sql"))
             .bind(session_id)
             .bind(now)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?;
     Ok(after.map(|(after,)| after).filter(|after| before.as_ref().is_none_or(|(before,)| before != after)))
 }
@@ -187,7 +187,7 @@ pub(super) async fn count_spawned(tx: &mut Tx, session_id: &str, count: i64, now
         .bind(session_id)
         .bind(count)
         .bind(now)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     let Some(counted) = counted else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
@@ -200,7 +200,7 @@ pub(super) async fn count_spawned(tx: &mut Tx, session_id: &str, count: i64, now
             .bind(counted.active_ms)
             .bind(counted.running_since_ms)
             .bind(now)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
     }
     Ok(())
@@ -221,7 +221,7 @@ pub(super) async fn insert(
         .bind(snapshot_id)
         .bind(&thread.agent_name)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     Ok(())
 }
@@ -254,7 +254,7 @@ pub(super) async fn apply(
         }
     };
     let row =
-        sqlx::query(sql).bind(session_id).bind(thread_id).bind(tool_use_id).bind(now).fetch_optional(&mut **tx).await?;
+        sqlx::query(sql).bind(session_id).bind(thread_id).bind(tool_use_id).bind(now).fetch_optional(&mut *tx).await?;
     if row.is_none() {
         return Err(StoreError::Conflict(format!(
             "thread {thread_id} of session {session_id} {refusal} ({tool_use_id})"
@@ -270,7 +270,7 @@ pub(super) async fn archive(tx: &mut Tx, session_id: &str, thread_id: &str, now:
         .bind(session_id)
         .bind(thread_id)
         .bind(now)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     if row.is_none() {
         return Err(StoreError::Conflict(format!(

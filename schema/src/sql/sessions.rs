@@ -72,7 +72,7 @@ pub(super) async fn store_snapshot(tx: &mut Tx, agent: &Value, now: i64) -> Stor
         .bind(agent["version"].as_i64())
         .bind(&text)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     Ok(id)
 }
@@ -189,7 +189,7 @@ pub(super) async fn append_seen(
         .bind(offer.as_ref().map(|(_, total)| total.as_str()))
         .bind(fence.map(|f| f.run_id))
         .bind(fence.map(|f| f.epoch))
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     let Some(allocated) = allocated else {
         return Err(StoreError::NotFound { what: "session", id: session_id.to_owned() });
@@ -222,7 +222,7 @@ pub(super) async fn append_seen(
                 sqlx::query(include_str!("../../queries/sessions/update_usage.sql"))
                     .bind(session_id)
                     .bind(&total)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
                 total
             }
@@ -304,7 +304,7 @@ async fn project_outcomes(
 ) -> StoreResult<()> {
     let (body,): (String,) = sqlx::query_as(include_str!("../../queries/sessions/select_session_body.sql"))
         .bind(session_id)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     let mut body = JsonText::try_from(body)?.0;
     if !body["outcome_evaluations"].is_array() {
@@ -330,7 +330,7 @@ async fn project_outcomes(
         sqlx::query(include_str!("../../queries/sessions/update_outcome_evaluations.sql"))
             .bind(session_id)
             .bind(body.to_string())
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
     }
     Ok(())
@@ -352,7 +352,7 @@ async fn capture_turn(
             .bind(session_id)
             .bind(after)
             .bind(through)
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *tx)
             .await?;
     for (seq, kind, body) in rows {
         let body = JsonText::try_from(body)?.0;
@@ -361,14 +361,14 @@ async fn capture_turn(
                 .bind(session_id)
                 .bind(seq)
                 .bind(kept.to_string())
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
     }
     sqlx::query(include_str!("../../queries/sessions/mark_captured.sql"))
         .bind(session_id)
         .bind(through)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     Ok(())
 }
@@ -390,7 +390,7 @@ async fn insert_events(tx: &mut Tx, session_id: &str, events: &[StoredEvent], no
             .bind(&event.kind)
             .bind(event.body.to_string());
     }
-    statement.execute(&mut **tx).await?;
+    statement.execute(&mut *tx).await?;
     Ok(())
 }
 
@@ -403,7 +403,7 @@ async fn complete(tx: &mut Tx, row: SessionRow, agent: Option<(String, Value)>) 
         (None, Some(snapshot)) => {
             let row: Option<(String,)> = sqlx::query_as("SELECT body FROM agent_snapshots WHERE id = $1")
                 .bind(snapshot)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(&mut *tx)
                 .await?;
             row.map(|(body,)| JsonText::try_from(body).map(|json| json.0)).transpose()?
         }
@@ -430,7 +430,7 @@ async fn index_memory_stores(tx: &mut Tx, session_id: &str, body: &Value) -> Sto
     for store in stores {
         statement = statement.bind(store);
     }
-    statement.execute(&mut **tx).await?;
+    statement.execute(&mut *tx).await?;
     Ok(())
 }
 
@@ -440,7 +440,7 @@ pub(super) async fn lock(tx: &mut Tx, session_id: &str, now: i64) -> StoreResult
     let touched = sqlx::query(include_str!("../../queries/sessions/lock_session.sql"))
         .bind(session_id)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
     if touched == 0 {
@@ -485,12 +485,12 @@ impl SessionStore for SqlStore {
                     .map(capture::Level::as_str),
             )
             .bind(body["environment_id"].as_str())
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         sqlx::query(include_str!("../../queries/sessions/insert_primary_thread.sql"))
             .bind(&new.id)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         index_memory_stores(&mut tx, &new.id, &body).await?;
         super::webhooks::record(&mut tx, &[Fact::new(&new.workspace_id, "session.created", &new.id)], now).await?;
@@ -593,7 +593,7 @@ impl SessionStore for SqlStore {
         // the caller's body was read before this transaction, so the stored one wins.
         let current: Option<(String,)> = sqlx::query_as(include_str!("../../queries/sessions/select_session_body.sql"))
             .bind(id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if let Some((current,)) = current {
             let current = JsonText::try_from(current)?.0;
@@ -611,7 +611,7 @@ impl SessionStore for SqlStore {
             .bind(None::<i64>)
             .bind(0_i64)
             .bind(agent.as_ref().map(|(id, _)| id.as_str()))
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else {
             return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
@@ -650,13 +650,13 @@ impl SessionStore for SqlStore {
             .bind(expected_revision)
             .bind(1_i64)
             .bind(agent.as_ref().map(|(id, _)| id.as_str()))
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else {
             let current = sqlx::query("SELECT resources_revision FROM sessions WHERE id = $1 AND workspace_id = $2")
                 .bind(&id)
                 .bind(&workspace_id)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut tx)
                 .await?;
             tx.rollback().await?;
             return match current {
@@ -667,7 +667,7 @@ impl SessionStore for SqlStore {
         // The index follows the resources (the row is locked: no writer races this).
         sqlx::query(include_str!("../../queries/sessions/delete_session_memory_stores.sql"))
             .bind(&id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         index_memory_stores(&mut tx, &id, &body).await?;
         let session = complete(&mut tx, row, agent).await?;
@@ -726,7 +726,7 @@ impl SessionStore for SqlStore {
             .bind(id)
             .bind(workspace_id)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else {
             return Err(StoreError::NotFound { what: "session", id: id.to_owned() });
@@ -745,7 +745,7 @@ impl SessionStore for SqlStore {
         let owned = sqlx::query("SELECT id FROM sessions WHERE id = $1 AND workspace_id = $2")
             .bind(id)
             .bind(workspace_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?
             .is_some();
         if !owned {
@@ -753,13 +753,13 @@ impl SessionStore for SqlStore {
         }
         // Children first and explicitly: SQLite enforces cascades only with foreign_keys on.
         for table in ["tool_calls", "session_events", "runs", "session_threads"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1")).bind(id).execute(&mut *tx).await?;
+            sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1")).bind(id).execute(&mut tx).await?;
         }
         sqlx::query(include_str!("../../queries/sessions/delete_session_memory_stores.sql"))
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
-        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&mut tx).await?;
         super::webhooks::record(&mut tx, &[Fact::new(workspace_id, "session.deleted", id)], self.now()).await?;
         tx.commit().await?;
         Ok(true)

@@ -86,7 +86,7 @@ async fn insert_version(
         .bind(version.files.to_string())
         .bind(&version.blob_key)
         .bind(now)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     Ok(row.into())
 }
@@ -98,7 +98,7 @@ async fn lock_skill(tx: &mut Tx, workspace_id: &str, skill_id: &str, now: i64) -
         .bind(workspace_id)
         .bind(skill_id)
         .bind(now)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?)
 }
 
@@ -122,7 +122,7 @@ impl SkillStore for SqlStore {
             .bind(&new.display_name)
             .bind(&new.version.id)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await
             .map_err(|error| match StoreError::from(error) {
                 StoreError::Conflict(_) => {
@@ -171,17 +171,17 @@ impl SkillStore for SqlStore {
             sqlx::query_as("SELECT blob_key FROM skill_versions WHERE workspace_id = $1 AND skill_id = $2")
                 .bind(workspace_id)
                 .bind(id)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut tx)
                 .await?;
         sqlx::query("DELETE FROM skill_versions WHERE workspace_id = $1 AND skill_id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         let done = sqlx::query("DELETE FROM skills WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -211,7 +211,7 @@ impl SkillStore for SqlStore {
             .bind(skill_id)
             .bind(&id)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(Some(row))
@@ -279,13 +279,13 @@ impl SkillStore for SqlStore {
         .bind(workspace_id)
         .bind(skill_id)
         .bind(version_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx)
         .await?;
         let Some(removed) = removed else { return Ok(None) };
         let newest: Option<(String,)> =
             sqlx::query_as("SELECT id FROM skill_versions WHERE skill_id = $1 ORDER BY id DESC LIMIT 1")
                 .bind(skill_id)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut tx)
                 .await?;
         let Some((newest,)) = newest else {
             // Rolled back: a skill keeps at least one version.
@@ -298,7 +298,7 @@ impl SkillStore for SqlStore {
                 .bind(skill_id)
                 .bind(&newest)
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;

@@ -109,7 +109,7 @@ pub(super) async fn record(tx: &mut Tx, session_id: &str, events: &[StoredEvent]
                 .bind(event.body["evaluated_permission"].as_str())
                 .bind(event.seq);
         }
-        statement.execute(&mut **tx).await?;
+        statement.execute(&mut *tx).await?;
     }
     for (event, entry) in &entries {
         match entry {
@@ -121,7 +121,7 @@ pub(super) async fn record(tx: &mut Tx, session_id: &str, events: &[StoredEvent]
                     .bind(confirmation.as_str())
                     .bind(&event.event_id)
                     .bind(event.seq)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
             }
             Entry::Result(use_id) => {
@@ -131,7 +131,7 @@ pub(super) async fn record(tx: &mut Tx, session_id: &str, events: &[StoredEvent]
                     .bind(&event.event_id)
                     .bind(&event.kind)
                     .bind(event.seq)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
             }
         }

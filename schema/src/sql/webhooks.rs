@@ -35,7 +35,7 @@ pub(super) async fn record(tx: &mut Tx, facts: &[Fact], now_ms: i64) -> StoreRes
             .bind(&fact.resource_id)
             .bind(extra)
             .bind(now_ms)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
     }
     Ok(())
@@ -160,7 +160,7 @@ async fn cancel_if_disabled(tx: &mut Tx, workspace_id: &str, id: &str, now_ms: i
     .bind(workspace_id)
     .bind(id)
     .bind(now_ms)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
@@ -169,7 +169,7 @@ async fn replace_event_types(tx: &mut Tx, row: &WebhookSubscriptionRow) -> Store
     sqlx::query("DELETE FROM webhook_subscription_events WHERE workspace_id = $1 AND subscription_id = $2")
         .bind(&row.workspace_id)
         .bind(&row.id)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     let mut types = row.event_types.clone();
     types.sort();
@@ -181,7 +181,7 @@ async fn replace_event_types(tx: &mut Tx, row: &WebhookSubscriptionRow) -> Store
         .bind(&row.workspace_id)
         .bind(&row.id)
         .bind(event_type)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     }
     Ok(())
@@ -201,7 +201,7 @@ impl WebhookStore for SqlStore {
         // creation, not an invariant two concurrent creations could not both pass.
         let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM webhook_subscriptions WHERE workspace_id = $1")
             .bind(&row.workspace_id)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         // A re-enable clears the reason and starts the failure count over.
         let replaced = if mode == WebhookPut::Create {
@@ -221,7 +221,7 @@ impl WebhookStore for SqlStore {
             .bind(&row.description)
             .bind(set_state.then(|| state(row.enabled)))
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?
         };
         let (stored, created) = match replaced {
@@ -249,7 +249,7 @@ impl WebhookStore for SqlStore {
                 .bind(&row.sealed_secret)
                 .bind(state(row.enabled))
                 .bind(now)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut tx)
                 .await?;
                 match inserted {
                     Some(inserted) => (inserted, true),
@@ -317,14 +317,14 @@ impl WebhookStore for SqlStore {
         let deleted = sqlx::query("DELETE FROM webhook_subscriptions WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?
             .rows_affected();
         for statement in [
             "DELETE FROM webhook_subscription_events WHERE workspace_id = $1 AND subscription_id = $2",
             "DELETE FROM webhook_deliveries WHERE workspace_id = $1 AND subscription_id = $2",
         ] {
-            sqlx::query(statement).bind(workspace_id).bind(id).execute(&mut *tx).await?;
+            sqlx::query(statement).bind(workspace_id).bind(id).execute(&mut tx).await?;
         }
         tx.commit().await?;
         Ok(deleted == 1)
@@ -381,14 +381,14 @@ impl WebhookStore for SqlStore {
         };
         match result {
             WebhookAttempt::Delivered { status } => {
-                settle("delivered", delivery.next_attempt_ms, Some(status), None).execute(&mut *tx).await?;
+                settle("delivered", delivery.next_attempt_ms, Some(status), None).execute(&mut tx).await?;
                 sqlx::query(
                     "UPDATE webhook_subscriptions SET consecutive_failures = 0 \
                      WHERE workspace_id = $1 AND id = $2 AND consecutive_failures <> 0",
                 )
                 .bind(&delivery.workspace_id)
                 .bind(&delivery.subscription_id)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             }
             WebhookAttempt::Failed { status, error, retry_at_ms, disable_after } => {
@@ -396,13 +396,13 @@ impl WebhookStore for SqlStore {
                     Some(at) => ("pending", at),
                     None => ("failed", delivery.next_attempt_ms),
                 };
-                settle(state, next, status, Some(error)).execute(&mut *tx).await?;
+                settle(state, next, status, Some(error)).execute(&mut tx).await?;
                 let counted = sqlx::query(include_str!("../../queries/webhooks/count_failure.sql"))
                     .bind(&delivery.workspace_id)
                     .bind(&delivery.subscription_id)
                     .bind(now)
                     .bind(disable_after)
-                    .fetch_optional(&mut *tx)
+                    .fetch_optional(&mut tx)
                     .await?;
                 let failures: Option<i64> = counted.map(|row| row.try_get("consecutive_failures")).transpose()?;
                 if failures.is_some_and(|failures| failures >= disable_after) {
@@ -410,7 +410,7 @@ impl WebhookStore for SqlStore {
                 }
             }
             WebhookAttempt::Canceled => {
-                settle("canceled", delivery.next_attempt_ms, None, None).execute(&mut *tx).await?;
+                settle("canceled", delivery.next_attempt_ms, None, None).execute(&mut tx).await?;
             }
             WebhookAttempt::Deferred { retry_at_ms } => {
                 sqlx::query(
@@ -420,7 +420,7 @@ impl WebhookStore for SqlStore {
                 .bind(&delivery.id)
                 .bind(retry_at_ms)
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             }
         }

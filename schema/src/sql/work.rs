@@ -330,7 +330,7 @@ impl WorkStore for SqlStore {
         let row = sqlx::query("SELECT metadata FROM work_items WHERE id = $1 AND environment_id = $2")
             .bind(work_id)
             .bind(environment_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let Some(row) = row else { return Ok(None) };
         let mut metadata = json(&row, "metadata")?;
@@ -345,7 +345,7 @@ impl WorkStore for SqlStore {
         let row = sqlx::query(&format!("UPDATE work_items SET metadata = $2 WHERE id = $1 RETURNING {COLUMNS}"))
             .bind(work_id)
             .bind(metadata.to_string())
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         item(&row).map(Some)

@@ -106,7 +106,7 @@ async fn current_version(tx: &mut Tx, key: &WorkflowKey) -> StoreResult<i64> {
     .bind(&key.workspace_id)
     .bind(&key.project)
     .bind(&key.definition)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?;
     Ok(version.map_or(0, |(v,)| v))
 }
@@ -128,7 +128,7 @@ async fn move_override(
             .bind(&key.definition)
             .bind(revision_id)
             .bind(now)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?);
     }
     let sql = include_str!("../../queries/workflows/move_override.sql").replace("{columns}", OVERRIDE_COLUMNS);
@@ -139,7 +139,7 @@ async fn move_override(
         .bind(revision_id)
         .bind(expected)
         .bind(now)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?)
 }
 
@@ -171,10 +171,10 @@ impl WorkflowStore for SqlStore {
             .bind(&save.idempotency_key)
             .bind(&save.request_sha256)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if claimed.is_none() {
-            let (request_sha256, saved) = select_save_key(&mut *tx, key, &save.idempotency_key)
+            let (request_sha256, saved) = select_save_key(&mut tx, key, &save.idempotency_key)
                 .await?
                 .ok_or_else(|| StoreError::Backend("workflow save key claimed but not readable".to_owned()))?;
             return Ok(if request_sha256 == save.request_sha256 {
@@ -193,7 +193,7 @@ impl WorkflowStore for SqlStore {
             .bind(save.declaration.to_string())
             .bind(save.resolved.to_string())
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         let reused = inserted.is_none();
         let revision = match inserted {
@@ -207,7 +207,7 @@ impl WorkflowStore for SqlStore {
                 .bind(&key.project)
                 .bind(&key.definition)
                 .bind(&save.id)
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut tx)
                 .await?
             }
         };
@@ -226,7 +226,7 @@ impl WorkflowStore for SqlStore {
             .bind(i64::from(reused))
             .bind(moved.override_version)
             .bind(moved.updated_at_ms)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(SaveOutcome::Saved(SavedWorkflowRevision { revision: revision.into(), reused, override_row: moved.into() }))
