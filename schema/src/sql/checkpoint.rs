@@ -17,12 +17,15 @@
 use std::time::Duration;
 
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use tokio::task::JoinHandle;
 
 use super::held::HeldPool;
 
-/// The writer's setting on top of `SQLITE_PRAGMAS`: no checkpoint inside a commit.
-pub(super) const WRITER_PRAGMAS: &str = "PRAGMA wal_autocheckpoint = 0;";
+/// The writer's settings on top of `SQLITE_PRAGMAS`: no checkpoint inside a commit; and
+/// the savepoints of its groups (ADR 0040) journal the pages they change in memory
+/// instead of spilling to a temporary file past 64 KiB.
+pub(super) const WRITER_PRAGMAS: &str = "PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY;";
 
 /// How often to checkpoint while writes come in.
 const WHILE_WRITING: Duration = Duration::from_millis(100);
@@ -83,19 +86,24 @@ struct WalState {
 /// Copies the WAL beside the writer, then lets the writer finish the copy if the WAL is
 /// long enough to restart.
 async fn step(readers: &HeldPool, writer: &HeldPool) -> Result<WalState, sqlx::Error> {
-    let mut state = checkpoint(readers).await?;
+    let row = sqlx::query(CHECKPOINT).fetch_one(readers).await?;
+    let mut state = WalState::of(&row)?;
     if state.pages >= RESTART_AFTER {
-        state = checkpoint(writer).await?;
+        // Outside the writer's group: SQLite checkpoints only outside a transaction.
+        state = WalState::of(&writer.fetch_one_alone(CHECKPOINT).await?)?;
         metrics::counter!("agentd_sqlite_wal_writer_checkpoints_total").increment(1);
     }
     metrics::gauge!("agentd_sqlite_wal_pages").set(state.pages as f64);
     Ok(state)
 }
 
-async fn checkpoint(pool: &HeldPool) -> Result<WalState, sqlx::Error> {
-    // One row: busy (always 0 for PASSIVE), the WAL's pages, the pages copied.
-    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
-    Ok(WalState { pages: row.try_get(1)?, copied: row.try_get(2)? })
+/// One row: busy (always 0 for PASSIVE), the WAL's pages, the pages copied.
+const CHECKPOINT: &str = "PRAGMA wal_checkpoint(PASSIVE)";
+
+impl WalState {
+    fn of(row: &AnyRow) -> Result<Self, sqlx::Error> {
+        Ok(Self { pages: row.try_get(1)?, copied: row.try_get(2)? })
+    }
 }
 
 #[cfg(test)]
@@ -143,7 +151,8 @@ mod tests {
         assert!(wal < (written as u64 * 4_096) / 3, "the WAL file reached {wal} bytes");
         // Once nothing is written, everything in the WAL reaches the database file.
         tokio::time::sleep(WHILE_WRITING * 3).await;
-        let state = checkpoint(&store.readers).await.expect("checkpoint");
+        let row = sqlx::query(CHECKPOINT).fetch_one(&store.readers).await.expect("checkpoint");
+        let state = WalState::of(&row).expect("its state");
         assert_eq!(state.pages, state.copied, "{state:?}");
         store.close().await;
     }

@@ -196,8 +196,9 @@ impl SqlStore {
         };
         // The writer waits in its queue as long as SQLite's busy handler would have.
         let writer = pool(checkpoint::WRITER_PRAGMAS).max_connections(1);
-        let primary =
-            HeldPool::new(writer.acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?);
+        let primary = HeldPool::grouped_writer(
+            writer.acquire_timeout(options.acquire_timeout.max(WRITER_WAIT)).connect(&url).await?,
+        );
         let readers = HeldPool::new(pool(SQLITE_READER_PRAGMAS).connect(&url).await?);
         let checkpoints = Some(Checkpoints::spawn(readers.clone(), primary.clone()));
         Ok(Self { primary, readers, backend, clock, known_usage: Default::default(), _checkpoints: checkpoints })
