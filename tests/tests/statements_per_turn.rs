@@ -2,10 +2,11 @@
 //! → the worker's model request → `session.status_idle`), in `agentd dev` against the
 //! zero-latency model. Statements are what sqlx logs at `sqlx::query=debug`, one line
 //! per request to the database. On the SQLite writer a transaction begins with its
-//! first statement, in the same request (`SAVEPOINT agentd_group; <statement>` or
-//! `SAVEPOINT agentd_member; <statement>`: ADR 0039, 0040), and transactions that queue
-//! behind each other share one commit (`RELEASE agentd_group`). Neither the beginnings
-//! nor the commits count as statements; both are checked against the transactions.
+//! first statement, in the same request (`BEGIN; SAVEPOINT agentd_group; <statement>`
+//! or `SAVEPOINT agentd_member; <statement>`: ADR 0039, 0040), and transactions that
+//! queue behind each other share one commit (`RELEASE agentd_group; COMMIT`). Neither
+//! the beginnings nor the commits count as statements; both are checked against the
+//! transactions.
 //!
 //! The ceiling is today's count, so a change that adds a statement to every turn fails
 //! here and has to say why. Issue 17's target is 12; docs/benchmarks.md lists where the
@@ -37,12 +38,13 @@ const CEILING: usize = 12;
 /// Transactions per turn: the submission and the worker's two commits.
 const TRANSACTIONS: usize = 3;
 
-/// What a transaction's first statement is sent with: the group's opening, or a
-/// member's (`schema/src/sql/held/group.rs`).
-const BEGINNINGS: &[&str] = &["SAVEPOINT agentd_group; ", "SAVEPOINT agentd_member; "];
+/// What a transaction's first statement is sent with, as sqlx's log summarizes it (its
+/// first four words): the group's opening, or a member's
+/// (`schema/src/sql/held/group.rs`).
+const BEGINNINGS: &[&str] = &["BEGIN; SAVEPOINT agentd_group; ", "SAVEPOINT agentd_member; "];
 
 /// A group's commit.
-const COMMIT: &str = "RELEASE agentd_group";
+const COMMIT: &str = "RELEASE agentd_group; COMMIT";
 
 /// `summary` without the beginning of a transaction sent with it, and whether it had one.
 fn without_beginning(summary: &str) -> (&str, bool) {

@@ -127,10 +127,11 @@ drive() { # drive URL CONCURRENCY TURNS PIDS… [-- MORE DRIVER FLAGS…]
     "$DRIVER" --url "$url" --key "$KEY" --model bench-zero-latency --concurrency "$c" --turns "$t" "${pid_args[@]}" "$@"
 }
 
-# cache_metrics OPS_URL: how the worker's history cache did (hits, misses, bytes held), on
-# stderr.
+# cache_metrics OPS_URL: how the worker's history cache did (hits, misses, bytes held)
+# and, in dev, the SQLite writer's group commits (commits, and the checkouts they
+# covered), on stderr.
 cache_metrics() {
-    curl -s "$1/metrics" | grep '^agentd_worker_history_cache' >&2 || true
+    curl -s "$1/metrics" | grep -E '^agentd_(worker_history_cache|sqlite_group)' >&2 || true
 }
 
 # summary LABEL < REPORT: the one-line human summary of a turn_bench report, on stderr.

@@ -2,11 +2,11 @@
 //!
 //! The writer's checkouts — transactions and single statements — that queue behind each
 //! other share one SQLite transaction and one commit. The first opens it with
-//! `SAVEPOINT agentd_group` (outside a transaction, a savepoint begins one). A checkout
-//! that ends while others queue for the writer leaves its work in the open transaction
-//! and waits for the commit; the one that ends with no one queued, or the one that
-//! makes the group [`GROUP_AT_MOST`] long, commits it with `RELEASE agentd_group` and
-//! tells every member how it went. No member hears "committed" before the commit.
+//! `BEGIN; SAVEPOINT agentd_group`. A checkout that ends while others queue for the
+//! writer leaves its work in the open transaction and waits for the commit; the one
+//! that ends with no one queued, or the one that makes the group [`GROUP_AT_MOST`]
+//! long, commits it with `RELEASE agentd_group; COMMIT` and tells every member how it
+//! went. No member hears "committed" before the commit.
 //!
 //! A transaction that joins an open group begins with `SAVEPOINT agentd_member`, so
 //! its rollback (`ROLLBACK TO agentd_member`) undoes its own work only; one that opens
@@ -28,13 +28,16 @@ use tokio::sync::oneshot;
 use super::{HeldPool, Lease};
 
 /// Starts the group's transaction (before the first statement of its first checkout).
-pub(super) const OPEN: &str = "SAVEPOINT agentd_group; ";
+/// The `BEGIN` fails on a connection some cut-off checkout left inside a transaction,
+/// so a group never opens within one: its commit would not be a commit.
+pub(super) const OPEN: &str = "BEGIN; SAVEPOINT agentd_group; ";
 
 /// Starts a transaction that joins an open group (before its first statement).
 pub(super) const JOIN: &str = "SAVEPOINT agentd_member; ";
 
-/// Commits the group: releasing the outermost savepoint commits.
-const COMMIT: &str = "RELEASE agentd_group";
+/// Commits the group. The `RELEASE` fails if the group's transaction was lost (and a
+/// later savepoint began another), and then nothing is committed.
+const COMMIT: &str = "RELEASE agentd_group; COMMIT";
 
 /// Undoes a joined transaction's own work.
 pub(super) const UNDO_MEMBER: &str = "ROLLBACK TO agentd_member";
@@ -168,18 +171,23 @@ impl HeldPool {
     }
 
     async fn commit_now(&self, lease: &mut Lease) -> Result<(), sqlx::Error> {
+        // Closed before the commit is sent: cut off after that, the next checkout opens
+        // a group of its own, whose `BEGIN` fails if this one's transaction is still open.
+        let members = {
+            let Some(mut group) = self.group() else { return Ok(()) };
+            group.open = false;
+            group.commits += 1;
+            std::mem::take(&mut group.members)
+        };
+        // The committing checkout and those that waited for it.
+        metrics::counter!("agentd_sqlite_group_commits_total").increment(1);
+        metrics::counter!("agentd_sqlite_group_checkouts_total").increment(members.len() as u64 + 1);
         let result = lease.conn().execute(COMMIT).await.map(drop);
         if result.is_err() {
             // The transaction may still be open (a savepoint lost with it, say).
             self.undo_transaction(lease).await;
         }
-        if let Some(mut group) = self.group() {
-            group.commits += 1;
-            // The committing checkout and those that waited for it.
-            metrics::counter!("agentd_sqlite_group_commits_total").increment(1);
-            metrics::counter!("agentd_sqlite_group_checkouts_total").increment(group.members.len() as u64 + 1);
-        }
-        self.tell_members(result.as_ref().map(drop).map_err(Failure::of));
+        tell(members, result.as_ref().map(drop).map_err(Failure::of));
         lease.settle(&result);
         result
     }
@@ -208,10 +216,7 @@ impl HeldPool {
             group.open = false;
             std::mem::take(&mut group.members)
         };
-        for member in members {
-            // A member that stopped waiting (cancelled) has nothing to hear.
-            member.send(outcome.clone()).ok();
-        }
+        tell(members, outcome);
     }
 
     async fn wait_for_commit(&self, mut receiver: oneshot::Receiver<Result<(), Failure>>) -> Result<(), sqlx::Error> {
@@ -247,5 +252,12 @@ impl HeldPool {
         let result = lease.conn().fetch_one(sql).await;
         lease.settle(&result);
         result
+    }
+}
+
+fn tell(members: Vec<oneshot::Sender<Result<(), Failure>>>, outcome: Result<(), Failure>) {
+    for member in members {
+        // A member that stopped waiting (cancelled) has nothing to hear.
+        member.send(outcome.clone()).ok();
     }
 }

@@ -292,10 +292,11 @@ where
     }
 }
 
-/// `query` sent with `prefix` — one statement without parameters — before it, as one
-/// request; `prefix`'s result is taken off. It is not passed on: its rows-affected
-/// count is SQLite's last change count, left by whichever statement last changed rows.
-/// (sqlx's SQLite `fetch_optional` would look only at that first result.)
+/// `query` sent with `prefix` — statements without parameters, each ending in `;` —
+/// before it, as one request; `prefix`'s results are taken off. They are not passed
+/// on: a rows-affected count there is SQLite's last change count, left by whichever
+/// statement last changed rows. (sqlx's SQLite `fetch_optional` would look only at the
+/// first result.)
 async fn prefixed<'q, E>(
     conn: &mut AnyConnection,
     prefix: &str,
@@ -308,10 +309,12 @@ where
     let persistent = query.persistent();
     let arguments = query.take_arguments().map_err(sqlx::Error::Encode)?.unwrap_or_default();
     let mut results = conn.fetch_many(sqlx::query_with(&sql, arguments).persistent(persistent));
-    match results.try_next().await? {
-        Some(Either::Left(_)) => results.try_collect().await,
-        _ => Err(sqlx::Error::Protocol(format!("`{}` answered with a row, or not at all", prefix.trim()))),
+    for _ in 0..prefix.matches(';').count() {
+        if !matches!(results.try_next().await?, Some(Either::Left(_))) {
+            return Err(sqlx::Error::Protocol(format!("`{}` answered with a row, or not at all", prefix.trim())));
+        }
     }
+    results.try_collect().await
 }
 
 fn first_row(results: Vec<Either<AnyQueryResult, AnyRow>>) -> Option<AnyRow> {

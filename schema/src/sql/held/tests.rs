@@ -400,6 +400,23 @@ mod groups {
     }
 
     #[tokio::test]
+    async fn a_group_never_opens_inside_a_transaction_left_open() {
+        let w = Arc::new(writer().await);
+        // A checkout cut off with its connection inside a transaction.
+        let mut stale = w.writer.lease().await.unwrap();
+        sqlx::raw_sql("BEGIN; INSERT INTO t VALUES (9)").execute(stale.conn()).await.unwrap();
+        stale.settled = true;
+        drop(stale);
+        let mut tx = w.writer.begin().await.unwrap();
+        let refused = sqlx::query("INSERT INTO t VALUES (1)").execute(&mut tx).await.unwrap_err();
+        assert!(refused.to_string().contains("within a transaction"), "{refused}");
+        // Its rollback ends the transaction left open; the next group commits.
+        tx.rollback().await.unwrap();
+        w.insert_in_tx(2).await.commit().await.unwrap();
+        assert_eq!(w.committed().await, vec![2]);
+    }
+
+    #[tokio::test]
     async fn the_checkpoint_runs_outside_the_group() {
         let w = Arc::new(writer().await);
         let first = w.insert_in_tx(1).await;
