@@ -28,6 +28,7 @@ mod tx;
 
 pub(super) use self::tx::Tx;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -246,12 +247,7 @@ impl Drop for Lease {
 impl HeldPool {
     /// A statement on the grouped writer: alone when nothing else is open or queued,
     /// otherwise in the group, waiting for its commit.
-    async fn grouped_statement<'q, E>(
-        &self,
-        mut lease: Lease,
-        query: E,
-        optional: bool,
-    ) -> Result<Vec<Either<AnyQueryResult, AnyRow>>, sqlx::Error>
+    async fn grouped_statement<'q, E>(&self, mut lease: Lease, query: E, optional: bool) -> Result<Results, sqlx::Error>
     where
         E: 'q + Execute<'q, Any>,
     {
@@ -277,11 +273,7 @@ impl HeldPool {
 }
 
 /// `query`'s results, or with `optional` its first row only (as `fetch_optional`).
-async fn run<'q, E>(
-    conn: &mut AnyConnection,
-    query: E,
-    optional: bool,
-) -> Result<Vec<Either<AnyQueryResult, AnyRow>>, sqlx::Error>
+async fn run<'q, E>(conn: &mut AnyConnection, query: E, optional: bool) -> Result<Results, sqlx::Error>
 where
     E: 'q + Execute<'q, Any>,
 {
@@ -297,11 +289,7 @@ where
 /// on: a rows-affected count there is SQLite's last change count, left by whichever
 /// statement last changed rows. (sqlx's SQLite `fetch_optional` would look only at the
 /// first result.)
-async fn prefixed<'q, E>(
-    conn: &mut AnyConnection,
-    prefix: &str,
-    mut query: E,
-) -> Result<Vec<Either<AnyQueryResult, AnyRow>>, sqlx::Error>
+async fn prefixed<'q, E>(conn: &mut AnyConnection, prefix: &str, mut query: E) -> Result<Results, sqlx::Error>
 where
     E: 'q + Execute<'q, Any>,
 {
@@ -317,8 +305,18 @@ where
     results.try_collect().await
 }
 
-fn first_row(results: Vec<Either<AnyQueryResult, AnyRow>>) -> Option<AnyRow> {
+/// A request's results, collected.
+type Results = Vec<Either<AnyQueryResult, AnyRow>>;
+
+fn first_row(results: Results) -> Option<AnyRow> {
     results.into_iter().find_map(Either::right)
+}
+
+/// The results `all` collects, yielded one by one once it has them.
+fn yield_all<'e>(
+    all: impl Future<Output = Result<Results, sqlx::Error>> + Send + 'e,
+) -> BoxStream<'e, Result<Either<AnyQueryResult, AnyRow>, sqlx::Error>> {
+    futures::stream::once(all).map_ok(|all| futures::stream::iter(all.into_iter().map(Ok))).try_flatten().boxed()
 }
 
 impl<'p> Executor<'p> for &'p HeldPool {
@@ -340,7 +338,7 @@ impl<'p> Executor<'p> for &'p HeldPool {
             lease.settle(&result);
             result
         };
-        futures::stream::once(all).map_ok(|all| futures::stream::iter(all.into_iter().map(Ok))).try_flatten().boxed()
+        yield_all(all)
     }
 
     fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>

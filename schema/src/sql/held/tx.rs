@@ -2,12 +2,11 @@
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use sqlx::any::{AnyQueryResult, AnyRow};
 use sqlx::{Any, AnyConnection, Database, Describe, Either, Execute, Executor, TransactionManager};
 
 use super::group::{self, Part};
-use super::{Lease, first_row, prefixed};
+use super::{Lease, Results, first_row, prefixed, yield_all};
 
 /// sqlx's name for the SQLite backend (`AnyConnection::backend_name`).
 const SQLITE: &str = "SQLite";
@@ -208,8 +207,7 @@ impl<'t> Executor<'t> for &'t mut Tx {
         if self.state != State::Deferred {
             return self.conn().fetch_many(query);
         }
-        let all = self.first(query);
-        futures::stream::once(all).map_ok(|all| futures::stream::iter(all.into_iter().map(Ok))).try_flatten().boxed()
+        yield_all(self.first(query))
     }
 
     fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>
@@ -247,10 +245,7 @@ impl Tx {
     /// The first statement, sent with what begins the transaction. The state says
     /// `Sending` from the moment the request goes (the future's first poll) until it
     /// answers; a group is marked open as its opening request goes.
-    fn first<'e, 'q: 'e, E>(
-        &'e mut self,
-        query: E,
-    ) -> impl Future<Output = Result<Vec<Either<AnyQueryResult, AnyRow>>, sqlx::Error>> + Send + 'e
+    fn first<'e, 'q: 'e, E>(&'e mut self, query: E) -> impl Future<Output = Result<Results, sqlx::Error>> + Send + 'e
     where
         E: 'q + Execute<'q, Any>,
     {
