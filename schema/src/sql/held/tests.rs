@@ -400,6 +400,17 @@ mod groups {
     }
 
     #[tokio::test]
+    async fn a_commit_cut_off_after_it_was_sent_leaves_the_next_checkout_a_group_of_its_own() {
+        let w = writer().await;
+        let mut commit = Box::pin(w.insert_in_tx(1).await.commit());
+        assert!(futures::poll!(commit.as_mut()).is_pending(), "the commit is on its way");
+        drop(commit);
+        // Not a member of the committed group: its own opens and commits.
+        w.insert_in_tx(2).await.commit().await.unwrap();
+        assert_eq!(w.committed().await, vec![1, 2]);
+    }
+
+    #[tokio::test]
     async fn a_group_never_opens_inside_a_transaction_left_open() {
         let w = Arc::new(writer().await);
         // A checkout cut off with its connection inside a transaction.
