@@ -148,15 +148,13 @@ impl HeldPool {
         }
     }
 
-    /// Commits the group on the writer `lease` holds, and tells its members. With
-    /// others waiting on it, the commit runs in a task of its own, so that it ends and
-    /// they hear of it even if this checkout's caller goes away meanwhile. The lease
-    /// comes back, unless that task was lost.
+    /// Commits the group on the writer `lease` holds, and tells its members. The commit
+    /// runs in a task of its own, so that it ends, and the members hear of it, even if
+    /// this checkout's caller goes away meanwhile: cut off, its request would stop
+    /// after the `RELEASE`, leaving the transaction open, and a commit that happened
+    /// would be reported to the members as failed. The lease comes back, unless that
+    /// task was lost.
     pub(super) async fn commit_group(&self, mut lease: Lease) -> (Option<Lease>, Result<(), sqlx::Error>) {
-        if self.group().is_none_or(|group| group.members.is_empty()) {
-            let result = self.commit_now(&mut lease).await;
-            return (Some(lease), result);
-        }
         let owner = self.clone();
         let task = tokio::spawn(async move {
             let result = owner.commit_now(&mut lease).await;

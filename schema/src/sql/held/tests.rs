@@ -400,12 +400,13 @@ mod groups {
     }
 
     #[tokio::test]
-    async fn a_commit_cut_off_after_it_was_sent_leaves_the_next_checkout_a_group_of_its_own() {
+    async fn a_commit_cut_off_after_it_was_sent_still_commits_and_the_next_checkout_opens_its_own_group() {
         let w = writer().await;
         let mut commit = Box::pin(w.insert_in_tx(1).await.commit());
         assert!(futures::poll!(commit.as_mut()).is_pending(), "the commit is on its way");
         drop(commit);
-        // Not a member of the committed group: its own opens and commits.
+        // The commit ended without its caller; the next checkout is not a member of
+        // the committed group but opens and commits its own.
         w.insert_in_tx(2).await.commit().await.unwrap();
         assert_eq!(w.committed().await, vec![1, 2]);
     }
