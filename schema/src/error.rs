@@ -48,22 +48,29 @@ impl StoreError {
     }
 }
 
+/// Whether `error` says the database is unreachable rather than refusing (a 503): the
+/// one classification `StoreError::from` and the SQLite writer's group commit share.
+pub(crate) fn unreachable_database(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        // The server is going away or not taking connections (class 57: an
+        // administrator's or a crash's shutdown, "cannot connect now"; class 08: the
+        // connection failed): unavailable, like an I/O error, not a wrong statement.
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
+        _ => false,
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
+        if unreachable_database(&error) {
+            return StoreError::Unavailable(error.to_string());
+        }
         match &error {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error.to_string()),
-            // The server is going away or not taking connections (class 57: an
-            // administrator's or a crash's shutdown, "cannot connect now"; class 08: the
-            // connection failed): unavailable, like an I/O error, not a wrong statement.
-            sqlx::Error::Database(db)
-                if db.code().is_some_and(|code| code.starts_with("57P") || code.starts_with("08")) =>
-            {
-                StoreError::Unavailable(error.to_string())
-            }
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_owned()),
             _ => StoreError::Backend(error.to_string()),
         }

@@ -69,11 +69,7 @@ pub(super) struct Failure {
 
 impl Failure {
     fn of(error: &sqlx::Error) -> Self {
-        let unavailable = matches!(
-            error,
-            sqlx::Error::Io(_) | sqlx::Error::PoolClosed | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed
-        );
-        Self { message: error.to_string().into(), unavailable }
+        Self { message: error.to_string().into(), unavailable: crate::error::unreachable_database(error) }
     }
 
     fn error(&self) -> sqlx::Error {

@@ -184,7 +184,9 @@ async fn a_waiter_takes_a_connection_held_back_while_it_waits() {
     // Two connections: a transaction keeps one past the acquire timeout, a slow
     // statement the other. A third statement waits; it must get the slow
     // statement's connection when that is held back, not time out waiting on sqlx.
-    let held = pool(2, Duration::from_millis(1500)).await;
+    // The acquire timeout only has to outlast `SLOW`, which takes over a second in a
+    // debug build beside the other tests; the waiter's 1 s below is what would fail.
+    let held = pool(2, Duration::from_secs(4)).await;
     let mut tx = held.begin().await.unwrap();
     sqlx::query("SELECT 1").execute(&mut tx).await.unwrap();
     let slow = tokio::spawn({
