@@ -386,8 +386,8 @@ impl<'a> Attempt<'a> {
     }
 
     /// The outcome the thread is working on, if one is defined and not done.
-    fn outcome_pending(&self) -> Option<agentd_schema::events::ActiveOutcome> {
-        agentd_schema::events::active_outcome(&self.history)
+    fn outcome_pending(&mut self) -> Option<agentd_schema::events::ActiveOutcome> {
+        self.folded.active_outcome(&self.history)
     }
 
     /// Look-ahead at the end of a model request: the idle that the next step would

@@ -16,7 +16,10 @@ pub mod threads;
 pub use body::{AutoJudgement, AutoVerdict, ErrorType, ModelUsage, Permission, RetryStatus, SessionError, StopReason};
 pub use calls::{Confirmation, OpenCall, ToolCalls};
 pub use kind::{EventType, MissingField, UnknownEventType};
-pub use outcomes::{ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome, define_outcomes};
+pub use outcomes::{
+    ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome, active_outcome_among, define_outcomes,
+    is_outcome_event,
+};
 pub use threads::{
     CROSS_POSTED, MAX_REPLY_CHARS, MODEL_KEY, MODEL_USAGE_KEY, MODELS_KEY, THREAD_CALL_KEY, call_event_id,
     cross_posted, cut_reply, for_thread, thread_id_for,

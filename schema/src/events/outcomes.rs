@@ -179,11 +179,28 @@ const OUTCOME_KINDS: [EventType; 4] = [
 
 /// The outcome `history` (one thread's) is working on, if any.
 pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
+    active_outcome_among(history.iter().enumerate())
+}
+
+/// Whether [`active_outcome`] reads `event`: a fold that keeps the positions of these
+/// finds the active outcome without scanning the whole history
+/// ([`active_outcome_among`]).
+pub fn is_outcome_event(event: &StoredEvent) -> bool {
+    outcome_kind(event).is_some()
+}
+
+fn outcome_kind(event: &StoredEvent) -> Option<EventType> {
+    OUTCOME_KINDS.iter().copied().find(|kind| event.is(*kind))
+}
+
+/// [`active_outcome`] of a history given as `(position, event)` in order, of which
+/// only the outcome events ([`is_outcome_event`]) need be given.
+pub fn active_outcome_among<'a>(history: impl IntoIterator<Item = (usize, &'a StoredEvent)>) -> Option<ActiveOutcome> {
     let mut outcomes: Vec<ActiveOutcome> = Vec::new();
     let mut done: Vec<String> = Vec::new();
-    for (at, event) in history.iter().enumerate() {
+    for (at, event) in history {
         // Most of a history is not about outcomes: its kind decides before its body is read.
-        let Some(&kind) = OUTCOME_KINDS.iter().find(|kind| event.is(**kind)) else { continue };
+        let Some(kind) = outcome_kind(event) else { continue };
         let outcome_id = event.body["outcome_id"].as_str().unwrap_or_default();
         match kind {
             EventType::UserDefineOutcome if !outcome_id.is_empty() => outcomes.push(ActiveOutcome {

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use agentd_schema::events::{OutcomeVerdict, ToolCalls};
+use agentd_schema::events::{ActiveOutcome, OutcomeVerdict, ToolCalls, active_outcome_among, is_outcome_event};
 use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
 
 use super::conversation::Conversation;
@@ -172,6 +172,9 @@ pub struct Folded {
     /// is not the one folded, and is folded again from the start. (The events before it
     /// are then the same too: a commit's events are consecutive in the history.)
     last_event_id: String,
+    /// The positions of the outcome events among those folded, so the active outcome
+    /// is found without scanning the history ([`Folded::active_outcome`]).
+    outcome_events: Vec<usize>,
 }
 
 impl Folded {
@@ -194,6 +197,8 @@ impl Folded {
         }
         self.thread.extend(history, self.len);
         self.conversation.extend(history, self.len);
+        let new = history.iter().enumerate().skip(self.len);
+        self.outcome_events.extend(new.filter(|(_, event)| is_outcome_event(event)).map(|(at, _)| at));
         self.len = history.len();
         if let Some(last) = history.last() {
             self.last_event_id.clone_from(&last.event_id);
@@ -210,13 +215,95 @@ impl Folded {
         &self.conversation
     }
 
-    /// The estimated heap bytes the fold holds beyond the history (its conversation).
+    /// The outcome `history` is working on, if any ([`agentd_schema::events::active_outcome`]): the fold is
+    /// brought up to `history` first, then only its outcome events are read.
+    pub fn active_outcome(&mut self, history: &[StoredEvent]) -> Option<ActiveOutcome> {
+        self.update(history);
+        active_outcome_among(self.outcome_events.iter().map(|&at| (at, &history[at])))
+    }
+
+    /// The estimated heap bytes the fold holds beyond the history (its conversation,
+    /// the outcome events' positions).
     pub fn heap_bytes(&self) -> usize {
-        self.conversation.heap_bytes()
+        self.conversation.heap_bytes() + self.outcome_events.capacity() * std::mem::size_of::<usize>()
     }
 
     /// How many events are folded.
     pub fn folded_events(&self) -> usize {
         self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentd_schema::events::{ModelUsage, active_outcome};
+    use agentd_schema::{NewEvent, StoredEvent};
+    use serde_json::json;
+
+    use super::*;
+
+    /// A thread that defines two outcomes and grades them between plain turns.
+    fn thread() -> Vec<StoredEvent> {
+        let define = |id: &str| NewEvent {
+            body: json!({"type": "user.define_outcome", "outcome_id": id, "description": "a poem",
+                         "rubric": {"type": "text", "content": "rhymes"}, "max_iterations": 3}),
+            ..NewEvent::user_message("sesn_1", "")
+        };
+        let end = |id: &str, iteration, verdict| {
+            NewEvent::outcome_evaluation_end("sesn_1", id, iteration, verdict, "why", ModelUsage::default())
+        };
+        let events = [
+            NewEvent::user_message("sesn_1", "hello"),
+            define("outc_a"),
+            NewEvent::agent_message("sesn_1", "a first draft"),
+            NewEvent::outcome_evaluation_start("sesn_1", "outc_a", 0),
+            end("outc_a", 0, OutcomeVerdict::NeedsRevision),
+            NewEvent::agent_message("sesn_1", "a second draft"),
+            define("outc_b"),
+            NewEvent::outcome_evaluation_start("sesn_1", "outc_a", 1),
+            end("outc_a", 1, OutcomeVerdict::Satisfied),
+            NewEvent::user_message("sesn_1", "and another"),
+            NewEvent::outcome_evaluation_start("sesn_1", "outc_b", 0),
+            end("outc_b", 0, OutcomeVerdict::Failed),
+            NewEvent::agent_message("sesn_1", "done"),
+        ];
+        events
+            .into_iter()
+            .zip(1..)
+            .map(|(event, seq)| StoredEvent {
+                session_id: "sesn_1".into(),
+                seq,
+                event_id: format!("sevt_{seq}"),
+                thread_id: "sesn_1".into(),
+                kind: event.body["type"].as_str().unwrap().to_owned(),
+                body: event.body,
+                processed_at_ms: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_folds_active_outcome_is_the_one_a_scan_of_the_history_finds() {
+        let events = thread();
+        let mut folded = Folded::default();
+        let mut seen = Vec::new();
+        // Grown one event at a time, as a worker's history grows.
+        for end in 0..=events.len() {
+            let found = folded.active_outcome(&events[..end]);
+            assert_eq!(found, active_outcome(&events[..end]), "after {end} events");
+            seen.push(found.map(|outcome| (outcome.outcome_id, outcome.iteration, outcome.started)));
+        }
+        // The history passes through each state: none, then `outc_a`'s cycles, then `outc_b`.
+        for state in [None, Some(("outc_a".into(), 0, true)), Some(("outc_a".into(), 1, false))] {
+            assert!(seen.contains(&state), "{state:?} in {seen:?}");
+        }
+        assert!(seen.contains(&Some(("outc_b".into(), 0, false))));
+        assert_eq!(seen.last(), Some(&None), "both outcomes are done");
+
+        // Another history (an outcome's end left out): folded again, not extended.
+        let mut other = events.clone();
+        other.remove(4);
+        assert_eq!(folded.active_outcome(&other), active_outcome(&other));
+        assert_eq!(folded.active_outcome(&other[..6]).map(|o| o.iteration), Some(0));
     }
 }
