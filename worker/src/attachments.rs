@@ -10,6 +10,7 @@
 //! (`memory_prompt`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use agentd_schema::Store;
 use agentd_schema::blobs::{BlobKey, Blobs};
@@ -37,13 +38,17 @@ pub async fn resolve(
     request: &mut ModelRequest,
     cache: &mut Resolved,
 ) -> Result<(), ProviderError> {
-    for message in &mut request.messages {
+    // The conversation is shared with the thread's fold: copied only when it has a file.
+    if !request.messages.iter().flat_map(|message| &message.content).any(is_file_source) {
+        return Ok(());
+    }
+    for message in Arc::make_mut(&mut request.messages) {
         for block in &mut message.content {
-            let Block::Raw(raw) = block else { continue };
-            let kind = raw["type"].as_str().unwrap_or_default().to_owned();
-            if raw["source"]["type"] != "file" || !matches!(kind.as_str(), "image" | "document") {
+            if !is_file_source(block) {
                 continue;
             }
+            let Block::Raw(raw) = block else { continue };
+            let kind = raw["type"].as_str().unwrap_or_default().to_owned();
             let file_id = raw["source"]["file_id"].as_str().unwrap_or_default().to_owned();
             let key = format!("{kind}:{file_id}");
             if !cache.contains_key(&key) {
@@ -54,6 +59,12 @@ pub async fn resolve(
         }
     }
     Ok(())
+}
+
+/// Whether `block` is an image or document whose source is a file of the workspace.
+fn is_file_source(block: &Block) -> bool {
+    let Block::Raw(raw) = block else { return false };
+    raw["source"]["type"] == "file" && matches!(raw["type"].as_str(), Some("image" | "document"))
 }
 
 /// The text of a file rubric (docs/api/outcomes.md): a text file of the workspace, read

@@ -1,5 +1,7 @@
 //! The model conversation built from committed history.
 
+use std::sync::Arc;
+
 use agentd_schema::events::OutcomeVerdict;
 use agentd_schema::{EventType, StoredEvent};
 use serde_json::{Value, json};
@@ -30,9 +32,10 @@ fn result_content(content: &Value) -> Value {
 /// Adds user content delivered after the request was built (the live inbox) to its end.
 pub fn append_user_input(request: &mut ModelRequest, content: &Value) {
     let blocks = text_blocks(content);
-    match request.messages.last_mut() {
+    let messages = Arc::make_mut(&mut request.messages);
+    match messages.last_mut() {
         Some(last) if last.role == Role::User => last.content.extend(blocks),
-        _ => request.messages.push(Message { role: Role::User, content: blocks }),
+        _ => messages.push(Message { role: Role::User, content: blocks }),
     }
 }
 
@@ -42,17 +45,21 @@ pub fn append_user_input(request: &mut ModelRequest, content: &Value) {
 pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, Vec<Message>) {
     let mut fold = Conversation::default();
     fold.extend(history, 0);
-    fold.build(agent, history)
+    let (system, messages) = fold.build(agent, history);
+    drop(fold);
+    (system, Arc::unwrap_or_clone(messages))
 }
 
 /// The model conversation folded from a thread's history, kept with the thread's fold
-/// (`state::Folded`) so each request folds only the events appended since the last one
-/// and copies the rest, instead of reading every event's body again.
+/// (`state::Folded`) so each request folds only the events appended since the last one,
+/// instead of reading every event's body again. The messages are shared with the
+/// requests built from them: a request costs a reference, and the next event folded
+/// copies them only if a request still holds them (`Arc::make_mut`).
 #[derive(Debug, Default, Clone)]
 pub struct Conversation {
     /// The texts of `system.message` events, in order.
     system: Vec<String>,
-    messages: Vec<Message>,
+    messages: Arc<Vec<Message>>,
     /// Input committed while the current model request runs (positions in the history):
     /// it joins the conversation after the request's output, when its end is committed.
     deferred: Vec<usize>,
@@ -83,7 +90,7 @@ impl Conversation {
     /// The system prompt and messages of a request made now, with input still held for
     /// a request that never ended (its worker died) at the end. `history` is the one
     /// folded.
-    pub fn build(&self, agent: &Value, history: &[StoredEvent]) -> (Option<String>, Vec<Message>) {
+    pub fn build(&self, agent: &Value, history: &[StoredEvent]) -> (Option<String>, Arc<Vec<Message>>) {
         let mut now =
             Conversation { system: self.system.clone(), messages: self.messages.clone(), ..Default::default() };
         for &held in &self.deferred {
@@ -104,11 +111,12 @@ impl Conversation {
             return;
         }
         self.bytes += heap::blocks_bytes(&blocks);
-        match self.messages.last_mut() {
+        let messages = Arc::make_mut(&mut self.messages);
+        match messages.last_mut() {
             Some(last) if last.role == role => last.content.extend(blocks),
             _ => {
                 self.bytes += heap::MESSAGE_BYTES;
-                self.messages.push(Message { role, content: blocks });
+                messages.push(Message { role, content: blocks });
             }
         }
     }
@@ -205,5 +213,54 @@ fn feedback_text(body: &Value) -> Option<String> {
              Briefly tell the user what is still missing; this answer is not graded."
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turns(texts: &[&str]) -> Vec<StoredEvent> {
+        texts
+            .iter()
+            .zip(1..)
+            .map(|(text, seq)| {
+                let kind = if seq % 2 == 1 { "user.message" } else { "agent.message" };
+                StoredEvent {
+                    session_id: "sesn_1".into(),
+                    seq,
+                    event_id: format!("sevt_{seq}"),
+                    thread_id: "sesn_1".into(),
+                    kind: kind.into(),
+                    body: json!({"type": kind, "content": [{"type": "text", "text": text}]}),
+                    processed_at_ms: 0,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_request_shares_the_folds_messages_and_the_fold_grows_in_place_once_it_is_gone() {
+        let history = turns(&["one", "two", "three", "four"]);
+        let mut fold = Conversation::default();
+        fold.extend(&history[..2], 0);
+        let (_, first) = fold.build(&json!({}), &history[..2]);
+        let (_, again) = fold.build(&json!({}), &history[..2]);
+        assert!(Arc::ptr_eq(&first, &again), "two requests of the same fold share its messages");
+        let shared = Arc::as_ptr(&first) as usize;
+
+        // Held by a request while the fold grows: the fold copies, the request keeps its own.
+        fold.extend(&history[..3], 2);
+        let (_, grown) = fold.build(&json!({}), &history[..3]);
+        assert_eq!((first.len(), grown.len()), (2, 3));
+        assert_ne!(Arc::as_ptr(&grown) as usize, shared);
+
+        // Once the requests are gone, folding the next event changes the fold's own.
+        let copied = Arc::as_ptr(&grown) as usize;
+        drop((first, again, grown));
+        fold.extend(&history, 3);
+        let (_, last) = fold.build(&json!({}), &history);
+        assert_eq!(Arc::as_ptr(&last) as usize, copied, "extended where it was, not copied");
+        assert_eq!(last.len(), 4);
     }
 }

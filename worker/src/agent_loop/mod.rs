@@ -24,6 +24,7 @@ pub use crate::threads::{ThreadCall, Waiting};
 pub use conversation::{Conversation, append_user_input, conversation};
 pub use state::Folded;
 use state::Thread;
+use std::sync::Arc;
 pub use tools::{ToolClass, classify, is_builtin, tool_specs};
 
 /// What to do next.
@@ -389,7 +390,7 @@ fn model_request(
     for event in before {
         let Some(kind) = event.event_type() else { continue };
         if let Some(block) = conversation::tool_result_block(kind, &event.body, true) {
-            request.messages.push(Message { role: Role::User, content: vec![block] });
+            Arc::make_mut(&mut request.messages).push(Message { role: Role::User, content: vec![block] });
         }
     }
     request

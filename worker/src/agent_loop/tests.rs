@@ -749,11 +749,21 @@ fn the_conversation_of_a_fold_grown_step_by_step_is_the_whole_folds() {
     let events = history(&thread_with_held_input());
     for step in 1..=4 {
         let mut folded = Folded::default();
+        // The request built before, still held while the fold grows (its messages are
+        // shared with the fold): growing copies them instead of changing the request's.
+        let mut before: Option<(usize, Arc<Vec<Message>>)> = None;
         for end in (0..=events.len()).step_by(step).chain([events.len()]) {
             let prefix = &events[..end];
             folded.update(prefix);
-            let grown = folded.conversation().build(&agent(), prefix);
-            assert_eq!(grown, conversation(&agent(), prefix), "after {end} events, {step} at a time");
+            let (system, grown) = folded.conversation().build(&agent(), prefix);
+            assert_eq!(
+                (system, (*grown).clone()),
+                conversation(&agent(), prefix),
+                "after {end} events, {step} at a time"
+            );
+            if let Some((at, messages)) = before.replace((end, grown)) {
+                assert_eq!(*messages, conversation(&agent(), &events[..at]).1, "the request built at {at} events");
+            }
         }
     }
     // What it is, whole: held input follows the output of the request it arrived during,

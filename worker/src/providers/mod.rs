@@ -80,8 +80,10 @@ pub struct ModelRequest {
     pub model: String,
     /// System prompt (agent system prompt plus mid-conversation system messages).
     pub system: Option<String>,
-    /// The conversation.
-    pub messages: Vec<Message>,
+    /// The conversation, shared with the thread's fold (`agent_loop::Conversation`): a
+    /// request costs no copy of it, and one that changes it (`Arc::make_mut`) copies it
+    /// then.
+    pub messages: Arc<Vec<Message>>,
     /// Callable tools.
     pub tools: Vec<ToolSpec>,
     /// Output cap.

@@ -71,7 +71,7 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
     if let Some(system) = &request.system {
         out.push(json!({ "role": "system", "content": system }));
     }
-    for Message { role, content } in &request.messages {
+    for Message { role, content } in request.messages.iter() {
         let mut text = Vec::new();
         let mut parts = Vec::new();
         let mut calls = Vec::new();
@@ -237,7 +237,7 @@ mod tests {
     use crate::providers::{Block, Message, ModelRequest, Role};
 
     fn request(blocks: Vec<Block>) -> ModelRequest {
-        ModelRequest { messages: vec![Message { role: Role::User, content: blocks }], ..ModelRequest::default() }
+        ModelRequest { messages: vec![Message { role: Role::User, content: blocks }].into(), ..ModelRequest::default() }
     }
 
     #[test]

@@ -171,7 +171,7 @@ mod tests {
     fn request(messages: Vec<Message>, tools: &[&str]) -> ModelRequest {
         ModelRequest {
             model: "scripted".into(),
-            messages,
+            messages: messages.into(),
             tools: tools
                 .iter()
                 .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })

@@ -213,7 +213,7 @@ mod tests {
     fn request(text: &str, tools: &[&str]) -> ModelRequest {
         ModelRequest {
             model: "agentd-test-scripted".into(),
-            messages: vec![Message { role: Role::User, content: vec![Block::Text(text.into())] }],
+            messages: vec![Message { role: Role::User, content: vec![Block::Text(text.into())] }].into(),
             tools: tools
                 .iter()
                 .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })

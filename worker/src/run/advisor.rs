@@ -113,7 +113,7 @@ fn advisor_request(model: &str, agent: &Value, history: &[StoredEvent], question
     ModelRequest {
         model: model.to_owned(),
         system: Some(SYSTEM.to_owned()),
-        messages: vec![Message { role: Role::User, content: vec![Block::Text(prompt)] }],
+        messages: vec![Message { role: Role::User, content: vec![Block::Text(prompt)] }].into(),
         tools: vec![ToolSpec {
             name: ADVICE_TOOL.to_owned(),
             description: "Give the agent your advice.".to_owned(),

@@ -284,7 +284,7 @@ fn judge_request(model: &str, transcript: &str, call: &NewEvent, tools: &[ToolSp
     ModelRequest {
         model: model.to_owned(),
         system: Some(SYSTEM.to_owned()),
-        messages: vec![Message { role: Role::User, content: vec![Block::Text(prompt)] }],
+        messages: vec![Message { role: Role::User, content: vec![Block::Text(prompt)] }].into(),
         tools: vec![ToolSpec {
             name: DECISION_TOOL.to_owned(),
             description: "Record whether the tool call is safe to run (allow) or high-risk (deny).".to_owned(),

@@ -112,6 +112,9 @@ impl Attempt<'_> {
             // A complete answer that needs nothing more may end the turn in this commit.
             let may_end_turn = cut.is_none() && !refused && !take_inbox && !budget_reached;
             let Some(Cut::Failed(error)) = cut else {
+                // Not sent again: its conversation, shared with the fold, is the fold's
+                // alone again, so folding the outputs extends it instead of copying it.
+                drop(request);
                 if refused {
                     closing.push(NewEvent::status_idle(&thread, StopReason::Refusal));
                 }

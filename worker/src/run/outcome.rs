@@ -283,7 +283,7 @@ fn grader_request(model: &str, outcome: &ActiveOutcome, rubric: &str, work: &[St
     ModelRequest {
         model: model.to_owned(),
         system: Some(SYSTEM.to_owned()),
-        messages: vec![Message { role: Role::User, content: vec![Block::Text(prompt)] }],
+        messages: vec![Message { role: Role::User, content: vec![Block::Text(prompt)] }].into(),
         tools: vec![ToolSpec {
             name: VERDICT_TOOL.to_owned(),
             description: "Record whether the result meets the rubric (satisfied) or not (needs_revision).".to_owned(),
