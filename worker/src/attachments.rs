@@ -39,15 +39,12 @@ pub async fn resolve(
     cache: &mut Resolved,
 ) -> Result<(), ProviderError> {
     // The conversation is shared with the thread's fold: copied only when it has a file.
-    if !request.messages.iter().flat_map(|message| &message.content).any(is_file_source) {
+    let blocks = request.messages.iter().flat_map(|message| &message.content);
+    if !blocks.filter_map(raw_block).any(is_file_source) {
         return Ok(());
     }
     for message in Arc::make_mut(&mut request.messages) {
-        for block in &mut message.content {
-            if !is_file_source(block) {
-                continue;
-            }
-            let Block::Raw(raw) = block else { continue };
+        for raw in message.content.iter_mut().filter_map(raw_block_mut).filter(|raw| is_file_source(raw)) {
             let kind = raw["type"].as_str().unwrap_or_default().to_owned();
             let file_id = raw["source"]["file_id"].as_str().unwrap_or_default().to_owned();
             let key = format!("{kind}:{file_id}");
@@ -61,10 +58,17 @@ pub async fn resolve(
     Ok(())
 }
 
-/// Whether `block` is an image or document whose source is a file of the workspace.
-fn is_file_source(block: &Block) -> bool {
-    let Block::Raw(raw) = block else { return false };
+/// Whether `raw` is an image or document block whose source is a file of the workspace.
+fn is_file_source(raw: &Value) -> bool {
     raw["source"]["type"] == "file" && matches!(raw["type"].as_str(), Some("image" | "document"))
+}
+
+fn raw_block(block: &Block) -> Option<&Value> {
+    if let Block::Raw(raw) = block { Some(raw) } else { None }
+}
+
+fn raw_block_mut(block: &mut Block) -> Option<&mut Value> {
+    if let Block::Raw(raw) = block { Some(raw) } else { None }
 }
 
 /// The text of a file rubric (docs/api/outcomes.md): a text file of the workspace, read

@@ -46,7 +46,7 @@ pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, 
     let mut fold = Conversation::default();
     fold.extend(history, 0);
     let (system, messages) = fold.build(agent, history);
-    drop(fold);
+    drop(fold); // so the messages are the caller's alone, taken without a copy
     (system, Arc::unwrap_or_clone(messages))
 }
 

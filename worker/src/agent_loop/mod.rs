@@ -13,6 +13,8 @@ mod state;
 mod tests;
 mod tools;
 
+use std::sync::Arc;
+
 use agentd_schema::events::OpenCall;
 use agentd_schema::web::WebTool;
 use agentd_schema::{EventType, NewEvent, StopReason, StoredEvent};
@@ -24,7 +26,6 @@ pub use crate::threads::{ThreadCall, Waiting};
 pub use conversation::{Conversation, append_user_input, conversation};
 pub use state::Folded;
 use state::Thread;
-use std::sync::Arc;
 pub use tools::{ToolClass, classify, is_builtin, tool_specs};
 
 /// What to do next.

@@ -215,8 +215,9 @@ impl Folded {
         &self.conversation
     }
 
-    /// The outcome `history` is working on, if any ([`agentd_schema::events::active_outcome`]): the fold is
-    /// brought up to `history` first, then only its outcome events are read.
+    /// The outcome `history` is working on, if any
+    /// ([`agentd_schema::events::active_outcome`]): the fold is brought up to `history`
+    /// first, then only its outcome events are read.
     pub fn active_outcome(&mut self, history: &[StoredEvent]) -> Option<ActiveOutcome> {
         self.update(history);
         active_outcome_among(self.outcome_events.iter().map(|&at| (at, &history[at])))
