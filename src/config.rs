@@ -635,10 +635,11 @@ fn size(setting: &str, value: &str) -> Result<u64> {
     number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
 }
 
-/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 64,000 of the benchmark's small events
-/// (~2.1 KB each as parsed JSON), so a hundred sessions of a hundred turns each take their
-/// turns without reading their whole history again (docs/benchmarks.md, "the history cache
-/// by size").
+/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 36,000 turns of the benchmark's small
+/// events (a turn's six weigh ~3.6 KB as the cache packs them, `worker/src/event.rs`), so
+/// 32 sessions of a thousand turns each take their turns without reading their whole
+/// history again (docs/benchmarks.md, "the history cache by size", "events packed in the
+/// history cache").
 const WORKER_HISTORY_CACHE: usize = 128 << 20;
 
 fn duration(setting: &str, value: Option<&str>, default: Duration) -> Result<Duration> {

@@ -4,17 +4,18 @@
 
 use agentd_schema::budget::Standing;
 use agentd_schema::events::MODELS_KEY;
-use agentd_schema::{EventType, NewEvent, Session, StopReason, StoredEvent};
+use agentd_schema::{EventType, NewEvent, Session, StopReason};
 use serde_json::{Value, json};
 
 use crate::agent_loop::Decision;
+use crate::event::Event;
 use crate::providers::Usage;
 
 /// Turns a decision into the budget stop once the ceiling is reached: no model request
 /// is admitted, and a turn that would end normally ends with `budget_reached`.
 /// `session.budget_reached` is committed once per budget (again only after the
 /// budget is changed). Idles that wait for the client (requires_action) stand.
-pub fn within_budget(decision: Decision, history: &[StoredEvent], session: &Session, standing: &Standing) -> Decision {
+pub fn within_budget(decision: Decision, history: &[Event], session: &Session, standing: &Standing) -> Decision {
     let ends_turn = decision.ends_turn();
     let before = match decision {
         Decision::CallModel { before, .. } => {
@@ -27,12 +28,12 @@ pub fn within_budget(decision: Decision, history: &[StoredEvent], session: &Sess
         other => return other,
     };
     let last_budget_change =
-        history.iter().rposition(|e| e.is(EventType::SessionUpdated) && e.body.get("budget").is_some());
+        history.iter().rposition(|e| e.is(EventType::SessionUpdated) && e.stored().body.get("budget").is_some());
     let already = history
         .iter()
         .enumerate()
         .any(|(i, e)| e.is(EventType::SessionBudgetReached) && last_budget_change.is_none_or(|change| i > change));
-    let thread_id = history.first().map_or(session.id.as_str(), |e| e.thread_id.as_str());
+    let thread_id = history.first().map_or(session.id.as_str(), Event::thread_id);
     let mut events = before;
     let mut usage = session.usage.clone();
     strip_models(&mut usage);

@@ -1,14 +1,14 @@
 //! The worker's cache of committed history, so a turn reads only what is new, with its
-//! fold (`agent_loop::Folded`), so a turn folds only what is new.
+//! fold (`agent_loop::Folded`), so a turn folds only what is new. Events are cached
+//! packed (`event.rs`): their bodies as JSON text, parsed again only if read.
 
 use std::mem::size_of;
 
-use agentd_schema::StoredEvent;
 use indexmap::IndexMap;
 use rand::Rng;
 
 use crate::agent_loop::Folded;
-use crate::heap::{allocation, value_bytes};
+use crate::event::Event;
 
 /// Committed history of recently driven threads. History is append-only and numbered,
 /// so a cached copy is always a valid prefix: a turn extends it from its last sequence
@@ -39,7 +39,7 @@ struct CachedHistories {
 #[derive(Debug, Default)]
 pub struct Cached {
     /// The committed history, oldest first.
-    pub history: Vec<StoredEvent>,
+    pub history: Vec<Event>,
     /// Its fold.
     pub folded: Folded,
     /// The estimated size of the history's first events, so a put weighs only the new.
@@ -54,7 +54,7 @@ impl Cached {
     }
 }
 
-/// The estimated heap size of a history's first `events` events.
+/// The estimated heap size of a history's first `events` events, packed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Weight {
     events: usize,
@@ -63,10 +63,13 @@ pub struct Weight {
 
 impl Weight {
     /// Brought up to `history`, which extends what was weighed (history only grows; a
-    /// shorter one is weighed again).
-    fn of(self, history: &[StoredEvent]) -> Self {
+    /// shorter one is weighed again), packing the events it weighs: the cache holds them
+    /// packed, and the fold has read them.
+    fn of(self, history: &mut [Event]) -> Self {
         let from = if self.events <= history.len() { self } else { Weight::default() };
-        let bytes = history[from.events..].iter().map(event_bytes).sum::<usize>();
+        let new = &mut history[from.events..];
+        new.iter_mut().for_each(Event::pack);
+        let bytes = new.iter().map(event_bytes).sum::<usize>();
         Weight { events: history.len(), bytes: from.bytes + bytes }
     }
 
@@ -95,7 +98,7 @@ impl HistoryCache {
 
     /// Gives back `thread_id`'s history after an attempt that completed.
     pub fn put(&self, thread_id: &str, mut cached: Cached) {
-        cached.weight = cached.weight.of(&cached.history);
+        cached.weight = cached.weight.of(&mut cached.history);
         let bytes = cached.bytes();
         if bytes > self.max_bytes {
             return;
@@ -131,22 +134,18 @@ impl HistoryCache {
     }
 }
 
-/// An event's estimated heap size: the struct (in the history's `Vec`), its strings and
-/// its parsed body, each allocation as the allocator rounds it.
-fn event_bytes(event: &StoredEvent) -> usize {
-    size_of::<StoredEvent>()
-        + [&event.session_id, &event.event_id, &event.thread_id, &event.kind]
-            .into_iter()
-            .map(|s| allocation(s.capacity()))
-            .sum::<usize>()
-        + value_bytes(&event.body)
+/// An event's estimated heap size: its slot in the history's `Vec` and what it holds.
+fn event_bytes(event: &Event) -> usize {
+    size_of::<Event>() + event.heap_bytes()
 }
 
 #[cfg(test)]
 mod tests {
+    use agentd_schema::StoredEvent;
+
     use super::*;
 
-    fn history(thread: &str, events: usize, text: usize) -> Vec<StoredEvent> {
+    fn history(thread: &str, events: usize, text: usize) -> Vec<Event> {
         (1..=events)
             .map(|seq| StoredEvent {
                 session_id: "sesn_1".to_owned(),
@@ -157,6 +156,7 @@ mod tests {
                 body: serde_json::json!({"content": [{"type": "text", "text": "x".repeat(text)}]}),
                 processed_at_ms: 0,
             })
+            .map(Event::from)
             .collect()
     }
 
@@ -170,6 +170,7 @@ mod tests {
         put(&cache, "a", 3);
         let taken = cache.take("a");
         assert_eq!(taken.history.len(), 3);
+        assert!(taken.history.iter().all(Event::is_packed), "cached packed");
         assert!(taken.weight.bytes() > 3 * 1_000, "{:?}", taken.weight);
         assert_eq!(cache.held(), (0, 0));
         assert!(cache.take("a").history.is_empty());
@@ -183,12 +184,12 @@ mod tests {
         taken.history.extend(history("a", 5, 1_000).split_off(2));
         cache.put("a", taken);
         let grown = cache.take("a").weight;
-        assert_eq!(grown, Weight::default().of(&history("a", 5, 1_000)));
+        assert_eq!(grown, Weight::default().of(&mut history("a", 5, 1_000)));
     }
 
     #[test]
     fn the_bound_holds_and_keeps_the_thread_just_put() {
-        let one = Weight::default().of(&history("t0", 10, 1_000)).bytes();
+        let one = Weight::default().of(&mut history("t0", 10, 1_000)).bytes();
         let cache = HistoryCache::new(one * 8 + one / 2);
         for i in 0..100 {
             put(&cache, &format!("t{i}"), 10);
@@ -206,7 +207,7 @@ mod tests {
     fn threads_taking_turns_in_turn_keep_hitting_when_they_outgrow_the_bound() {
         // 16 threads round-robin in a cache that holds 12 of them: least-recently-used
         // would drop each just before its turn and never hit.
-        let one = Weight::default().of(&history("t0", 10, 1_000)).bytes();
+        let one = Weight::default().of(&mut history("t0", 10, 1_000)).bytes();
         let cache = HistoryCache::new(one * 12);
         let mut hits = 0;
         for round in 0..20 {

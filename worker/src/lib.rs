@@ -9,6 +9,7 @@ pub mod budget;
 pub mod consumer;
 pub mod credentials;
 pub mod dream_memory;
+pub mod event;
 mod heap;
 pub mod history;
 pub mod mcp;

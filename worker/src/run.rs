@@ -39,6 +39,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::agent_loop::{self, Decision};
 use crate::budget::{Reconcile, within_budget};
+use crate::event::Event;
 pub use crate::history::HistoryCache;
 use crate::providers::Registry;
 use crate::remote::Remote;
@@ -144,7 +145,7 @@ struct Attempt<'a> {
     interrupts: Interrupts,
     control: Control,
     /// The thread's committed history, extended before every step.
-    history: Vec<StoredEvent>,
+    history: Vec<Event>,
     /// Its fold, extended by each decision with what was appended since the last.
     folded: agent_loop::Folded,
     /// The estimated size of the history as it came from the cache.
@@ -291,7 +292,8 @@ impl<'a> Attempt<'a> {
                     limit: i64::MAX / 2,
                     ..EventQuery::default()
                 };
-                self.history.extend(store.query_events(&self.claim.session_id, &query).await?);
+                let read = store.query_events(&self.claim.session_id, &query).await?;
+                self.history.extend(read.into_iter().map(Event::from));
                 self.unread = false;
             }
             if self.claim.pause_requested || self.control.paused() {
@@ -415,14 +417,16 @@ impl<'a> Attempt<'a> {
         }
         let (read, last) = (self.history.len(), self.last_seq());
         let now = agentd_schema::Clock::now_ms(&agentd_schema::SystemClock);
-        self.history.extend(self.on_thread(outputs.to_vec()).into_iter().zip(1..).map(|(event, i)| StoredEvent {
-            session_id: self.claim.session_id.clone(),
-            seq: last + i,
-            event_id: event.event_id,
-            thread_id: event.thread_id,
-            kind: event.kind,
-            body: event.body,
-            processed_at_ms: now,
+        self.history.extend(self.on_thread(outputs.to_vec()).into_iter().zip(1..).map(|(event, i)| {
+            Event::from(StoredEvent {
+                session_id: self.claim.session_id.clone(),
+                seq: last + i,
+                event_id: event.event_id,
+                thread_id: event.thread_id,
+                kind: event.kind,
+                body: event.body,
+                processed_at_ms: now,
+            })
         }));
         // The outputs are folded on top of the fold so far (`Folded::update` folds again
         // whatever the committed history turns out not to match).
@@ -437,7 +441,7 @@ impl<'a> Attempt<'a> {
 
     /// The sequence number of the last event read.
     fn last_seq(&self) -> i64 {
-        self.history.last().map_or(0, |e| e.seq)
+        self.history.last().map_or(0, Event::seq)
     }
 
     /// A pause parks the run here, between steps, as an awaiting ticket that only
@@ -503,7 +507,7 @@ impl<'a> Attempt<'a> {
     fn absorb(&mut self, stored: &[StoredEvent]) {
         match stored.first() {
             Some(first) if !self.unread && first.seq == self.last_seq() + 1 => {
-                self.history.extend(stored.iter().cloned());
+                self.history.extend(stored.iter().cloned().map(Event::from));
             }
             Some(_) => self.unread = true,
             None => {}

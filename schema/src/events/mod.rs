@@ -18,7 +18,7 @@ pub use calls::{Confirmation, OpenCall, ToolCalls};
 pub use kind::{EventType, MissingField, UnknownEventType};
 pub use outcomes::{
     ActiveOutcome, DEFAULT_MAX_ITERATIONS, OutcomeVerdict, active_outcome, active_outcome_among, define_outcomes,
-    is_outcome_event,
+    is_outcome_kind,
 };
 pub use threads::{
     CROSS_POSTED, MAX_REPLY_CHARS, MODEL_KEY, MODEL_USAGE_KEY, MODELS_KEY, THREAD_CALL_KEY, call_event_id,

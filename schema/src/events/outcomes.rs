@@ -182,11 +182,11 @@ pub fn active_outcome(history: &[StoredEvent]) -> Option<ActiveOutcome> {
     active_outcome_among(history.iter().enumerate())
 }
 
-/// Whether [`active_outcome`] reads `event`: a fold that keeps the positions of these
-/// finds the active outcome without scanning the whole history
+/// Whether [`active_outcome`] reads events of type `kind` (as stored): a fold that keeps
+/// the positions of these finds the active outcome without scanning the whole history
 /// ([`active_outcome_among`]).
-pub fn is_outcome_event(event: &StoredEvent) -> bool {
-    outcome_kind(event).is_some()
+pub fn is_outcome_kind(kind: &str) -> bool {
+    OUTCOME_KINDS.iter().any(|outcome| outcome.as_str() == kind)
 }
 
 fn outcome_kind(event: &StoredEvent) -> Option<EventType> {
@@ -194,7 +194,7 @@ fn outcome_kind(event: &StoredEvent) -> Option<EventType> {
 }
 
 /// [`active_outcome`] of a history given as `(position, event)` in order, of which
-/// only the outcome events ([`is_outcome_event`]) need be given.
+/// only the outcome events ([`is_outcome_kind`]) need be given.
 pub fn active_outcome_among<'a>(history: impl IntoIterator<Item = (usize, &'a StoredEvent)>) -> Option<ActiveOutcome> {
     let mut outcomes: Vec<ActiveOutcome> = Vec::new();
     let mut done: Vec<String> = Vec::new();

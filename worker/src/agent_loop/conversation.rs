@@ -6,6 +6,7 @@ use agentd_schema::events::OutcomeVerdict;
 use agentd_schema::{EventType, StoredEvent};
 use serde_json::{Value, json};
 
+use crate::event::Event;
 use crate::heap;
 use crate::providers::{Block, Message, ModelRequest, Role};
 use crate::threads::{CallRole, thread_call};
@@ -42,7 +43,7 @@ pub fn append_user_input(request: &mut ModelRequest, content: &Value) {
 /// Builds the model conversation from committed history. Input committed while a
 /// model request was running (mid-turn messages, early tool results) is placed after
 /// that request's output, where the model will read it.
-pub fn conversation(agent: &Value, history: &[StoredEvent]) -> (Option<String>, Vec<Message>) {
+pub fn conversation(agent: &Value, history: &[Event]) -> (Option<String>, Vec<Message>) {
     let mut fold = Conversation::default();
     fold.extend(history, 0);
     let (system, messages) = fold.build(agent, history);
@@ -70,19 +71,20 @@ pub struct Conversation {
 
 impl Conversation {
     /// Folds `history[from..]` into a fold of `history[..from]`.
-    pub fn extend(&mut self, history: &[StoredEvent], from: usize) {
+    pub fn extend(&mut self, history: &[Event], from: usize) {
         for (at, event) in history.iter().enumerate().skip(from) {
             let Some(kind) = event.event_type() else { continue };
+            let event = event.stored();
             match kind {
                 EventType::SpanModelRequestStart => self.in_request = true,
                 EventType::SpanModelRequestEnd => {
                     self.in_request = false;
                     for held in std::mem::take(&mut self.deferred) {
-                        self.add(&history[held]);
+                        self.add(&history[held].stored());
                     }
                 }
-                kind if self.in_request && (kind.is_client_input() || is_request(event)) => self.deferred.push(at),
-                _ => self.add(event),
+                kind if self.in_request && (kind.is_client_input() || is_request(&event)) => self.deferred.push(at),
+                _ => self.add(&event),
             }
         }
     }
@@ -90,11 +92,11 @@ impl Conversation {
     /// The system prompt and messages of a request made now, with input still held for
     /// a request that never ended (its worker died) at the end. `history` is the one
     /// folded.
-    pub fn build(&self, agent: &Value, history: &[StoredEvent]) -> (Option<String>, Arc<Vec<Message>>) {
+    pub fn build(&self, agent: &Value, history: &[Event]) -> (Option<String>, Arc<Vec<Message>>) {
         let mut now =
             Conversation { system: self.system.clone(), messages: self.messages.clone(), ..Default::default() };
         for &held in &self.deferred {
-            now.add(&history[held]);
+            now.add(&history[held].stored());
         }
         let agent_system = agent["system"].as_str().filter(|s| !s.is_empty());
         let system: Vec<&str> = agent_system.into_iter().chain(now.system.iter().map(String::as_str)).collect();
@@ -220,7 +222,7 @@ fn feedback_text(body: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn turns(texts: &[&str]) -> Vec<StoredEvent> {
+    fn turns(texts: &[&str]) -> Vec<Event> {
         texts
             .iter()
             .zip(1..)
@@ -235,6 +237,7 @@ mod tests {
                     body: json!({"type": kind, "content": [{"type": "text", "text": text}]}),
                     processed_at_ms: 0,
                 }
+                .into()
             })
             .collect()
     }

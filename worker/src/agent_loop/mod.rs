@@ -17,9 +17,10 @@ use std::sync::Arc;
 
 use agentd_schema::events::OpenCall;
 use agentd_schema::web::WebTool;
-use agentd_schema::{EventType, NewEvent, StopReason, StoredEvent};
+use agentd_schema::{EventType, NewEvent, StopReason};
 use serde_json::Value;
 
+use crate::event::Event;
 use crate::providers::{Message, ModelRequest, Role};
 use crate::threads::ThreadTool;
 pub use crate::threads::{ThreadCall, Waiting};
@@ -151,26 +152,26 @@ pub const NOT_MADE_INTERRUPTED: &str = "not made: the user interrupted the turn"
 pub const INTERRUPTED_UNANSWERED: &str = "not completed: the user interrupted the turn; if the worker running this call stopped, it may or may not have taken effect";
 
 /// Decides the next step of a thread from its committed history.
-pub fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
+pub fn decide(agent: &Value, history: &[Event]) -> Decision {
     decide_on(agent, history, &Folded::of(history))
 }
 
 /// [`decide`] with the history's fold kept up to date in `folded` (only the events
 /// appended since its last update are folded).
-pub fn decide_folded(agent: &Value, history: &[StoredEvent], folded: &mut Folded) -> Decision {
+pub fn decide_folded(agent: &Value, history: &[Event], folded: &mut Folded) -> Decision {
     folded.update(history);
     decide_on(agent, history, folded)
 }
 
 /// [`decide`] given `folded`, the fold of `history`.
-fn decide_on(agent: &Value, history: &[StoredEvent], folded: &Folded) -> Decision {
+fn decide_on(agent: &Value, history: &[Event], folded: &Folded) -> Decision {
     let thread = folded.thread();
     let id = thread.thread_id.as_str();
     let mut before = Vec::new();
     // Close the span of a request whose worker died, so the history reads cleanly; the
     // input it had is still pending.
     if let Some(start) = thread.orphaned_request() {
-        before.push(NewEvent::model_request_abandoned(id, &history[start].event_id));
+        before.push(NewEvent::model_request_abandoned(id, history[start].event_id()));
     }
     let routed = route_calls(agent, history, thread);
     before.extend(routed.refused);
@@ -226,7 +227,7 @@ fn decide_on(agent: &Value, history: &[StoredEvent], folded: &Folded) -> Decisio
 }
 
 /// The dispatched thread calls of a primary thread's history still waiting for a reply.
-pub fn awaiting(history: &[StoredEvent]) -> Vec<Waiting> {
+pub fn awaiting(history: &[Event]) -> Vec<Waiting> {
     let thread = Thread::of(history);
     let waiting = thread.calls.open().iter().filter_map(|call| {
         let thread_id = thread.dispatched.get(&call.id)?;
@@ -236,7 +237,7 @@ pub fn awaiting(history: &[StoredEvent]) -> Vec<Waiting> {
 }
 
 /// Whether the thread already idled with `stop` and no input came since.
-pub fn idled_with(history: &[StoredEvent], stop: &StopReason) -> bool {
+pub fn idled_with(history: &[Event], stop: &StopReason) -> bool {
     Thread::of(history).idled_with(stop)
 }
 
@@ -282,7 +283,7 @@ enum Route {
     Refused(String),
 }
 
-fn route_calls(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Routed {
+fn route_calls(agent: &Value, history: &[Event], thread: &Thread) -> Routed {
     let mut routed = Routed::default();
     for call in thread.calls.open() {
         match route(agent, history, thread, call) {
@@ -306,7 +307,7 @@ fn route_calls(agent: &Value, history: &[StoredEvent], thread: &Thread) -> Route
     routed
 }
 
-fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCall) -> Route {
+fn route(agent: &Value, history: &[Event], thread: &Thread, call: &OpenCall) -> Route {
     if call.kind == EventType::AgentCustomToolUse {
         return Route::Blocking;
     }
@@ -373,12 +374,7 @@ fn route(agent: &Value, history: &[StoredEvent], thread: &Thread, call: &OpenCal
 
 /// The model request for the conversation so far (`conversation`, the fold of
 /// `history`), with the synthetic results this step commits first.
-fn model_request(
-    agent: &Value,
-    history: &[StoredEvent],
-    conversation: &Conversation,
-    before: &[NewEvent],
-) -> ModelRequest {
+fn model_request(agent: &Value, history: &[Event], conversation: &Conversation, before: &[NewEvent]) -> ModelRequest {
     let (system, messages) = conversation.build(agent, history);
     let mut request = ModelRequest {
         model: agent["model"]["id"].as_str().unwrap_or_default().to_owned(),

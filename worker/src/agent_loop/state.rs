@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 
-use agentd_schema::events::{ActiveOutcome, OutcomeVerdict, ToolCalls, active_outcome_among, is_outcome_event};
-use agentd_schema::{EventType, RetryStatus, StopReason, StoredEvent};
+use agentd_schema::events::{ActiveOutcome, OutcomeVerdict, ToolCalls, active_outcome_among, is_outcome_kind};
+use agentd_schema::{EventType, RetryStatus, StopReason};
 
 use super::conversation::Conversation;
+use crate::event::Event;
 use crate::threads::{CallRole, thread_call};
 
 /// The fold of a thread's committed history.
@@ -45,7 +46,7 @@ pub struct Thread {
 
 impl Thread {
     /// Folds `history`.
-    pub fn of(history: &[StoredEvent]) -> Self {
+    pub fn of(history: &[Event]) -> Self {
         let mut thread = Thread::default();
         thread.extend(history, 0);
         thread
@@ -53,19 +54,20 @@ impl Thread {
 
     /// Folds `history[from..]` into a fold of `history[..from]` (a fold is a left fold:
     /// extending it equals folding the whole history again).
-    pub fn extend(&mut self, history: &[StoredEvent], from: usize) {
+    pub fn extend(&mut self, history: &[Event], from: usize) {
         if from == 0
             && let Some(first) = history.first()
         {
-            self.thread_id.clone_from(&first.thread_id);
+            first.thread_id().clone_into(&mut self.thread_id);
         }
         for (at, event) in history.iter().enumerate().skip(from) {
             self.fold(at, event);
         }
     }
 
-    fn fold(&mut self, at: usize, event: &StoredEvent) {
-        self.calls.fold(at, event);
+    fn fold(&mut self, at: usize, event: &Event) {
+        let event = event.stored();
+        self.calls.fold(at, &event);
         let Some(kind) = event.event_type() else { return };
         // A child thread's request from its parent is its client's input; a reply to a
         // call is not input (the call's `agent.tool_result` is).
@@ -179,16 +181,16 @@ pub struct Folded {
 
 impl Folded {
     /// The fold of `history`.
-    pub fn of(history: &[StoredEvent]) -> Self {
+    pub fn of(history: &[Event]) -> Self {
         let mut folded = Folded::default();
         folded.update(history);
         folded
     }
 
     /// Brings the fold up to `history`, which normally extends what was folded.
-    pub fn update(&mut self, history: &[StoredEvent]) {
+    pub fn update(&mut self, history: &[Event]) {
         let extends = history.len() >= self.len
-            && (self.len == 0 || history.get(self.len - 1).is_some_and(|event| event.event_id == self.last_event_id));
+            && (self.len == 0 || history.get(self.len - 1).is_some_and(|event| event.event_id() == self.last_event_id));
         if !extends {
             *self = Folded::default();
         }
@@ -198,10 +200,10 @@ impl Folded {
         self.thread.extend(history, self.len);
         self.conversation.extend(history, self.len);
         let new = history.iter().enumerate().skip(self.len);
-        self.outcome_events.extend(new.filter(|(_, event)| is_outcome_event(event)).map(|(at, _)| at));
+        self.outcome_events.extend(new.filter(|(_, event)| is_outcome_kind(event.kind())).map(|(at, _)| at));
         self.len = history.len();
         if let Some(last) = history.last() {
-            self.last_event_id.clone_from(&last.event_id);
+            last.event_id().clone_into(&mut self.last_event_id);
         }
     }
 
@@ -218,9 +220,10 @@ impl Folded {
     /// The outcome `history` is working on, if any
     /// ([`agentd_schema::events::active_outcome`]): the fold is brought up to `history`
     /// first, then only its outcome events are read.
-    pub fn active_outcome(&mut self, history: &[StoredEvent]) -> Option<ActiveOutcome> {
+    pub fn active_outcome(&mut self, history: &[Event]) -> Option<ActiveOutcome> {
         self.update(history);
-        active_outcome_among(self.outcome_events.iter().map(|&at| (at, &history[at])))
+        let outcome_events: Vec<_> = self.outcome_events.iter().map(|&at| (at, history[at].stored())).collect();
+        active_outcome_among(outcome_events.iter().map(|(at, event)| (*at, event.as_ref())))
     }
 
     /// The estimated heap bytes the fold holds beyond the history (its conversation,
@@ -285,13 +288,14 @@ mod tests {
 
     #[test]
     fn the_folds_active_outcome_is_the_one_a_scan_of_the_history_finds() {
-        let events = thread();
+        let stored = thread();
+        let events = crate::event::events(stored.clone());
         let mut folded = Folded::default();
         let mut seen = Vec::new();
         // Grown one event at a time, as a worker's history grows.
         for end in 0..=events.len() {
             let found = folded.active_outcome(&events[..end]);
-            assert_eq!(found, active_outcome(&events[..end]), "after {end} events");
+            assert_eq!(found, active_outcome(&stored[..end]), "after {end} events");
             seen.push(found.map(|outcome| (outcome.outcome_id, outcome.iteration, outcome.started)));
         }
         // The history passes through each state: none, then `outc_a`'s cycles, then `outc_b`.
@@ -302,9 +306,18 @@ mod tests {
         assert_eq!(seen.last(), Some(&None), "both outcomes are done");
 
         // Another history (an outcome's end left out): folded again, not extended.
-        let mut other = events.clone();
+        let mut other = stored.clone();
         other.remove(4);
-        assert_eq!(folded.active_outcome(&other), active_outcome(&other));
-        assert_eq!(folded.active_outcome(&other[..6]).map(|o| o.iteration), Some(0));
+        let other_events = crate::event::events(other.clone());
+        assert_eq!(folded.active_outcome(&other_events), active_outcome(&other));
+        assert_eq!(folded.active_outcome(&other_events[..6]).map(|o| o.iteration), Some(0));
+
+        // Packed, as the history cache keeps them: the same outcomes, from their text.
+        let mut packed = events.clone();
+        packed[..8].iter_mut().for_each(crate::event::Event::pack);
+        let mut folded = Folded::default();
+        for end in 0..=packed.len() {
+            assert_eq!(folded.active_outcome(&packed[..end]), active_outcome(&stored[..end]), "after {end} packed");
+        }
     }
 }

@@ -4,8 +4,11 @@ use agentd_schema::{NewEvent, Permission, StoredEvent};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::event::{Event, events};
 use crate::providers::{Block, Role};
 use crate::threads::ThreadTool;
+
+mod fold;
 
 fn bodies(events: &[NewEvent]) -> Vec<Value> {
     events.iter().map(|e| e.body.clone()).collect()
@@ -43,6 +46,17 @@ fn history(events: &[Value]) -> Vec<StoredEvent> {
             processed_at_ms: 0,
         })
         .collect()
+}
+
+/// `decide` on the history as a worker first holds it (parsed) and as the history cache
+/// keeps it (packed): the two decide alike.
+fn decide(agent: &Value, history: &[StoredEvent]) -> Decision {
+    let parsed = events(history.to_vec());
+    let mut packed = parsed.clone();
+    packed.iter_mut().for_each(Event::pack);
+    let decision = super::decide(agent, &parsed);
+    assert_eq!(fold::shape(super::decide(agent, &packed)), fold::shape(decision.clone()), "packed and parsed");
+    decision
 }
 
 fn agent() -> Value {
@@ -574,7 +588,7 @@ fn thread_calls_dispatch_before_the_turn_waits_on_the_client_then_await_their_re
     let Decision::CallModel { before, request } = decide(&lead(), &history(&events)) else { panic!() };
     assert!(before.is_empty());
     assert!(matches!(request.messages.last().unwrap().content.last(), Some(Block::ToolResult { .. })));
-    assert_eq!(awaiting(&history(&events)), []);
+    assert_eq!(awaiting(&crate::event::events(history(&events))), []);
 }
 
 #[test]
@@ -596,7 +610,10 @@ fn an_interrupted_parent_ends_its_turn_instead_of_waiting_or_dispatching() {
     assert_eq!((end[0].body["tool_use_id"].as_str(), end[0].body["is_error"].as_bool()), (Some("t2"), Some(true)));
     assert_eq!(end[0].body["content"][0]["text"], NOT_MADE_INTERRUPTED);
     assert_eq!(end[1].body["stop_reason"]["type"], "end_turn");
-    assert_eq!(awaiting(&history(&events)), [Waiting { call_id: "t1".into(), thread_id: "sthr_1".into() }]);
+    assert_eq!(
+        awaiting(&crate::event::events(history(&events))),
+        [Waiting { call_id: "t1".into(), thread_id: "sthr_1".into() }]
+    );
     events.extend(bodies(&end));
     events.push(json!({"type":"agent.tool_result","tool_use_id":"t1","is_error":true,"content":[]}));
     assert_eq!(decide(&lead(), &history(&events)), Decision::Park, "closed, and stays ended");
@@ -654,146 +671,4 @@ fn a_childs_request_is_its_input_and_its_thread_statuses_are_its_status() {
                         "content": [{ "type": "text", "text": "found" }],
                         "_thread_call": { "tool_use_id": "t1", "role": "reply" } }));
     assert_eq!(decide(&agent(), &child_history(&events)), Decision::Park);
-}
-
-/// A long thread with tool calls, confirmations, an interrupt and a few turns.
-fn long_thread() -> Vec<Value> {
-    let mut events = Vec::new();
-    for turn in 0..4 {
-        events.extend([
-            user(&format!("turn {turn}")),
-            json!({"type":"session.status_running"}),
-            json!({"type":"span.model_request_start"}),
-            json!({"type":"agent.custom_tool_use","id":format!("c{turn}"),"name":"lookup","input":{}}),
-            builtin_tool_use("bash", json!({"command": "ls"}), "always_ask"),
-            json!({"type":"span.model_request_end"}),
-            idle(json!({"type":"requires_action","event_ids":[format!("c{turn}")]})),
-            json!({"type":"user.custom_tool_result","custom_tool_use_id":format!("c{turn}"),"content":[]}),
-        ]);
-        if turn == 2 {
-            events.push(json!({"type":"user.interrupt"}));
-        }
-    }
-    events
-}
-
-/// A decision without the fresh ids of the events it would commit.
-fn shape(decision: Decision) -> String {
-    let text = format!("{decision:?}");
-    let mut out = String::new();
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find("event_id: \"") {
-        let (head, tail) = rest.split_at(at + "event_id: \"".len());
-        out.push_str(head);
-        rest = tail.split_once('"').map_or("", |(_, after)| after);
-        out.push_str("…\"");
-    }
-    out + rest
-}
-
-#[test]
-fn a_fold_extended_step_by_step_decides_as_a_whole_fold() {
-    let events = history(&long_thread());
-    let mut folded = Folded::default();
-    // Grown a few events at a time, as a worker's history grows between decisions.
-    for end in (0..=events.len()).step_by(3).chain([events.len()]) {
-        let prefix = &events[..end];
-        let (step, whole) = (decide_folded(&agent(), prefix, &mut folded), decide(&agent(), prefix));
-        assert_eq!(shape(step), shape(whole), "after {end} events");
-        assert_eq!(folded.folded_events(), end);
-    }
-}
-
-#[test]
-fn a_history_the_fold_does_not_extend_is_folded_again() {
-    let events = history(&long_thread());
-    let mut folded = Folded::default();
-    decide_folded(&agent(), &events[..10], &mut folded);
-    // Shorter than the fold (the caller truncated what it looked ahead at).
-    assert_eq!(shape(decide_folded(&agent(), &events[..6], &mut folded)), shape(decide(&agent(), &events[..6])));
-    // The same length but another event where the fold's last one was: something else was
-    // committed in between.
-    decide_folded(&agent(), &events[..12], &mut folded);
-    let mut other = events[..14].to_vec();
-    other.remove(9);
-    assert_eq!(shape(decide_folded(&agent(), &other, &mut folded)), shape(decide(&agent(), &other)));
-    assert_eq!(folded.folded_events(), other.len());
-}
-
-/// A thread whose input arrives while requests run, with a system message, tool calls
-/// and their results, and a last request cut off with input held for it.
-fn thread_with_held_input() -> Vec<Value> {
-    vec![
-        user("one"),
-        json!({"type":"session.status_running"}),
-        json!({"type":"span.model_request_start"}),
-        user("two"),
-        json!({"type":"system.message","content":[{"type":"text","text":"mind the time"}]}),
-        json!({"type":"agent.message","content":[{"type":"text","text":"re: one"}]}),
-        json!({"type":"agent.custom_tool_use","id":"c1","name":"lookup","input":{"q":1}}),
-        json!({"type":"span.model_request_end"}),
-        json!({"type":"user.custom_tool_result","custom_tool_use_id":"c1","content":[{"type":"text","text":"42"}]}),
-        json!({"type":"span.model_request_start"}),
-        json!({"type":"agent.message","content":[{"type":"text","text":"re: two"}]}),
-        json!({"type":"span.model_request_end"}),
-        idle(json!({"type":"end_turn"})),
-        user("three"),
-        json!({"type":"session.status_running"}),
-        json!({"type":"span.model_request_start"}),
-        user("four"),
-    ]
-}
-
-#[test]
-fn the_conversation_of_a_fold_grown_step_by_step_is_the_whole_folds() {
-    let events = history(&thread_with_held_input());
-    for step in 1..=4 {
-        let mut folded = Folded::default();
-        // The request built before, still held while the fold grows (its messages are
-        // shared with the fold): growing copies them instead of changing the request's.
-        let mut before: Option<(usize, Arc<Vec<Message>>)> = None;
-        for end in (0..=events.len()).step_by(step).chain([events.len()]) {
-            let prefix = &events[..end];
-            folded.update(prefix);
-            let (system, grown) = folded.conversation().build(&agent(), prefix);
-            assert_eq!(
-                (system, (*grown).clone()),
-                conversation(&agent(), prefix),
-                "after {end} events, {step} at a time"
-            );
-            if let Some((at, messages)) = before.replace((end, grown)) {
-                assert_eq!(*messages, conversation(&agent(), &events[..at]).1, "the request built at {at} events");
-            }
-        }
-    }
-    // What it is, whole: held input follows the output of the request it arrived during,
-    // and the cut-off request's held input ends the conversation.
-    let (system, messages) = Folded::of(&events).conversation().build(&agent(), &events);
-    assert_eq!(system.as_deref(), Some("be brief\n\nmind the time"));
-    let texts: Vec<(Role, Vec<&Block>)> = messages.iter().map(|m| (m.role, m.content.iter().collect())).collect();
-    let text = |t: &str| Block::Text(t.to_owned());
-    let lookup = Block::ToolUse { id: "c1".into(), name: "lookup".into(), input: json!({"q": 1}) };
-    let answer =
-        Block::ToolResult { tool_use_id: "c1".into(), content: json!([{"type":"text","text":"42"}]), is_error: false };
-    assert_eq!(
-        texts,
-        vec![
-            (Role::User, vec![&text("one")]),
-            (Role::Assistant, vec![&text("re: one"), &lookup]),
-            (Role::User, vec![&text("two"), &answer]),
-            (Role::Assistant, vec![&text("re: two")]),
-            (Role::User, vec![&text("three"), &text("four")]),
-        ]
-    );
-}
-
-#[test]
-fn a_fold_weighs_its_conversation() {
-    let events = history(&thread_with_held_input());
-    let (small, whole) = (Folded::of(&events[..1]), Folded::of(&events));
-    assert!(small.heap_bytes() >= "one".len() && small.heap_bytes() < whole.heap_bytes());
-    // Folded again from the start when the history is another: it weighs only that one.
-    let mut again = whole.clone();
-    again.update(&events[..1]);
-    assert_eq!(again.heap_bytes(), small.heap_bytes());
 }

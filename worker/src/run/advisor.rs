@@ -12,13 +12,14 @@
 
 use std::time::Duration;
 
+use agentd_schema::NewEvent;
 use agentd_schema::events::MODEL_USAGE_KEY;
-use agentd_schema::{NewEvent, StoredEvent};
 use serde_json::{Value, json};
 
 use super::forced::{self, Answer};
 use super::judge::{cut, line};
 use crate::agent_loop::{RemoteCall, conversation};
+use crate::event::Event;
 use crate::providers::{Block, Message, ModelRequest, Registry, Role, ToolSpec, Usage};
 
 /// How long the advisor has for one call, connection and answer together.
@@ -65,7 +66,7 @@ pub(super) async fn advise(
     providers: &Registry,
     model: Option<&str>,
     agent: &Value,
-    history: &[StoredEvent],
+    history: &[Event],
     thread_id: &str,
     call: &RemoteCall,
 ) -> NewEvent {
@@ -100,7 +101,7 @@ pub(super) async fn advise(
 
 /// The advisor's request: the agent's instructions, its conversation (ending with its
 /// `consult_advisor` call) and the question, to `model`.
-fn advisor_request(model: &str, agent: &Value, history: &[StoredEvent], question: &str) -> ModelRequest {
+fn advisor_request(model: &str, agent: &Value, history: &[Event], question: &str) -> ModelRequest {
     let (system, messages) = conversation(agent, history);
     let lines: Vec<String> = messages.iter().flat_map(|m| m.content.iter().map(|block| line(m.role, block))).collect();
     let instructions = system.as_deref().map_or_else(|| "(none)".to_owned(), |s| cut(s, SYSTEM_CHARS));
@@ -160,11 +161,12 @@ mod tests {
     use crate::agent_loop::RemoteTarget;
     use crate::providers::{BlockKind, ModelEvent, ModelStream, Provider, ProviderError};
 
-    fn stored(events: &[Value]) -> Vec<StoredEvent> {
+    /// Packed, as the history cache keeps events: the advisor reads their text.
+    fn stored(events: &[Value]) -> Vec<Event> {
         events
             .iter()
             .enumerate()
-            .map(|(i, body)| StoredEvent {
+            .map(|(i, body)| agentd_schema::StoredEvent {
                 session_id: "sesn_1".into(),
                 seq: i as i64 + 1,
                 event_id: body["id"].as_str().map_or_else(|| format!("sevt_{i}"), str::to_owned),
@@ -173,10 +175,15 @@ mod tests {
                 body: body.clone(),
                 processed_at_ms: 0,
             })
+            .map(|event| {
+                let mut event = Event::from(event);
+                event.pack();
+                event
+            })
             .collect()
     }
 
-    fn history() -> Vec<StoredEvent> {
+    fn history() -> Vec<Event> {
         stored(&[
             json!({ "type": "user.message", "content": [{ "type": "text", "text": "migrate the database" }] }),
             json!({ "type": "agent.message", "content": [{ "type": "text", "text": "I will dump it first." }] }),

@@ -25,11 +25,12 @@
 use std::time::Duration;
 
 use agentd_schema::events::{ActiveOutcome, ModelUsage, OutcomeVerdict};
-use agentd_schema::{EventType, NewEvent, StoredEvent};
+use agentd_schema::{EventType, NewEvent};
 use serde_json::{Value, json};
 
 use super::forced::{self, Answer};
 use super::{Attempt, Stop};
+use crate::event::Event;
 use crate::providers::{Block, Message, ModelRequest, Registry, Role, ToolSpec, Usage};
 
 /// How long the grader has for one call, connection and answer together.
@@ -207,7 +208,7 @@ impl Attempt<'_> {
 
 /// The turn ended because the user interrupted it: an interrupt came after the client's
 /// last input.
-fn interrupted_turn(history: &[StoredEvent]) -> bool {
+fn interrupted_turn(history: &[Event]) -> bool {
     let last = |wanted: &dyn Fn(EventType) -> bool| history.iter().rposition(|e| e.event_type().is_some_and(wanted));
     let interrupt = last(&|kind| kind == EventType::UserInterrupt);
     let input = last(&|kind| kind.is_client_input() && kind != EventType::UserInterrupt);
@@ -238,9 +239,10 @@ fn text_of(content: &Value) -> String {
 
 /// The work since the outcome was defined, as the grader reads it: one line per message,
 /// tool call and result, only the last [`TAIL_CHARS`] characters of lines.
-fn transcript(work: &[StoredEvent]) -> String {
+fn transcript(work: &[Event]) -> String {
     let mut lines = Vec::new();
     for event in work {
+        let event = event.stored();
         let body = &event.body;
         let line = match event.event_type() {
             Some(EventType::UserMessage) => format!("[user] {}", cut(&text_of(&body["content"]), BLOCK_CHARS)),
@@ -269,7 +271,7 @@ fn transcript(work: &[StoredEvent]) -> String {
 
 /// The grader's request about `outcome`'s cycle, made with `model`, over `work` (the
 /// thread's history from the outcome's definition on).
-fn grader_request(model: &str, outcome: &ActiveOutcome, rubric: &str, work: &[StoredEvent]) -> ModelRequest {
+fn grader_request(model: &str, outcome: &ActiveOutcome, rubric: &str, work: &[Event]) -> ModelRequest {
     let description = outcome.definition["description"].as_str().unwrap_or_default();
     let prompt = format!(
         "<outcome>\n{description}\n</outcome>\n\n<rubric>\n{}\n</rubric>\n\n<transcript>\n{}\n</transcript>\n\n\
@@ -455,10 +457,11 @@ mod tests {
         assert!(grade.explanation.chars().count() < EXPLANATION_CHARS + 10);
     }
 
-    fn stored(kind: EventType, body: Value) -> StoredEvent {
+    /// Packed, as the history cache keeps events.
+    fn stored(kind: EventType, body: Value) -> Event {
         let mut body = body;
         body["type"] = json!(kind.as_str());
-        StoredEvent {
+        let mut event = Event::from(agentd_schema::StoredEvent {
             session_id: "sesn_1".into(),
             seq: 0,
             event_id: "sevt_1".into(),
@@ -466,7 +469,9 @@ mod tests {
             kind: kind.as_str().into(),
             body,
             processed_at_ms: 0,
-        }
+        });
+        event.pack();
+        event
     }
 
     #[test]

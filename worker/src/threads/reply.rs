@@ -2,10 +2,11 @@
 //! ended, a reply — its last message, or why it stopped — that answers the parent's call.
 
 use agentd_schema::events::threads::cut_reply;
-use agentd_schema::{EventType, NewEvent, StopReason, StoredEvent};
+use agentd_schema::{EventType, NewEvent, StopReason};
 use serde_json::Value;
 
 use super::{CallRole, thread_call};
+use crate::event::Event;
 
 /// How a child's turn on a request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,12 +75,13 @@ pub fn reply_text(thread_id: &str, agent_name: &str, owed: &Owed) -> (String, bo
 /// events about to be committed with it (`pending`); `None` while that turn has not
 /// idled (or the request is not in `history`). An idle from before the request never
 /// counts: a reply is only ever for the turn the request started.
-pub fn owed_reply(history: &[StoredEvent], pending: &[NewEvent], call_id: &str) -> Option<Owed> {
+pub fn owed_reply(history: &[Event], pending: &[NewEvent], call_id: &str) -> Option<Owed> {
     let requested = history.iter().rposition(|event| {
         event.is(EventType::AgentThreadMessageReceived)
-            && thread_call(&event.body) == Some((call_id, CallRole::Request))
+            && thread_call(&event.stored().body) == Some((call_id, CallRole::Request))
     })?;
-    let after = history[requested + 1..].iter().map(|e| (e.kind.as_str(), &e.body));
+    let after: Vec<_> = history[requested + 1..].iter().map(Event::stored).collect();
+    let after = after.iter().map(|e| (e.kind.as_str(), &e.body));
     let after = after.chain(pending.iter().map(|e| (e.kind.as_str(), &e.body)));
     // The request itself is the client input an interrupt is measured against.
     let (mut input, mut interrupt) = (0usize, None);
@@ -111,7 +113,9 @@ mod tests {
 
     use super::*;
 
-    fn stored(events: &[Value]) -> Vec<StoredEvent> {
+    /// Packed, as the history cache keeps events: the reply is read from their text.
+    fn stored(events: &[Value]) -> Vec<Event> {
+        use agentd_schema::StoredEvent;
         events
             .iter()
             .enumerate()
@@ -123,6 +127,11 @@ mod tests {
                 kind: body["type"].as_str().unwrap_or_default().to_owned(),
                 body: body.clone(),
                 processed_at_ms: 0,
+            })
+            .map(|event| {
+                let mut event = Event::from(event);
+                event.pack();
+                event
             })
             .collect()
     }

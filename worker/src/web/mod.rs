@@ -63,7 +63,7 @@ pub fn config(agent: &Value, tool: WebTool) -> &Value {
 
 /// Why a `web_fetch` call may not run, checked by `decide` before the call is made:
 /// its input names an `http(s)` URL the conversation showed (`sources.rs`).
-pub fn refuse_fetch(agent: &Value, history: &[agentd_schema::StoredEvent], at: usize, input: &Value) -> Option<String> {
+pub fn refuse_fetch(agent: &Value, history: &[crate::event::Event], at: usize, input: &Value) -> Option<String> {
     let url = match fetch_url(input) {
         Ok(url) => url,
         Err(why) => return Some(why),

@@ -9,10 +9,12 @@
 
 use std::collections::HashMap;
 
+use agentd_schema::EventType;
 use agentd_schema::web::WebTool;
-use agentd_schema::{EventType, StoredEvent};
 use reqwest::Url;
 use serde_json::Value;
+
+use crate::event::Event;
 
 /// One source's rule.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,11 +73,13 @@ impl UrlSources {
     }
 
     /// Whether `url` appeared in a source these rules admit among `history[..before]`.
-    pub fn shown(&self, history: &[StoredEvent], before: usize, url: &Url) -> bool {
+    pub fn shown(&self, history: &[Event], before: usize, url: &Url) -> bool {
         let wanted = comparable(url);
+        // The bodies, parsed again where they are packed (a fetch is rare; a history long).
+        let history: Vec<_> = history[..before.min(history.len())].iter().map(Event::stored).collect();
         // Tool names by call id, to know whose result a result is.
         let mut names: HashMap<&str, &str> = HashMap::new();
-        for event in &history[..before.min(history.len())] {
+        for event in &history {
             let Some(kind) = event.event_type() else { continue };
             let body = &event.body;
             let admitted = match kind {
@@ -160,11 +164,13 @@ fn find_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use agentd_schema::StoredEvent;
     use serde_json::json;
 
     use super::*;
 
-    fn history(events: &[(&str, Value)]) -> Vec<StoredEvent> {
+    /// Packed, as the history cache keeps events: the rules read the bodies' text.
+    fn history(events: &[(&str, Value)]) -> Vec<Event> {
         events
             .iter()
             .enumerate()
@@ -176,6 +182,11 @@ mod tests {
                 kind: body["type"].as_str().unwrap_or_default().to_owned(),
                 body: body.clone(),
                 processed_at_ms: 0,
+            })
+            .map(|event| {
+                let mut event = Event::from(event);
+                event.pack();
+                event
             })
             .collect()
     }
