@@ -635,10 +635,10 @@ fn size(setting: &str, value: &str) -> Result<u64> {
     number.checked_mul(scale).ok_or_else(|| anyhow::anyhow!("{setting}: {value:?} is too large"))
 }
 
-/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 36,000 turns of the benchmark's small
-/// events (a turn's six weigh ~3.6 KB as the cache packs them, `worker/src/event.rs`), so
-/// 32 sessions of a thousand turns each take their turns without reading their whole
-/// history again (docs/benchmarks.md, "the history cache by size", "events packed in the
+/// `AGENTD_WORKER_HISTORY_CACHE`' default: about 55,000 turns of the benchmark's small
+/// events (a turn's six weigh ~2.4 KB with its fold as the cache packs them,
+/// `worker/src/event.rs`), so 32 sessions of a thousand turns each take their turns
+/// without reading their whole history again (docs/benchmarks.md, "the history cache by size", "events packed in the
 /// history cache").
 const WORKER_HISTORY_CACHE: usize = 128 << 20;
 
