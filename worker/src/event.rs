@@ -91,6 +91,14 @@ impl Event {
         }
     }
 
+    /// `event`, packed as the history cache keeps it.
+    #[cfg(test)]
+    pub fn packed(event: StoredEvent) -> Self {
+        let mut event = Event::from(event);
+        event.pack();
+        event
+    }
+
     /// Keeps the event packed from now on (no change when it is already, or when it is
     /// too large to pack).
     pub fn pack(&mut self) {
@@ -165,7 +173,8 @@ impl Event {
     }
 }
 
-/// Events of a history as the worker holds them.
+/// Events of a history as the worker first holds them (parsed).
+#[cfg(test)]
 pub fn events(stored: impl IntoIterator<Item = StoredEvent>) -> Vec<Event> {
     stored.into_iter().map(Event::from).collect()
 }

@@ -175,11 +175,7 @@ mod tests {
                 body: body.clone(),
                 processed_at_ms: 0,
             })
-            .map(|event| {
-                let mut event = Event::from(event);
-                event.pack();
-                event
-            })
+            .map(Event::packed)
             .collect()
     }
 

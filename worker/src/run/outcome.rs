@@ -461,7 +461,7 @@ mod tests {
     fn stored(kind: EventType, body: Value) -> Event {
         let mut body = body;
         body["type"] = json!(kind.as_str());
-        let mut event = Event::from(agentd_schema::StoredEvent {
+        Event::packed(agentd_schema::StoredEvent {
             session_id: "sesn_1".into(),
             seq: 0,
             event_id: "sevt_1".into(),
@@ -469,9 +469,7 @@ mod tests {
             kind: kind.as_str().into(),
             body,
             processed_at_ms: 0,
-        });
-        event.pack();
-        event
+        })
     }
 
     #[test]
