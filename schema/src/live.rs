@@ -3,7 +3,7 @@
 //! store, which stays authoritative. Publishing is best-effort: a lost notification
 //! costs a stream one store read, never an event.
 
-use agentd_proto::v1::{Committed, LiveEvent, Preview, Terminal, live_event};
+use agentd_proto::v1::{Committed, ControlSignal, LiveEvent, Preview, Terminal, control_signal, live_event};
 use agentd_proto::{Bus, BusError};
 use bytes::Bytes;
 use prost::Message;
@@ -30,15 +30,19 @@ pub async fn publish_control(
     run_id: &str,
     kind: agentd_proto::v1::control_signal::Kind,
 ) {
-    let signal = agentd_proto::v1::ControlSignal {
+    let signal = ControlSignal {
         run_id: run_id.to_owned(),
         thread_id: thread_id.to_owned(),
         kind: kind as i32,
-        epoch: 0,
+        ..Default::default()
     };
-    if let Err(error) = bus.publish(&control_channel(thread_id), Bytes::from(signal.encode_to_vec())).await {
+    if let Err(error) = signal_control(bus, &signal).await {
         tracing::warn!(%error, "could not signal the live attempt");
     }
+}
+
+async fn signal_control(bus: &dyn Bus, signal: &ControlSignal) -> Result<(), BusError> {
+    bus.publish(&control_channel(&signal.thread_id), Bytes::from(signal.encode_to_vec())).await
 }
 
 /// RFC 3339 with microseconds and `Z`, as the wire expects.
@@ -73,8 +77,24 @@ pub fn render(event: &StoredEvent) -> Value {
 
 /// Publishes committed events in order. Failures are logged, not returned: history is
 /// already committed and streams recover from the store.
+///
+/// A committed `user.interrupt` is also signalled on its thread's control channel, the
+/// one channel a live attempt listens on (`KIND_INTERRUPT` with the event's sequence
+/// number): the attempt does not take the session's whole traffic to find it. A lost
+/// signal costs the attempt its next step, where it reads the interrupt from history.
 pub async fn publish_committed(bus: &dyn Bus, events: &[StoredEvent]) {
     for event in events {
+        if event.kind == EventType::UserInterrupt {
+            let signal = ControlSignal {
+                thread_id: event.thread_id.clone(),
+                kind: control_signal::Kind::Interrupt as i32,
+                seq: event.seq,
+                ..Default::default()
+            };
+            if let Err(error) = signal_control(bus, &signal).await {
+                tracing::warn!(%error, session = %event.session_id, "interrupt signal lost; the attempt reads history");
+            }
+        }
         let message = LiveEvent {
             session_id: event.session_id.clone(),
             thread_id: event.thread_id.clone(),

@@ -43,7 +43,7 @@ use crate::event::Event;
 pub use crate::history::HistoryCache;
 use crate::providers::Registry;
 use crate::remote::Remote;
-use crate::signals::{Control, Interrupts};
+use crate::signals::{self, Control, Interrupts};
 
 /// What a run needs from its process.
 #[derive(Clone)]
@@ -221,8 +221,7 @@ impl<'a> Attempt<'a> {
             (agent, name)
         };
         let watching = cancel.child_token();
-        let interrupts = Interrupts::watch(ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &watching).await;
-        let control = Control::watch(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
+        let (interrupts, control) = signals::watch(ctx.bus.as_ref(), &claim.thread_id, &claim.run_id, &watching).await;
         crate::web::arm(&mut agent);
         let skills = crate::attachments::skills_prompt(ctx.store.as_ref(), &session, &agent).await;
         for section in [skills, crate::attachments::memory_prompt(&session.body)].into_iter().flatten() {

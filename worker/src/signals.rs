@@ -1,14 +1,42 @@
-//! What reaches a live attempt over the bus: committed `user.interrupt`s of its thread
-//! and operator control signals (pause, wake). Without the bus both still arrive, one
-//! step later, through the store.
+//! What reaches a live attempt over the bus, on its thread's control channel: committed
+//! `user.interrupt`s of the thread (signalled by whoever commits one,
+//! `agentd_schema::live::publish_committed`) and operator control signals (pause,
+//! wake). Without the bus all of them still arrive, one step later, through the store.
 
-use agentd_proto::v1::{LiveEvent, live_event};
+use agentd_proto::v1::ControlSignal;
+use agentd_proto::v1::control_signal::Kind;
 use agentd_proto::{Bus, BusItem};
-use agentd_schema::{EventType, live};
+use agentd_schema::live;
 use futures::StreamExt;
 use prost::Message;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+/// Watches the thread's control channel until `cancel` fires: interrupts of the thread,
+/// and pause and wake signals to `run_id`. One subscription per attempt.
+pub async fn watch(bus: &dyn Bus, thread_id: &str, run_id: &str, cancel: &CancellationToken) -> (Interrupts, Control) {
+    let (interrupt_tx, interrupts) = watch::channel(0);
+    let (pause_tx, pause) = watch::channel(0u64);
+    let (wake_tx, wake) = watch::channel(0u64);
+    let run_id = run_id.to_owned();
+    on_bus_messages(bus, &live::control_channel(thread_id), cancel, move |bytes| {
+        let Ok(signal) = ControlSignal::decode(bytes) else { return };
+        match Kind::try_from(signal.kind) {
+            Ok(Kind::Interrupt) => {
+                interrupt_tx.send_if_modified(|seen| {
+                    let later = signal.seq > *seen;
+                    *seen = (*seen).max(signal.seq);
+                    later
+                });
+            }
+            Ok(Kind::Pause) if signal.run_id == run_id => pause_tx.send_modify(|n| *n += 1),
+            Ok(Kind::Wake) if signal.run_id == run_id => wake_tx.send_modify(|n| *n += 1),
+            _ => {}
+        }
+    })
+    .await;
+    (Interrupts(interrupts), Control { pause, wake })
+}
 
 /// The highest sequence number of a committed `user.interrupt` of the thread seen on
 /// the bus.
@@ -16,25 +44,6 @@ use tokio_util::sync::CancellationToken;
 pub struct Interrupts(watch::Receiver<i64>);
 
 impl Interrupts {
-    /// Watches the session's bus channel for committed interrupts of `thread_id` until
-    /// `cancel` fires.
-    pub async fn watch(bus: &dyn Bus, session_id: &str, thread_id: &str, cancel: &CancellationToken) -> Self {
-        let (tx, rx) = watch::channel(0);
-        let thread_id = thread_id.to_owned();
-        let interrupt = format!("\"{}\"", EventType::UserInterrupt);
-        on_bus_messages(bus, &live::session_channel(session_id), cancel, move |bytes| {
-            let Ok(message) = LiveEvent::decode(bytes) else { return };
-            if let Some(live_event::Kind::Committed(committed)) = message.kind
-                && message.thread_id == thread_id
-                && committed.body_json.contains(&interrupt)
-            {
-                tx.send_replace(committed.seq);
-            }
-        })
-        .await;
-        Self(rx)
-    }
-
     /// Whether an interrupt committed after `seq` has been seen.
     pub fn since(&self, seq: i64) -> bool {
         *self.0.borrow() > seq
@@ -65,28 +74,6 @@ pub struct Control {
 }
 
 impl Control {
-    /// Watches the thread's control channel for signals to `run_id` until `cancel` fires.
-    pub async fn watch(bus: &dyn Bus, thread_id: &str, run_id: &str, cancel: &CancellationToken) -> Self {
-        use agentd_proto::v1::{ControlSignal, control_signal::Kind};
-        let (pause_tx, pause) = watch::channel(0u64);
-        let (wake_tx, wake) = watch::channel(0u64);
-        let run_id = run_id.to_owned();
-        // Without the bus a pause still reaches the next attempt through the store.
-        on_bus_messages(bus, &live::control_channel(thread_id), cancel, move |bytes| {
-            let Ok(signal) = ControlSignal::decode(bytes) else { return };
-            if signal.run_id != run_id {
-                return;
-            }
-            match Kind::try_from(signal.kind) {
-                Ok(Kind::Pause) => pause_tx.send_modify(|n| *n += 1),
-                Ok(Kind::Wake) => wake_tx.send_modify(|n| *n += 1),
-                _ => {}
-            }
-        })
-        .await;
-        Control { pause, wake }
-    }
-
     /// A pause was requested during this attempt.
     pub fn paused(&self) -> bool {
         *self.pause.borrow() > 0
@@ -131,7 +118,60 @@ async fn on_bus_messages(
 mod tests {
     use std::time::Duration;
 
+    use agentd_proto::MemoryBus;
+    use agentd_schema::store::StoredEvent;
+
     use super::*;
+
+    fn committed(thread_id: &str, seq: i64, kind: &str) -> StoredEvent {
+        StoredEvent {
+            session_id: "sesn_a".into(),
+            seq,
+            event_id: format!("sevt_{seq}"),
+            thread_id: thread_id.into(),
+            kind: kind.into(),
+            body: serde_json::json!({ "type": kind }),
+            processed_at_ms: 0,
+        }
+    }
+
+    /// Waits until `condition` holds, or fails after five seconds.
+    async fn eventually(condition: impl Fn() -> bool) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !condition() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the signal arrived");
+    }
+
+    #[tokio::test]
+    async fn a_committed_interrupt_reaches_the_attempt_on_its_threads_control_channel() {
+        let bus = MemoryBus::new();
+        let cancel = CancellationToken::new();
+        let (interrupts, control) = watch(&bus, "sesn_a", "run_a", &cancel).await;
+        // The session's other traffic and another thread's interrupt do not reach it.
+        live::publish_committed(
+            &bus,
+            &[committed("sesn_a", 3, "user.message"), committed("sthr_b", 4, "user.interrupt")],
+        )
+        .await;
+        live::publish_committed(&bus, &[committed("sesn_a", 7, "user.interrupt")]).await;
+        eventually(|| interrupts.since(6)).await;
+        assert!(!interrupts.since(7), "the highest interrupt seen is 7");
+        // An older interrupt signalled late does not move it back.
+        live::publish_committed(&bus, &[committed("sesn_a", 5, "user.interrupt")]).await;
+        // Pause and wake count only when they name this attempt's run.
+        live::publish_control(&bus, "sesn_a", "run_other", Kind::Pause).await;
+        live::publish_control(&bus, "sesn_a", "run_a", Kind::Wake).await;
+        eventually(|| *control.wake.borrow() == 1).await;
+        assert!(!control.paused());
+        assert!(interrupts.since(6) && !interrupts.since(7));
+        live::publish_control(&bus, "sesn_a", "run_a", Kind::Pause).await;
+        eventually(|| control.paused()).await;
+        cancel.cancel();
+    }
 
     #[tokio::test]
     async fn the_interrupt_wait_resolves_only_for_a_later_interrupt() {
