@@ -3,7 +3,7 @@
 //! store, which stays authoritative. Publishing is best-effort: a lost notification
 //! costs a stream one store read, never an event.
 
-use agentd_proto::v1::{Committed, ControlSignal, LiveEvent, Preview, Terminal, control_signal, live_event};
+use agentd_proto::v1::{Batch, Committed, ControlSignal, LiveEvent, Preview, Terminal, control_signal, live_event};
 use agentd_proto::{Bus, BusError};
 use bytes::Bytes;
 use prost::Message;
@@ -75,39 +75,55 @@ pub fn render(event: &StoredEvent) -> Value {
     body
 }
 
-/// Publishes committed events in order. Failures are logged, not returned: history is
-/// already committed and streams recover from the store.
+/// Publishes committed events in order: the events of one session as one message — a
+/// `committed` event when it is alone, a `batch` of them when a transaction committed
+/// several — so a commit costs one publish, and each stream one wake-up. Failures are
+/// logged, not returned: history is already committed and streams recover from the
+/// store.
 ///
 /// A committed `user.interrupt` is also signalled on its thread's control channel, the
 /// one channel a live attempt listens on (`KIND_INTERRUPT` with the event's sequence
 /// number): the attempt does not take the session's whole traffic to find it. A lost
 /// signal costs the attempt its next step, where it reads the interrupt from history.
 pub async fn publish_committed(bus: &dyn Bus, events: &[StoredEvent]) {
-    for event in events {
-        if event.kind == EventType::UserInterrupt {
-            let signal = ControlSignal {
-                thread_id: event.thread_id.clone(),
-                kind: control_signal::Kind::Interrupt as i32,
-                seq: event.seq,
-                ..Default::default()
-            };
-            if let Err(error) = signal_control(bus, &signal).await {
-                tracing::warn!(%error, session = %event.session_id, "interrupt signal lost; the attempt reads history");
-            }
-        }
-        let message = LiveEvent {
-            session_id: event.session_id.clone(),
+    for event in events.iter().filter(|event| event.kind == EventType::UserInterrupt) {
+        let signal = ControlSignal {
             thread_id: event.thread_id.clone(),
-            kind: Some(live_event::Kind::Committed(Committed {
-                seq: event.seq,
-                event_id: event.event_id.clone(),
-                body_json: render(event).to_string(),
-            })),
+            kind: control_signal::Kind::Interrupt as i32,
+            seq: event.seq,
+            ..Default::default()
         };
-        if let Err(error) = publish(bus, &event.session_id, &message).await {
-            tracing::warn!(%error, session = %event.session_id, "live notification lost; streams will read the store");
+        if let Err(error) = signal_control(bus, &signal).await {
+            tracing::warn!(%error, session = %event.session_id, "interrupt signal lost; the attempt reads history");
+        }
+    }
+    for session in events.chunk_by(|a, b| a.session_id == b.session_id) {
+        let message = match session {
+            [event] => committed(event),
+            _ => LiveEvent {
+                session_id: session[0].session_id.clone(),
+                // Each event of the batch names its own thread.
+                thread_id: String::new(),
+                kind: Some(live_event::Kind::Batch(Batch { events: session.iter().map(committed).collect() })),
+            },
+        };
+        if let Err(error) = publish(bus, &message.session_id, &message).await {
+            tracing::warn!(%error, session = %message.session_id, "live notification lost; streams will read the store");
             return;
         }
+    }
+}
+
+/// The live message of one committed event.
+fn committed(event: &StoredEvent) -> LiveEvent {
+    LiveEvent {
+        session_id: event.session_id.clone(),
+        thread_id: event.thread_id.clone(),
+        kind: Some(live_event::Kind::Committed(Committed {
+            seq: event.seq,
+            event_id: event.event_id.clone(),
+            body_json: render(event).to_string(),
+        })),
     }
 }
 
@@ -186,5 +202,56 @@ mod tests {
         let created =
             render(&stored("sesn_a", json!({ "type": "session.thread_created", "session_thread_id": "sthr_b" })));
         assert_eq!(created["session_thread_id"], "sthr_b");
+    }
+
+    /// The kinds of a live message: one committed event's seq, or a batch's.
+    fn seqs(bytes: &[u8]) -> Vec<i64> {
+        match LiveEvent::decode(bytes).unwrap().kind {
+            Some(live_event::Kind::Committed(committed)) => vec![committed.seq],
+            Some(live_event::Kind::Batch(batch)) => {
+                batch.events.iter().flat_map(|event| seqs(&event.encode_to_vec())).collect()
+            }
+            other => panic!("not a committed event: {other:?}"),
+        }
+    }
+
+    async fn next(subscription: &mut agentd_proto::Subscription) -> Vec<u8> {
+        use futures::StreamExt;
+        match tokio::time::timeout(std::time::Duration::from_secs(5), subscription.next()).await {
+            Ok(Some(agentd_proto::BusItem::Message(bytes))) => bytes.to_vec(),
+            other => panic!("no message: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transactions_events_are_one_message_and_an_interrupt_is_signalled_to_its_thread() {
+        let bus = agentd_proto::MemoryBus::new();
+        let mut session = bus.subscribe(&session_channel("sesn_a")).await.unwrap();
+        let mut control = bus.subscribe(&control_channel("sthr_b")).await.unwrap();
+        let event =
+            |seq: i64, thread_id: &str, kind: &str| StoredEvent { seq, ..stored(thread_id, json!({ "type": kind })) };
+        publish_committed(&bus, &[event(3, "sesn_a", "user.message")]).await;
+        publish_committed(
+            &bus,
+            &[
+                event(4, "sesn_a", "agent.message"),
+                event(5, "sthr_b", "user.interrupt"),
+                event(6, "sesn_a", "session.status_idle"),
+            ],
+        )
+        .await;
+        assert_eq!(seqs(&next(&mut session).await), [3]);
+        let batch = next(&mut session).await;
+        assert_eq!(seqs(&batch), [4, 5, 6]);
+        let Some(live_event::Kind::Batch(batch)) = LiveEvent::decode(batch.as_slice()).unwrap().kind else {
+            unreachable!()
+        };
+        let threads: Vec<_> = batch.events.iter().map(|event| event.thread_id.as_str()).collect();
+        assert_eq!(threads, ["sesn_a", "sthr_b", "sesn_a"]);
+        let signal = ControlSignal::decode(next(&mut control).await.as_slice()).unwrap();
+        assert_eq!(
+            (signal.kind(), signal.seq, signal.thread_id.as_str()),
+            (control_signal::Kind::Interrupt, 5, "sthr_b")
+        );
     }
 }

@@ -265,9 +265,24 @@ impl<T: Translate> Follower<T> {
         }
     }
 
-    /// One message from the session's bus channel.
+    /// One message from the session's bus channel: one live event, or a batch of the
+    /// events one transaction committed, followed in order.
     async fn live(&mut self, session_id: &str, bytes: &[u8]) -> Flow {
         let Ok(message) = LiveEvent::decode(bytes) else { return Flow::Go };
+        let Some(live_event::Kind::Batch(batch)) = message.kind else {
+            return self.live_event(session_id, message).await;
+        };
+        for event in batch.events {
+            match self.live_event(session_id, event).await {
+                Flow::Go => {}
+                other => return other,
+            }
+        }
+        Flow::Go
+    }
+
+    /// One live event (a batch's events are never batches).
+    async fn live_event(&mut self, session_id: &str, message: LiveEvent) -> Flow {
         match message.kind {
             Some(live_event::Kind::Committed(committed)) => {
                 if committed.seq <= self.last_seq {
@@ -289,7 +304,7 @@ impl<T: Translate> Follower<T> {
                 let out = self.translator.preview(&change);
                 if send(&self.tx, out).await.is_err() { Flow::Gone } else { Flow::Go }
             }
-            Some(live_event::Kind::Terminal(_)) | None => Flow::Read,
+            Some(live_event::Kind::Terminal(_) | live_event::Kind::Batch(_)) | None => Flow::Read,
         }
     }
 }
@@ -423,6 +438,58 @@ mod tests {
 
     fn message(id: &str, text: &str) -> StoredEvent {
         committed("agent.message", id, json!({ "content": [{ "type": "text", "text": text }] }))
+    }
+
+    /// A translator that shows each committed event as its sequence number.
+    struct Seqs;
+
+    impl Translate for Seqs {
+        fn translate(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
+            (vec![json!(event.seq)], false)
+        }
+
+        fn failure(&self, message: String) -> Value {
+            json!(message)
+        }
+    }
+
+    /// The bus message of the events `seqs` committed by one transaction.
+    fn batch(seqs: &[i64]) -> Vec<u8> {
+        use agentd_proto::v1::Batch;
+        let events = seqs
+            .iter()
+            .map(|seq| {
+                let body = json!({ "type": "agent.message", "content": [], "processed_at": live::rfc3339(0) });
+                let committed = Committed { seq: *seq, event_id: format!("sevt_{seq}"), body_json: body.to_string() };
+                LiveEvent {
+                    session_id: "sesn_1".into(),
+                    thread_id: "sesn_1".into(),
+                    kind: Some(live_event::Kind::Committed(committed)),
+                }
+            })
+            .collect();
+        let message = LiveEvent {
+            session_id: "sesn_1".into(),
+            kind: Some(live_event::Kind::Batch(Batch { events })),
+            ..Default::default()
+        };
+        message.encode_to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_followed_in_order_and_a_gap_in_it_sends_the_follower_to_the_store() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut follower = Follower { merge: Merge::default(), translator: Seqs, last_seq: 4, tx };
+        assert!(matches!(follower.live("sesn_1", &batch(&[5, 6])).await, Flow::Go));
+        assert_eq!((rx.recv().await, rx.recv().await), (Some(json!(5)), Some(json!(6))));
+        // What was followed already is skipped; the next one is followed.
+        assert!(matches!(follower.live("sesn_1", &batch(&[6, 7])).await, Flow::Go));
+        assert_eq!(rx.recv().await, Some(json!(7)));
+        // An event past a gap: the store has what is missing, and the rest with it.
+        assert!(matches!(follower.live("sesn_1", &batch(&[8, 10, 11])).await, Flow::Read));
+        assert_eq!(rx.recv().await, Some(json!(8)));
+        assert!(rx.try_recv().is_err(), "nothing past the gap is followed from the bus");
+        assert_eq!(follower.last_seq, 8);
     }
 
     fn start(id: &str) -> Value {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentd_proto::BusItem;
-use agentd_proto::v1::{LiveEvent, live_event};
+use agentd_proto::v1::{Batch, LiveEvent, live_event};
 use agentd_schema::{EventQuery, EventType, NewEvent, Session, SessionThread, Store, TimeBounds, live};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -352,6 +352,19 @@ impl Forwarder {
                 self.push_framed(&terminal.body_json, Head::of(&terminal.body_json));
                 self.ended = true;
             }
+            Some(live_event::Kind::Batch(batch)) => {
+                let mut events = batch.events.into_iter();
+                while let Some(event) = events.next() {
+                    self.forward(event, may_fill);
+                    if self.held.is_some() {
+                        // A gap before this event: the rest of the batch waits with it.
+                        let held = self.held.take().into_iter().chain(events).collect();
+                        self.held =
+                            Some(LiveEvent { kind: Some(live_event::Kind::Batch(Batch { events: held })), ..message });
+                        return;
+                    }
+                }
+            }
             None => {}
         }
     }
@@ -556,4 +569,95 @@ pub async fn thread_stream(
     let (session, thread) = session_threads::load(&state, &tenant, &id, &thread_id).await?;
     let resume_after = resume_point(state.backends.store.as_ref(), &session.id, &headers).await?;
     open_stream(state, session, Some(thread.id), resume_after, uri).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use agentd_proto::v1::{Batch, Committed, LiveEvent, live_event};
+    use axum::body::{Body, BodyDataStream};
+    use axum::http::StatusCode;
+    use bytes::Bytes;
+    use futures::StreamExt;
+    use prost::Message;
+    use serde_json::json;
+    use tower::ServiceExt;
+
+    use crate::test_rig::Rig;
+
+    fn committed(session_id: &str, seq: i64) -> LiveEvent {
+        let id = format!("sevt_live{seq}");
+        let body = json!({ "type": "agent.message", "id": id, "content": [] });
+        LiveEvent {
+            session_id: session_id.to_owned(),
+            thread_id: session_id.to_owned(),
+            kind: Some(live_event::Kind::Committed(Committed { seq, event_id: id, body_json: body.to_string() })),
+        }
+    }
+
+    fn batch(session_id: &str, seqs: &[i64]) -> Bytes {
+        let events = seqs.iter().map(|seq| committed(session_id, *seq)).collect();
+        let message = LiveEvent {
+            session_id: session_id.to_owned(),
+            thread_id: String::new(),
+            kind: Some(live_event::Kind::Batch(Batch { events })),
+        };
+        Bytes::from(message.encode_to_vec())
+    }
+
+    /// The ids of the next `count` events the stream sends (keep-alives skipped).
+    async fn ids(body: &mut BodyDataStream, count: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut text = String::new();
+        while ids.len() < count {
+            let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+                .await
+                .expect("the stream sent the next event in time")
+                .expect("the stream is open")
+                .unwrap();
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+            while let Some(end) = text.find("\n\n") {
+                let frame: String = text.drain(..end + 2).collect();
+                ids.extend(frame.lines().filter_map(|line| line.strip_prefix("id: ").map(str::to_owned)));
+            }
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_forwarded_in_order_and_one_past_a_gap_after_the_fill() {
+        let rig = Rig::new().await;
+        let model = agentd_schema::catalog::current().models().first().unwrap().id.clone();
+        let agent = rig.call("POST", "/v1/agents", json!({ "name": "a", "model": model })).await;
+        let environment =
+            rig.call("POST", "/v1/environments", json!({ "name": "e", "config": { "type": "cloud" } })).await;
+        let create = json!({ "agent": agent.body["id"], "environment_id": environment.body["id"] });
+        let session = rig.call("POST", "/v1/sessions", create).await;
+        assert_eq!(session.status, StatusCode::OK, "{}", session.text);
+        let session_id = session.body["id"].as_str().unwrap();
+        let store = &rig.state.backends.store;
+        let workspace = store.ensure_workspace("acme", "default").await.unwrap();
+        let next = store.get_session(&workspace.id, session_id).await.unwrap().unwrap().next_seq;
+
+        let stream = rig.request("GET", &format!("/v1/sessions/{session_id}/events/stream"), Body::empty());
+        let response = rig.app.clone().oneshot(stream).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body().into_data_stream();
+        let bus = rig.state.backends.bus.clone().unwrap();
+        let channel = agentd_schema::live::session_channel(session_id);
+        let id = |seq: i64| format!("sevt_live{seq}");
+
+        // None of these events is in the store: what the stream sends came off the bus.
+        bus.publish(&channel, batch(session_id, &[next, next + 1])).await.unwrap();
+        assert_eq!(ids(&mut body, 2).await, [id(next), id(next + 1)]);
+        // Past a gap, the batch waits for the store's fill, then follows in order.
+        bus.publish(&channel, batch(session_id, &[next + 3, next + 4])).await.unwrap();
+        assert_eq!(ids(&mut body, 2).await, [id(next + 3), id(next + 4)]);
+        // What the stream has sent is not sent again.
+        bus.publish(&channel, batch(session_id, &[next + 4, next + 1])).await.unwrap();
+        let single = Bytes::from(committed(session_id, next + 5).encode_to_vec());
+        bus.publish(&channel, single).await.unwrap();
+        assert_eq!(ids(&mut body, 1).await, [id(next + 5)]);
+    }
 }
