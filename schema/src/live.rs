@@ -127,22 +127,27 @@ fn committed(event: &StoredEvent) -> LiveEvent {
     }
 }
 
-/// Publishes a preview frame (`event_start` / `event_delta`) of `event_type`; `false`
-/// when the bus did not take it (the caller may stop previewing for a while).
-pub async fn publish_preview(
-    bus: &dyn Bus,
-    session_id: &str,
-    thread_id: &str,
-    event_type: EventType,
-    frame: &Value,
-) -> bool {
-    let message = LiveEvent {
+/// Publishes preview frames (`event_start` / `event_delta`) of one thread's model
+/// response as one message: a `preview` when there is one, a `batch` of them when the
+/// response produced several faster than the bus took them. `false` when the bus did
+/// not take it (the caller may stop previewing for a while).
+pub async fn publish_previews(bus: &dyn Bus, session_id: &str, thread_id: &str, frames: &[(EventType, Value)]) -> bool {
+    let preview = |(event_type, frame): &(EventType, Value)| LiveEvent {
         session_id: session_id.to_owned(),
         thread_id: thread_id.to_owned(),
         kind: Some(live_event::Kind::Preview(Preview {
             body_json: frame.to_string(),
             event_type: event_type.to_string(),
         })),
+    };
+    let message = match frames {
+        [] => return true,
+        [frame] => preview(frame),
+        _ => LiveEvent {
+            session_id: session_id.to_owned(),
+            thread_id: thread_id.to_owned(),
+            kind: Some(live_event::Kind::Batch(Batch { events: frames.iter().map(preview).collect() })),
+        },
     };
     match publish(bus, session_id, &message).await {
         Ok(()) => true,
@@ -221,6 +226,31 @@ mod tests {
             Ok(Some(agentd_proto::BusItem::Message(bytes))) => bytes.to_vec(),
             other => panic!("no message: {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn previews_gathered_together_are_one_message_in_their_order() {
+        let bus = agentd_proto::MemoryBus::new();
+        let mut session = bus.subscribe(&session_channel("sesn_a")).await.unwrap();
+        let frame = |n: i64| (EventType::AgentMessage, json!({ "type": "event_delta", "n": n }));
+        assert!(publish_previews(&bus, "sesn_a", "sesn_a", &[]).await, "nothing to publish");
+        assert!(publish_previews(&bus, "sesn_a", "sesn_a", &[frame(1)]).await);
+        assert!(publish_previews(&bus, "sesn_a", "sthr_b", &[frame(2), frame(3), frame(4)]).await);
+        let preview = |message: LiveEvent| match message.kind {
+            Some(live_event::Kind::Preview(preview)) => {
+                let frame: Value = serde_json::from_str(&preview.body_json).unwrap();
+                (message.thread_id, preview.event_type, frame["n"].as_i64().unwrap())
+            }
+            other => panic!("not a preview: {other:?}"),
+        };
+        let alone = LiveEvent::decode(next(&mut session).await.as_slice()).unwrap();
+        assert_eq!(preview(alone), ("sesn_a".into(), "agent.message".into(), 1));
+        let Some(live_event::Kind::Batch(batch)) = LiveEvent::decode(next(&mut session).await.as_slice()).unwrap().kind
+        else {
+            panic!("three frames are one batch")
+        };
+        let frames: Vec<_> = batch.events.into_iter().map(preview).collect();
+        assert_eq!(frames, [2, 3, 4].map(|n| ("sthr_b".into(), "agent.message".into(), n)));
     }
 
     #[tokio::test]

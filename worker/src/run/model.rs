@@ -9,7 +9,7 @@ use agentd_schema::events::ModelUsage;
 use agentd_schema::{
     EventType, NewEvent, Permission, RetryStatus, RunStatus, SessionError, StopReason, StoredEvent, live,
 };
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 
 use super::{Attempt, Stop};
@@ -192,28 +192,35 @@ impl Attempt<'_> {
         };
         let mut blocks: BTreeMap<usize, OpenBlock> = BTreeMap::new();
         let mut finished = false;
-        // Previews are best-effort: after the bus refuses one, the rest of this response
-        // is committed without previews rather than waiting on a bus that is down.
-        let mut previews = true;
+        let mut previews = Previews::default();
         loop {
-            let item = tokio::select! {
-                () = self.cancel.cancelled() => return Err(Stop::Fenced),
-                () = &mut interrupted => {
-                    out.cut = Some(Cut::Interrupted);
-                    return Ok(out);
+            // Frames gathered while the response came faster than this loop: they go on
+            // the bus as one message as soon as the response would make it wait.
+            let ready = if previews.gathering() { stream.next().now_or_never() } else { None };
+            let item = match ready {
+                Some(item) => item,
+                None => {
+                    self.publish(&mut previews).await;
+                    tokio::select! {
+                        () = self.cancel.cancelled() => return Err(Stop::Fenced),
+                        () = &mut interrupted => {
+                            out.cut = Some(Cut::Interrupted);
+                            return Ok(out);
+                        }
+                        item = stream.next() => item,
+                    }
                 }
-                item = stream.next() => item,
             };
             let event = match item {
-                None if finished => return Ok(out),
+                None if finished => break,
                 // A response that stops without its end marker was cut off: not a success.
                 None => {
                     out.cut = Some(Cut::Failed(ProviderError::transport("the response ended before it was complete")));
-                    return Ok(out);
+                    break;
                 }
                 Some(Err(error)) => {
                     out.cut = Some(Cut::Failed(error));
-                    return Ok(out);
+                    break;
                 }
                 Some(Ok(event)) => event,
             };
@@ -225,25 +232,22 @@ impl Attempt<'_> {
                         BlockKind::Thinking => Some(EventType::AgentThinking),
                         BlockKind::ToolUse { .. } => None,
                     };
-                    if let Some(preview) = preview.filter(|_| previews) {
+                    if let Some(preview) = preview {
                         let frame =
                             json!({ "type": EventType::EventStart, "event": { "type": preview, "id": event_id } });
-                        previews = self.preview(preview, &frame).await;
+                        previews.push(preview, frame);
                     }
                     blocks.insert(index, OpenBlock { kind, event_id, text: String::new(), json: String::new() });
                 }
                 ModelEvent::TextDelta { index, text } => {
                     if let Some(block) = blocks.get_mut(&index).filter(|b| b.kind == BlockKind::Text) {
                         block.text.push_str(&text);
-                        if !previews {
-                            continue;
-                        }
                         let frame = json!({
                             "type": EventType::EventDelta,
                             "event_id": block.event_id,
                             "delta": { "type": "content_delta", "index": 0, "content": { "type": "text", "text": text } },
                         });
-                        self.preview(EventType::AgentMessage, &frame).await;
+                        previews.push(EventType::AgentMessage, frame);
                     }
                 }
                 ModelEvent::InputDelta { index, json } => {
@@ -266,12 +270,48 @@ impl Attempt<'_> {
                 }
             }
         }
+        // Every preview is on the bus before the events it previews are committed.
+        self.publish(&mut previews).await;
+        Ok(out)
     }
 
-    /// Publishes a preview frame of `kind`; `false` when the bus did not take it.
-    async fn preview(&self, kind: EventType, frame: &Value) -> bool {
+    /// Publishes the gathered preview frames as one message.
+    async fn publish(&self, previews: &mut Previews) {
+        if previews.frames.is_empty() {
+            return;
+        }
         let claim = self.claim;
-        live::publish_preview(self.ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, kind, frame).await
+        let taken =
+            live::publish_previews(self.ctx.bus.as_ref(), &claim.session_id, &claim.thread_id, &previews.frames).await;
+        previews.frames.clear();
+        // Previews are best-effort: after the bus refuses them, the rest of this response
+        // is committed without previews rather than waiting on a bus that is down.
+        previews.off |= !taken;
+    }
+}
+
+/// A response's preview frames not yet on the bus.
+#[derive(Default)]
+struct Previews {
+    frames: Vec<(EventType, Value)>,
+    /// The bus refused a publish of this response.
+    off: bool,
+}
+
+impl Previews {
+    /// At most this many frames wait for one publish (and the checks for a cancel or an
+    /// interrupt wait no longer than this many ready events).
+    const GATHER: usize = 64;
+
+    fn push(&mut self, kind: EventType, frame: Value) {
+        if !self.off {
+            self.frames.push((kind, frame));
+        }
+    }
+
+    /// Whether frames wait for the response to pause.
+    fn gathering(&self) -> bool {
+        !self.frames.is_empty() && self.frames.len() < Self::GATHER
     }
 }
 
