@@ -276,6 +276,28 @@ mod cases {
         .await;
     }
 
+    pub async fn one_fetch_takes_what_is_pending_up_to_its_max(backend: Backend) {
+        run(backend, config(Duration::from_secs(5), 10), |fx| async move {
+            let queue = fx.queue();
+            for n in 0..5 {
+                publish(&*queue, &format!("run_{n}:1"), "pending").await;
+            }
+            let first = fetch(&*queue, 3, Duration::from_secs(5)).await;
+            assert_eq!(first.len(), 3, "a fetch fills its batch from what is pending");
+            let rest = fetch(&*queue, 10, Duration::from_secs(5)).await;
+            let ids: Vec<_> = first.iter().chain(&rest).map(|delivery| delivery.msg_id.clone()).collect();
+            assert_eq!(
+                ids,
+                (0..5).map(|n| format!("run_{n}:1")).collect::<Vec<_>>(),
+                "the rest in one more fetch, in order"
+            );
+            for delivery in first.into_iter().chain(rest) {
+                delivery.ack().await.expect("ack");
+            }
+        })
+        .await;
+    }
+
     pub async fn ping_answers(backend: Backend) {
         run(backend, config(Duration::from_secs(1), 10), |fx| async move {
             let queue = fx.queue();
@@ -322,5 +344,6 @@ conformance!(
     max_deliver_stops_redelivery,
     concurrent_consumers_never_share_a_message,
     fetch_on_an_empty_queue_waits_then_returns_nothing,
+    one_fetch_takes_what_is_pending_up_to_its_max,
     ping_answers,
 );

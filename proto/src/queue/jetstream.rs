@@ -167,8 +167,9 @@ impl JetStreamQueue {
 
     /// Issues one pull request for up to `max` messages: `None` takes what is pending
     /// now, `Some(wait)` lets the server hold the request until the batch is full or
-    /// `wait` expires.
-    async fn pull(&self, max: usize, wait: Option<Duration>) -> Result<Vec<Delivery>, QueueError> {
+    /// `wait` expires. Also returns how many messages the consumer still had to deliver
+    /// after the last one received (0 when none was).
+    async fn pull(&self, max: usize, wait: Option<Duration>) -> Result<(Vec<Delivery>, u64), QueueError> {
         let request = match wait {
             Some(wait) => self.inner.consumer.batch().max_messages(max).expires(wait).messages().await,
             None => self.inner.consumer.fetch().max_messages(max).messages().await,
@@ -176,11 +177,15 @@ impl JetStreamQueue {
         let mut batch =
             request.map_err(|err| QueueError::Unavailable(format!("pull request on {}: {err}", self.inner.stream)))?;
         let mut out = Vec::with_capacity(max);
+        let mut pending = 0;
         let mut failure = None;
         let collect = async {
             while let Some(item) = batch.next().await {
                 match item.map_err(|err| err.to_string()).and_then(to_delivery) {
-                    Ok(delivery) => out.push(delivery),
+                    Ok((delivery, after)) => {
+                        out.push(delivery);
+                        pending = after;
+                    }
                     Err(err) => {
                         failure = Some(err);
                         break;
@@ -192,7 +197,7 @@ impl JetStreamQueue {
         // Messages already received are handed out even if the batch ended badly: dropping
         // them would only delay them by an ack wait.
         if !out.is_empty() {
-            return Ok(out);
+            return Ok((out, pending));
         }
         if let Some(err) = failure {
             return Err(QueueError::Backend(format!("pulling from {}: {err}", self.inner.stream)));
@@ -200,12 +205,16 @@ impl JetStreamQueue {
         if timed_out || self.inner.client.connection_state() != async_nats::connection::State::Connected {
             return Err(QueueError::Unavailable(format!("pulling from {}: nats did not answer", self.inner.stream)));
         }
-        Ok(out)
+        Ok((out, 0))
     }
 }
 
-fn to_delivery(message: jetstream::Message) -> Result<Delivery, String> {
-    let delivered = message.info().map_err(|err| format!("reading delivery metadata: {err}"))?.delivered;
+/// A delivery, and how many messages the consumer had yet to deliver after it.
+fn to_delivery(message: jetstream::Message) -> Result<(Delivery, u64), String> {
+    let (delivered, pending) = {
+        let info = message.info().map_err(|err| format!("reading delivery metadata: {err}"))?;
+        (info.delivered, info.pending)
+    };
     let msg_id = message
         .message
         .headers
@@ -215,7 +224,7 @@ fn to_delivery(message: jetstream::Message) -> Result<Delivery, String> {
         .unwrap_or_default();
     let (message, acker) = message.split();
     let delivery_count = u64::try_from(delivered).unwrap_or(1).max(1);
-    Ok(Delivery::new(message.payload, msg_id, delivery_count, Box::new(JetStreamAcker { acker })))
+    Ok((Delivery::new(message.payload, msg_id, delivery_count, Box::new(JetStreamAcker { acker })), pending))
 }
 
 #[async_trait]
@@ -248,15 +257,17 @@ impl Queue for JetStreamQueue {
             return Ok(Vec::new());
         }
         // A server-held request for the whole batch would only return once it is full or
-        // expired. Long-poll for one message instead, then top up with what is pending.
-        let mut out = if wait < Duration::from_millis(1) {
+        // expired. Long-poll for one message instead, then top up with what is pending:
+        // only when the last message received says more are (a pull that finds nothing
+        // costs the server and this process a subscription and a round trip).
+        let (mut out, pending) = if wait < Duration::from_millis(1) {
             self.pull(max, None).await?
         } else {
             self.pull(1, Some(wait)).await?
         };
-        if !out.is_empty() && out.len() < max {
+        if !out.is_empty() && out.len() < max && pending > 0 {
             match self.pull(max - out.len(), None).await {
-                Ok(more) => out.extend(more),
+                Ok((more, _)) => out.extend(more),
                 // The first message is ours already; a failed top-up only means fewer now.
                 Err(err) => {
                     tracing::debug!(stream = %self.inner.stream, error = %err, "jetstream top-up pull failed")
